@@ -1,0 +1,124 @@
+"""Self-describing checkpoints: config + weights + optimizer + step + RNG, written atomically.
+
+A checkpoint is a ``torch.save`` dict::
+
+    {"format": "enerf-checkpoint", "format_version": 1, "config": RunConfig.to_dict(),
+     "step": int, "models": {name: state_dict}, "optimizer": state_dict,
+     "rng": {"torch": ..., "numpy": ...}, "extra": {...}}
+
+so ``enerf eval`` (and later render / mesh) need nothing but ``--ckpt``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .config import RunConfig, run_config_from_dict
+from .errors import CheckpointError, ConfigError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "save_checkpoint",
+    "load_checkpoint",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "rng_state",
+    "restore_rng_state",
+]
+
+FORMAT = "enerf-checkpoint"
+FORMAT_VERSION = 1
+
+
+def _atomic_replace(path: Path, write) -> None:
+    """Write through ``write(tmp_path)`` into a temp file beside ``path``, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so readers never see a half-written file."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+    _atomic_replace(path, write)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(
+    path: Path,
+    config: RunConfig,
+    step: int,
+    models: dict[str, dict],
+    optimizer: dict | None = None,
+    extra: dict | None = None,
+) -> None:
+    """Atomically write a checkpoint (temp file + rename)."""
+    payload = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": config.to_dict(),
+        "step": int(step),
+        "models": models,
+        "optimizer": optimizer,
+        "rng": rng_state(),
+        "extra": extra or {},
+    }
+    _atomic_replace(Path(path), lambda tmp: torch.save(payload, tmp))
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict, RunConfig]:
+    """Read a checkpoint; returns (payload, config). Raises CheckpointError on any problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found (pass the .pt file written under <run>/checkpoints/)")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as exc:  # torch raises many types for corrupt files
+        raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})".splitlines()[0]) from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an enerf checkpoint (no '{FORMAT}' header)")
+    version = payload.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path}: checkpoint format version {version} is not supported (this enerf reads version {FORMAT_VERSION})"
+        )
+    try:
+        config = run_config_from_dict(payload["config"])
+    except (ConfigError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{path}: checkpoint config is incompatible with this enerf ({exc})") from None
+    return payload, config

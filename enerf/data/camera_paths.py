@@ -1,0 +1,134 @@
+"""Camera-pose helpers and render paths with LLFF / nerf-pytorch conventions.
+
+Poses are camera-to-world matrices whose columns are the camera's [right, up, back]
+axes followed by its position (``[..., 3, 4]``); a camera looks along ``-back``.
+The functions mirror nerf-pytorch's ``load_llff.py`` (``normalize``, ``viewmatrix``,
+``poses_avg``, ``render_path_spiral``) without the extra ``hwf`` column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "normalize",
+    "viewmatrix",
+    "poses_avg",
+    "to_homogeneous",
+    "render_path_spiral",
+    "llff_spiral_path",
+    "spherical_path",
+]
+
+
+def normalize(x: np.ndarray) -> np.ndarray:
+    """``x / |x|`` for one vector."""
+    return x / np.linalg.norm(x)
+
+
+def viewmatrix(back: np.ndarray, up: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Camera-to-world [3, 4] whose back axis is ``back`` and whose up axis is closest to ``up``."""
+    vec2 = normalize(back)
+    vec0 = normalize(np.cross(up, vec2))
+    vec1 = normalize(np.cross(vec2, vec0))
+    return np.stack([vec0, vec1, vec2, pos], 1)
+
+
+def poses_avg(poses: np.ndarray) -> np.ndarray:
+    """The "average" camera of ``poses`` [N, 3, 4+]: mean centre, summed back and up axes.
+
+    Returns:
+        c2w: np.ndarray  # [3, 4]
+    """
+    center = poses[:, :3, 3].mean(0)
+    back = normalize(poses[:, :3, 2].sum(0))
+    up = poses[:, :3, 1].sum(0)
+    return viewmatrix(back, up, center)
+
+
+def to_homogeneous(pose: np.ndarray) -> np.ndarray:
+    """[..., 3, 4] -> [..., 4, 4] by appending the row [0, 0, 0, 1]."""
+    bottom = np.broadcast_to(np.array([0.0, 0.0, 0.0, 1.0], dtype=pose.dtype), pose.shape[:-2] + (1, 4))
+    return np.concatenate([pose[..., :3, :4], bottom], axis=-2)
+
+
+def render_path_spiral(
+    c2w: np.ndarray,
+    up: np.ndarray,
+    rads: np.ndarray,
+    focal: float,
+    zrate: float,
+    rots: float,
+    n_frames: int,
+) -> np.ndarray:
+    """nerf-pytorch's spiral: cameras circle ``c2w`` with radii ``rads`` looking at depth ``focal``.
+
+    Args:
+        c2w: np.ndarray  # [3, 4] centre pose of the spiral.
+        up: np.ndarray  # [3] world up used to orient every frame.
+        rads: np.ndarray  # [3] spiral radii along the centre pose's right, up and back axes.
+
+    Returns:
+        poses: np.ndarray  # [n_frames, 3, 4]
+    """
+    rads = np.append(np.asarray(rads, dtype=np.float64), 1.0)
+    frames = []
+    for theta in np.linspace(0.0, 2.0 * np.pi * rots, n_frames + 1)[:-1]:
+        c = c2w[:3, :4] @ (np.array([np.cos(theta), -np.sin(theta), -np.sin(theta * zrate), 1.0]) * rads)
+        z = normalize(c - c2w[:3, :4] @ np.array([0.0, 0.0, -focal, 1.0]))
+        frames.append(viewmatrix(z, up, c))
+    return np.stack(frames, 0)
+
+
+def llff_spiral_path(
+    poses: np.ndarray, bounds: np.ndarray, n_frames: int = 120, path_zflat: bool = False
+) -> np.ndarray:
+    """The video path nerf-pytorch renders for a forward-facing LLFF scene.
+
+    The spiral looks at a focus depth between the closest and a far depth
+    (``dt = 0.75`` in disparity), with radii from the 90th percentile of the camera
+    positions, two rotations and ``zrate = 0.5``. ``path_zflat`` flattens it into one
+    circle at a fixed depth with ``n_frames // 2`` frames.
+
+    Args:
+        poses: np.ndarray  # [N, 3, 4] scene-space poses (after rescale / recenter).
+        bounds: np.ndarray  # [N, 2] scene-space near / far bounds.
+
+    Returns:
+        render_poses: np.ndarray  # [M, 3, 4]
+    """
+    c2w = poses_avg(poses)
+    up = normalize(poses[:, :3, 1].sum(0))
+    close_depth, inf_depth = bounds.min() * 0.9, bounds.max() * 5.0
+    dt = 0.75
+    focal = 1.0 / ((1.0 - dt) / close_depth + dt / inf_depth)
+    rads = np.percentile(np.abs(poses[:, :3, 3]), 90, 0)
+    rots = 2
+    if path_zflat:
+        c2w = c2w.copy()
+        c2w[:3, 3] = c2w[:3, 3] - close_depth * 0.1 * c2w[:3, 2]
+        rads[2] = 0.0
+        rots = 1
+        n_frames = n_frames // 2
+    return render_path_spiral(c2w, up, rads, focal, zrate=0.5, rots=rots, n_frames=n_frames)
+
+
+def spherical_path(radius: float, height: float, n_frames: int = 120) -> np.ndarray:
+    """A circle of cameras around the origin at ``z = height`` looking at the z axis.
+
+    This is nerf-pytorch's ``spherify_poses`` path (scene-space radius ``radius`` of the
+    sphere the cameras lie on); frames are spaced without repeating the first one.
+
+    Returns:
+        render_poses: np.ndarray  # [n_frames, 3, 4]
+    """
+    radcircle = np.sqrt(max(radius**2 - height**2, 0.0))
+    up = np.array([0.0, 0.0, -1.0])
+    frames = []
+    for th in np.linspace(0.0, 2.0 * np.pi, n_frames, endpoint=False):
+        origin = np.array([radcircle * np.cos(th), radcircle * np.sin(th), height])
+        vec2 = normalize(origin)
+        vec0 = normalize(np.cross(vec2, up))
+        vec1 = normalize(np.cross(vec2, vec0))
+        frames.append(np.stack([vec0, vec1, vec2, origin], 1))
+    return np.stack(frames, 0)

@@ -1,0 +1,129 @@
+"""Camera rays: pixel-centre rays for pinhole cameras and the NDC warp for forward-facing scenes.
+
+Camera convention (as LLFF after its axis reorder, and OpenGL): the columns of a
+camera-to-world matrix ``c2w[:3, :3]`` are the camera's [right, up, back] axes, so a
+camera looks along ``-c2w[:3, 2]``.
+
+Pixels follow the COLMAP convention: the principal point is at (W/2, H/2) and pixel
+(i, j) (column i, row j) is sampled at its centre (i + 0.5, j + 0.5).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+__all__ = ["Rays", "pixel_rays", "ndc_rays", "make_rays", "flatten_rays", "index_rays"]
+
+
+class Rays(NamedTuple):
+    """A batch of rays; every field shares the leading shape ``[...]``.
+
+    Points along a ray are ``origins + t * directions`` for ``t`` in ``[near, far]``.
+    In NDC space ``directions`` are not unit length and ``t`` runs over [0, 1].
+    """
+
+    origins: Tensor  # [..., 3] ray origins (world or NDC space)
+    directions: Tensor  # [..., 3] marching directions (points = origins + t * directions)
+    viewdirs: Tensor  # [..., 3] unit viewing directions in world space (network input)
+    near: Tensor  # [..., 1]
+    far: Tensor  # [..., 1]
+
+
+def pixel_rays(height: int, width: int, focal: float, c2w: Tensor) -> tuple[Tensor, Tensor]:
+    """World-space rays through the pixel centres of one pinhole camera.
+
+    Args:
+        height, width: image size in pixels.
+        focal: focal length in pixels.
+        c2w: Tensor  # [3, 4] (or [4, 4]) camera-to-world, columns [right, up, back, t].
+
+    Returns:
+        origins: Tensor  # [height, width, 3]
+        directions: Tensor  # [height, width, 3], camera z component = -1 (not unit)
+    """
+    c2w = c2w.to(torch.float32)
+    j, i = torch.meshgrid(
+        torch.arange(height, dtype=torch.float32, device=c2w.device) + 0.5,
+        torch.arange(width, dtype=torch.float32, device=c2w.device) + 0.5,
+        indexing="ij",
+    )
+    cam_dirs = torch.stack(
+        [(i - 0.5 * width) / focal, -(j - 0.5 * height) / focal, -torch.ones_like(i)], dim=-1
+    )  # [H, W, 3]
+    directions = cam_dirs @ c2w[:3, :3].T
+    origins = c2w[:3, 3].expand(directions.shape)
+    return origins, directions
+
+
+def ndc_rays(
+    height: int, width: int, focal: float, near: float, origins: Tensor, directions: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Warp world rays into normalized device coordinates (NeRF paper, appendix C).
+
+    The plane z = -near maps to NDC z = -1 and z = -inf to z = +1; ``t`` in [0, 1]
+    then covers [near, inf) along each ray.
+
+    Args:
+        origins, directions: Tensor  # [..., 3] world-space rays of a forward-facing scene.
+
+    Returns:
+        origins, directions: Tensor  # [..., 3] in NDC space.
+    """
+    # Shift origins onto the near plane.
+    t = -(near + origins[..., 2]) / directions[..., 2]
+    origins = origins + t[..., None] * directions
+    ox, oy, oz = origins.unbind(-1)
+    dx, dy, dz = directions.unbind(-1)
+    o0 = -1.0 / (width / (2.0 * focal)) * ox / oz
+    o1 = -1.0 / (height / (2.0 * focal)) * oy / oz
+    o2 = 1.0 + 2.0 * near / oz
+    d0 = -1.0 / (width / (2.0 * focal)) * (dx / dz - ox / oz)
+    d1 = -1.0 / (height / (2.0 * focal)) * (dy / dz - oy / oz)
+    d2 = -2.0 * near / oz
+    return torch.stack([o0, o1, o2], -1), torch.stack([d0, d1, d2], -1)
+
+
+def make_rays(
+    height: int,
+    width: int,
+    focal: float,
+    c2w: Tensor,
+    near: float,
+    far: float,
+    use_ndc: bool,
+) -> Rays:
+    """All rays of one image, ready for rendering.
+
+    With ``use_ndc`` the rays are warped to NDC about the plane z = -1 (LLFF rescales
+    the bounds so that all content lies beyond it), ``near`` and ``far`` are ignored and
+    the sampling range becomes [0, 1].
+
+    Returns:
+        Rays with leading shape [height, width].
+    """
+    origins, directions = pixel_rays(height, width, focal, c2w)
+    viewdirs = directions / directions.norm(dim=-1, keepdim=True)
+    if use_ndc:
+        origins, directions = ndc_rays(height, width, focal, 1.0, origins, directions)
+        near, far = 0.0, 1.0
+    shape = origins.shape[:-1] + (1,)
+    return Rays(
+        origins=origins,
+        directions=directions,
+        viewdirs=viewdirs,
+        near=torch.full(shape, float(near), device=origins.device),
+        far=torch.full(shape, float(far), device=origins.device),
+    )
+
+
+def flatten_rays(rays: Rays) -> Rays:
+    """Reshape every field of ``rays`` to ``[n_rays, c]``."""
+    return Rays(*(field.reshape(-1, field.shape[-1]) for field in rays))
+
+
+def index_rays(rays: Rays, index: Tensor | slice) -> Rays:
+    """Select rays along the leading axis of flattened rays."""
+    return Rays(*(field[index] for field in rays))

@@ -1,0 +1,49 @@
+"""A loaded scene: images, cameras, bounds and splits, never mutated after loading."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .rays import Rays, make_rays
+
+__all__ = ["Scene"]
+
+
+@dataclass(frozen=True, eq=False)
+class Scene:
+    """Posed images of one scene in its normalised "scene space".
+
+    Scene space is the frame of ``poses_bounds.npy`` after LLFF's bound rescale and
+    recentering (and spherify, when asked for); ``scene_to_world`` maps it back.
+    """
+
+    name: str
+    images: np.ndarray  # [N, H, W, 3] float32 in [0, 1]
+    poses: np.ndarray  # [N, 3, 4] float32 camera-to-world, columns [right, up, back, t]
+    height: int
+    width: int
+    focal: float  # pixels
+    bounds: np.ndarray  # [N, 2] float32 near / far z-depth per view, scene units
+    near: float  # sampling range for non-NDC rendering
+    far: float
+    use_ndc: bool
+    i_train: np.ndarray  # [n_train] int64 view indices
+    i_test: np.ndarray  # [n_test] int64 view indices
+    render_poses: np.ndarray  # [M, 3, 4] float32 video path
+    scene_to_world: np.ndarray  # [4, 4] float64 similarity: scene-space points -> poses_bounds.npy frame
+
+    @property
+    def n_views(self) -> int:
+        return int(self.images.shape[0])
+
+    def image(self, index: int) -> np.ndarray:
+        """The image of view ``index``: np.ndarray  # [H, W, 3] float32 in [0, 1]."""
+        return self.images[index]
+
+    def rays(self, index: int, device: torch.device | str | None = None) -> Rays:
+        """All rays of view ``index`` (NDC when ``use_ndc``): Rays with leading shape [H, W]."""
+        c2w = torch.tensor(self.poses[index], dtype=torch.float32, device=device)
+        return make_rays(self.height, self.width, self.focal, c2w, self.near, self.far, self.use_ndc)

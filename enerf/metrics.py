@@ -1,0 +1,151 @@
+"""Image metrics: PSNR, SSIM (scikit-image) and LPIPS (the ``lpips`` package, AlexNet trunk).
+
+Images are ``[H, W, 3]`` arrays or tensors in [0, 1]; the data range is 1.
+
+LPIPS needs torchvision's ImageNet AlexNet weights, which torchvision would download on
+first use. This module never downloads: ``make_lpips`` looks for the file in torch.hub's
+checkpoint folder (``$TORCH_HOME/hub/checkpoints``, default ``~/.cache/torch/hub/checkpoints``)
+and reports LPIPS as unavailable, with a one-line reason, when it is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from skimage.metrics import structural_similarity
+
+from .errors import DataError
+
+__all__ = [
+    "psnr",
+    "mse_to_psnr",
+    "ssim",
+    "LpipsMetric",
+    "make_lpips",
+    "alexnet_weights_path",
+    "image_metrics",
+    "ALEXNET_WEIGHTS_URL",
+    "LPIPS_MIN_SIZE",
+]
+
+# torchvision.models.AlexNet_Weights.IMAGENET1K_V1.url; torch.hub caches it under its basename.
+ALEXNET_WEIGHTS_URL = "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth"
+LPIPS_MIN_SIZE = 32  # smaller images vanish inside AlexNet's pooling layers
+
+
+def _to_numpy(image) -> np.ndarray:
+    if isinstance(image, torch.Tensor):
+        image = image.detach().cpu().numpy()
+    return np.asarray(image, dtype=np.float64)
+
+
+def _check_pair(pred: np.ndarray, gt: np.ndarray) -> None:
+    if pred.shape != gt.shape or pred.ndim != 3 or pred.shape[-1] != 3:
+        raise ValueError(f"expected two [H, W, 3] images of one shape, got {pred.shape} and {gt.shape}")
+
+
+def mse_to_psnr(mse) -> float:
+    """PSNR in dB of a mean squared error on [0, 1] data: ``-10 log10(mse)`` (inf when mse is 0)."""
+    mse = float(mse)
+    return math.inf if mse == 0.0 else -10.0 * math.log10(mse)
+
+
+def psnr(pred, gt) -> float:
+    """Peak signal-to-noise ratio (dB, data range 1) of ``pred`` against ``gt``, both [H, W, 3]."""
+    pred, gt = _to_numpy(pred), _to_numpy(gt)
+    _check_pair(pred, gt)
+    return mse_to_psnr(np.mean((pred - gt) ** 2))
+
+
+def ssim(pred, gt) -> float:
+    """Mean SSIM over pixels and channels: scikit-image's ``structural_similarity`` with its
+    defaults (7x7 uniform window, sample covariance, K1=0.01, K2=0.03), data range 1."""
+    pred, gt = _to_numpy(pred), _to_numpy(gt)
+    _check_pair(pred, gt)
+    return float(structural_similarity(pred, gt, channel_axis=-1, data_range=1.0))
+
+
+def alexnet_weights_path() -> Path:
+    """Where torchvision looks for (and would download) the ImageNet AlexNet weights."""
+    return Path(torch.hub.get_dir()) / "checkpoints" / ALEXNET_WEIGHTS_URL.rsplit("/", 1)[-1]
+
+
+class LpipsMetric:
+    """LPIPS distance (AlexNet trunk, v0.1 linear layers); lower is more similar.
+
+    Construct through ``make_lpips``, which checks the weights first.
+    """
+
+    def __init__(self, device: torch.device | str = "cpu", pnet_rand: bool = False) -> None:
+        import lpips
+
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torchvision's `pretrained=` deprecation notice
+            self.model = lpips.LPIPS(net="alex", version="0.1", pnet_rand=pnet_rand, verbose=False)
+        self.model = self.model.to(device).eval()
+        self.device = torch.device(device)
+        self.pnet_rand = pnet_rand
+
+    @torch.no_grad()
+    def __call__(self, pred, gt) -> float:
+        """LPIPS of two [H, W, 3] images in [0, 1] (scaled to [-1, 1], NCHW, for the network)."""
+        pred, gt = _to_numpy(pred), _to_numpy(gt)
+        _check_pair(pred, gt)
+        if min(pred.shape[:2]) < LPIPS_MIN_SIZE:
+            raise DataError(
+                f"LPIPS needs images of at least {LPIPS_MIN_SIZE}x{LPIPS_MIN_SIZE} pixels, got "
+                f"{pred.shape[1]}x{pred.shape[0]}; use a smaller --factor or --no_lpips"
+            )
+
+        def to_input(image: np.ndarray) -> torch.Tensor:
+            x = torch.from_numpy(image).to(self.device, torch.float32)
+            return (x * 2.0 - 1.0).permute(2, 0, 1)[None]  # [1, 3, H, W] in [-1, 1]
+
+        return float(self.model(to_input(pred), to_input(gt)).item())
+
+
+def make_lpips(
+    device: torch.device | str = "cpu", pnet_rand: bool = False
+) -> tuple[LpipsMetric | None, str | None]:
+    """Build the LPIPS metric without touching the network.
+
+    Returns ``(metric, None)``, or ``(None, reason)`` with a one-line reason when the
+    ``lpips`` package or the AlexNet weights file is missing. ``pnet_rand=True`` uses a
+    randomly initialised trunk: for tests only, never a reportable metric.
+    """
+    try:
+        import lpips  # noqa: F401
+    except ImportError:
+        return None, "the lpips package is not installed (pip install lpips)"
+    if not pnet_rand:
+        weights = alexnet_weights_path()
+        if not weights.is_file():
+            return None, (
+                f"AlexNet weights {weights} are missing (no download attempted); "
+                f"copy {ALEXNET_WEIGHTS_URL.rsplit('/', 1)[-1]} from {ALEXNET_WEIGHTS_URL} there "
+                f"or point TORCH_HOME at a folder whose hub/checkpoints/ holds it"
+            )
+    try:
+        return LpipsMetric(device, pnet_rand=pnet_rand), None
+    except Exception as exc:  # a corrupt or truncated weights file, an incompatible lpips
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None, f"LPIPS could not be built: {reason}"
+
+
+def image_metrics(pred, gt, lpips_metric: LpipsMetric | None = None) -> dict:
+    """``{"psnr", "ssim", "lpips"}`` of ``pred`` against ``gt`` ([H, W, 3] in [0, 1]).
+
+    ``lpips`` is None without a metric, or when the images are smaller than
+    ``LPIPS_MIN_SIZE`` pixels on a side.
+    """
+    pred, gt = _to_numpy(pred), _to_numpy(gt)
+    lp = None
+    if lpips_metric is not None and min(pred.shape[:2]) >= LPIPS_MIN_SIZE:
+        lp = lpips_metric(pred, gt)
+    return {"psnr": psnr(pred, gt), "ssim": ssim(pred, gt), "lpips": lp}

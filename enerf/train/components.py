@@ -1,0 +1,70 @@
+"""Build the pieces of a NeRF run from its config: device, scene, fields, render callables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..config import DataConfig, FieldConfig, RunConfig
+from ..data.llff import load_llff
+from ..data.resolve import resolve_scene_dir
+from ..data.scene import Scene
+from ..errors import ConfigError
+from ..fields.nerf import NeRFField
+
+__all__ = ["select_device", "load_scene", "build_fields", "render_fn", "run_dir"]
+
+RgbSigmaFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
+
+
+def select_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when available; ``cuda`` without a GPU is a config error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda was asked for but torch sees no CUDA device; use --device cpu or auto")
+    if name not in ("cpu", "cuda"):
+        raise ConfigError(f"--device {name!r} is not one of auto, cpu, cuda")
+    return torch.device(name)
+
+
+def load_scene(cfg: DataConfig, data_root: Path) -> Scene:
+    """Resolve ``cfg.scene`` / ``cfg.datadir`` and load it with LLFF conventions."""
+    if cfg.dataset_type != "llff":
+        raise ConfigError(f"dataset_type {cfg.dataset_type!r} is not supported yet (only 'llff')")
+    scene_dir = resolve_scene_dir(cfg.scene, cfg.datadir, data_root)
+    return load_llff(
+        scene_dir,
+        factor=cfg.factor,
+        recenter=cfg.recenter,
+        bd_factor=cfg.bd_factor,
+        spherify=cfg.spherify,
+        llffhold=cfg.llffhold,
+        use_ndc=cfg.use_ndc,
+    )
+
+
+def build_fields(cfg: FieldConfig, with_fine: bool, device: torch.device) -> dict[str, NeRFField]:
+    """The coarse field, plus a fine one of the same shape when ``with_fine``."""
+    fields = {"coarse": NeRFField.from_config(cfg).to(device)}
+    if with_fine:
+        fields["fine"] = NeRFField.from_config(cfg).to(device)
+    return fields
+
+
+def render_fn(field: NeRFField | None, density_noise_std: float = 0.0) -> RgbSigmaFn | None:
+    """Wrap a field as the renderer's ``rgb_sigma_fn(points, viewdirs) -> (rgb, sigma)``."""
+    if field is None:
+        return None
+
+    def rgb_sigma_fn(points: Tensor, viewdirs: Tensor) -> tuple[Tensor, Tensor]:
+        return field(points, viewdirs, density_noise_std=density_noise_std)
+
+    return rgb_sigma_fn
+
+
+def run_dir(cfg: RunConfig) -> Path:
+    return Path(cfg.basedir) / cfg.expname

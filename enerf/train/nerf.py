@@ -1,0 +1,179 @@
+"""The NeRF training loop: sample rays, render, MSE, Adam with exponential decay, evaluate.
+
+One run writes into ``<basedir>/<expname>/``::
+
+    config.json            the resolved RunConfig
+    checkpoints/latest.pt  self-describing checkpoint (atomic write)
+    metrics.json           held-out psnr / ssim / lpips, per_image, steps, train_seconds, ...
+    test_views/            held-out renderings
+    tb/                    TensorBoard scalars (loss, psnr, lr, kappa per layer)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from ..checkpoint import atomic_write_text, load_checkpoint, restore_rng_state, save_checkpoint
+from ..config import RunConfig
+from ..data.sampler import RaySampler, center_mask, training_rays
+from ..errors import CheckpointError, EnerfError
+from ..metrics import make_lpips, mse_to_psnr
+from ..nn.conditioning import condition_numbers
+from ..render.volume import render_rays
+from .components import build_fields, load_scene, render_fn, run_dir, select_device
+from .evaluate import evaluate_views, summarize, write_metrics
+
+__all__ = ["train_nerf", "learning_rate", "nerf_losses"]
+
+
+def learning_rate(step: int, lrate: float, lrate_decay: int) -> float:
+    """nerf-pytorch's schedule: lrate * 0.1 ** (step / (lrate_decay * 1000))."""
+    return lrate * 0.1 ** (step / (lrate_decay * 1000))
+
+
+def nerf_losses(out: dict, target: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Named loss terms: photometric MSE of the final pass and of the coarse pass if any."""
+    losses = {"mse": torch.mean((out["rgb"] - target) ** 2)}
+    if "rgb_coarse" in out:
+        losses["mse_coarse"] = torch.mean((out["rgb_coarse"] - target) ** 2)
+    return losses
+
+
+def _seed_everything(seed: int) -> torch.Generator:
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
+    payload, saved = load_checkpoint(ckpt_path)
+    if saved.field != cfg.field or saved.render.n_importance != cfg.render.n_importance:
+        raise CheckpointError(
+            f"{ckpt_path}: its network config differs from this run's; use a new --expname or the same settings"
+        )
+    return payload
+
+
+def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True) -> dict:
+    """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json)."""
+    device = select_device(cfg.train.device)
+    out_dir = run_dir(cfg)
+    ckpt_path = out_dir / "checkpoints" / "latest.pt"
+    payload = _resume_state(ckpt_path, cfg) if resume else None
+    generator = _seed_everything(cfg.train.seed)
+
+    scene = load_scene(cfg.data, data_root)
+    fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=device)
+    params = [p for f in fields.values() for p in f.parameters()]
+    optimizer = torch.optim.Adam(params, lr=cfg.train.lrate, betas=(0.9, 0.999))
+    start_step, history, train_seconds = 0, [], 0.0
+    if payload is not None:
+        for name, field in fields.items():
+            field.load_state_dict(payload["models"][name])
+        optimizer.load_state_dict(payload["optimizer"])
+        restore_rng_state(payload["rng"])
+        generator.set_state(payload["extra"]["generator"])
+        start_step = payload["step"]
+        history = payload["extra"].get("history", [])
+        train_seconds = payload["extra"].get("train_seconds", 0.0)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+    rays, rgb = training_rays(scene, scene.i_train, device)
+    mask = center_mask(len(scene.i_train), scene.height, scene.width, cfg.train.precrop_frac)
+    sampler = RaySampler(rays, rgb, cfg.train.n_rand, generator, center_mask=mask)
+    if payload is not None:
+        sampler.load_state_dict(payload["extra"]["sampler"])
+    writer = SummaryWriter(log_dir=str(out_dir / "tb"))
+    eval_views = scene.i_test if cfg.train.eval_views <= 0 else scene.i_test[: cfg.train.eval_views]
+    coarse_fn = render_fn(fields["coarse"], cfg.render.raw_noise_std)
+    fine_fn = render_fn(fields.get("fine"), cfg.render.raw_noise_std)
+
+    def checkpoint(step: int) -> None:
+        save_checkpoint(
+            ckpt_path,
+            cfg,
+            step,
+            {name: f.state_dict() for name, f in fields.items()},
+            optimizer.state_dict(),
+            extra={"generator": generator.get_state(), "sampler": sampler.state_dict(), "history": history, "train_seconds": train_seconds},
+        )
+
+    bar = tqdm(range(start_step, cfg.train.iters), initial=start_step, total=cfg.train.iters,
+               disable=not progress, dynamic_ncols=True, desc=cfg.expname)
+    done = start_step
+    tic = time.perf_counter()
+    for step in bar:
+        for f in fields.values():
+            f.train()
+        lr = learning_rate(step, cfg.train.lrate, cfg.train.lrate_decay)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch_rays, target = sampler.sample(center_only=step < cfg.train.precrop_iters)
+        out = render_rays(batch_rays, coarse_fn, fine_fn, cfg.render, train=True, generator=generator)
+        losses = nerf_losses(out, target)
+        loss = sum(losses.values())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+        done = step + 1
+        if done % cfg.train.log_every == 0 or done == cfg.train.iters:
+            if not torch.isfinite(loss):
+                raise EnerfError(f"training diverged by step {done}: the loss is not finite; lower --lrate")
+            train_psnr = mse_to_psnr(losses["mse"].item())
+            bar.set_postfix(loss=f"{loss.item():.4f}", psnr=f"{train_psnr:.2f}")
+            for name, value in losses.items():
+                writer.add_scalar(f"train/{name}", value.item(), done)
+            writer.add_scalar("train/psnr", train_psnr, done)
+            writer.add_scalar("train/lr", lr, done)
+        if cfg.train.kappa_every > 0 and (done % cfg.train.kappa_every == 0 or done == 1):
+            for layer, (kappa_w, kappa_ew) in condition_numbers(fields["coarse"]).items():
+                writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
+                writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
+        if cfg.train.eval_every > 0 and done % cfg.train.eval_every == 0 and done < cfg.train.iters:
+            train_seconds += time.perf_counter() - tic
+            per_image = evaluate_views(scene, eval_views, fields, cfg.render, device)
+            psnr = float(np.mean([p["psnr"] for p in per_image]))
+            history.append({"step": done, "train_seconds": train_seconds, "psnr": psnr})
+            writer.add_scalar("test/psnr", psnr, done)
+            bar.write(f"step {done}: held-out PSNR {psnr:.2f} dB")
+            tic = time.perf_counter()
+        if cfg.train.ckpt_every > 0 and done % cfg.train.ckpt_every == 0 and done < cfg.train.iters:
+            train_seconds += time.perf_counter() - tic
+            checkpoint(done)
+            tic = time.perf_counter()
+        if cfg.train.time_budget > 0 and train_seconds + time.perf_counter() - tic >= cfg.train.time_budget:
+            bar.write(f"time budget of {cfg.train.time_budget:.0f} s reached at step {done}")
+            break
+    bar.close()
+    steps = done
+    train_seconds += time.perf_counter() - tic
+    checkpoint(steps)
+
+    lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
+    per_image = evaluate_views(scene, scene.i_test, fields, cfg.render, device, lpips_metric, out_dir / "test_views")
+    metrics = {
+        **summarize(per_image, lpips_error),
+        "per_image": per_image,
+        "steps": steps,
+        "train_seconds": train_seconds,
+        "conditioning": cfg.field.conditioning,
+        "conditioned_layers": cfg.field.conditioned_layers,
+        "seed": cfg.train.seed,
+        "device": str(device),
+        "history": history + [{"step": steps, "train_seconds": train_seconds, "psnr": summarize(per_image, None)["psnr"]}],
+        "kappa": {k: list(v) for k, v in condition_numbers(fields["coarse"]).items()},
+        "checkpoint": str(ckpt_path),
+    }
+    writer.add_scalar("test/psnr", metrics["psnr"], steps)
+    writer.close()
+    write_metrics(out_dir / "metrics.json", metrics)
+    return metrics

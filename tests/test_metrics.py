@@ -1,0 +1,114 @@
+"""Image metrics against scikit-image, a numpy SSIM and analytic values; LPIPS availability."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from numpy.lib.stride_tricks import sliding_window_view
+from skimage.metrics import peak_signal_noise_ratio
+
+from enerf.errors import DataError
+from enerf.metrics import (
+    ALEXNET_WEIGHTS_URL,
+    LPIPS_MIN_SIZE,
+    image_metrics,
+    make_lpips,
+    mse_to_psnr,
+    psnr,
+    ssim,
+)
+
+
+def _pair(h=24, w=20, noise=0.1, seed=0):
+    rng = np.random.default_rng(seed)
+    gt = rng.random((h, w, 3))
+    pred = np.clip(gt + noise * rng.standard_normal(gt.shape), 0, 1)
+    return pred, gt
+
+
+def _ssim_numpy(x, y, win=7, k1=0.01, k2=0.03):
+    """SSIM with a win x win uniform window, sample covariance, valid windows only, mean over channels."""
+    c1, c2 = k1**2, k2**2
+    n = win * win
+    scores = []
+    for ch in range(x.shape[-1]):
+        wx = sliding_window_view(x[..., ch], (win, win))
+        wy = sliding_window_view(y[..., ch], (win, win))
+        mx, my = wx.mean(axis=(-1, -2)), wy.mean(axis=(-1, -2))
+        dx, dy = wx - mx[..., None, None], wy - my[..., None, None]
+        vx = (dx**2).sum(axis=(-1, -2)) / (n - 1)
+        vy = (dy**2).sum(axis=(-1, -2)) / (n - 1)
+        cov = (dx * dy).sum(axis=(-1, -2)) / (n - 1)
+        s = ((2 * mx * my + c1) * (2 * cov + c2)) / ((mx**2 + my**2 + c1) * (vx + vy + c2))
+        scores.append(s.mean())
+    return float(np.mean(scores))
+
+
+def test_psnr_matches_skimage_and_analytic():
+    pred, gt = _pair()
+    assert psnr(pred, gt) == pytest.approx(peak_signal_noise_ratio(gt, pred, data_range=1.0), rel=1e-9)
+    assert psnr(torch.from_numpy(pred).float(), torch.from_numpy(gt).float()) == pytest.approx(psnr(pred, gt), rel=1e-5)
+    zeros = np.zeros((8, 8, 3))
+    assert psnr(zeros + 0.1, zeros) == pytest.approx(20.0)  # mse 0.01
+    assert mse_to_psnr(0.01) == pytest.approx(20.0)
+    assert mse_to_psnr(torch.tensor(1e-3)) == pytest.approx(30.0, rel=1e-6)
+    assert math.isinf(psnr(gt, gt))
+
+
+def test_ssim_matches_numpy_implementation():
+    pred, gt = _pair(noise=0.2)
+    assert ssim(gt, gt) == pytest.approx(1.0)
+    assert ssim(pred, gt) == pytest.approx(_ssim_numpy(pred, gt), rel=1e-9)
+    assert ssim(pred, gt) < 0.99
+    assert ssim(torch.from_numpy(pred), torch.from_numpy(gt)) == pytest.approx(ssim(pred, gt))
+
+
+def test_lpips_reports_missing_weights_without_download(monkeypatch, tmp_path):
+    def no_download(*args, **kwargs):
+        raise AssertionError("make_lpips tried to download")
+
+    monkeypatch.setattr(torch.hub, "_hub_dir", str(tmp_path))
+    monkeypatch.setattr(torch.hub, "download_url_to_file", no_download)
+    metric, message = make_lpips("cpu")
+    assert metric is None
+    assert "alexnet-owt-7be5be79.pth" in message and str(tmp_path / "checkpoints") in message
+    assert "\n" not in message
+
+
+def test_weights_file_name_is_torchvisions():
+    tv_models = pytest.importorskip("torchvision.models")
+    assert tv_models.AlexNet_Weights.IMAGENET1K_V1.url == ALEXNET_WEIGHTS_URL
+
+
+def test_lpips_random_trunk(capsys):
+    metric, message = make_lpips("cpu", pnet_rand=True)
+    assert message is None and metric is not None
+    assert capsys.readouterr().out == ""  # lpips' "Setting up ..." lines are swallowed
+    pred, gt = _pair(h=64, w=48, noise=0.2)
+    assert metric(gt, gt) == pytest.approx(0.0, abs=1e-7)
+    distance = metric(pred, gt)
+    assert distance > 0
+
+    # Input convention: [1, 3, H, W] in [-1, 1].
+    def nchw(a):
+        return torch.from_numpy(a).float().permute(2, 0, 1)[None] * 2 - 1
+
+    with torch.no_grad():
+        direct = metric.model(nchw(pred), nchw(gt)).item()
+    assert distance == pytest.approx(direct, rel=1e-6)
+
+    scores = image_metrics(pred, gt, metric)
+    assert scores["lpips"] == pytest.approx(distance)
+    assert scores["psnr"] == pytest.approx(psnr(pred, gt)) and scores["ssim"] == pytest.approx(ssim(pred, gt))
+
+    small_pred, small_gt = _pair(h=LPIPS_MIN_SIZE - 1, w=40)
+    assert image_metrics(small_pred, small_gt, metric)["lpips"] is None
+    with pytest.raises(DataError):
+        metric(small_pred, small_gt)
+
+
+def test_image_metrics_without_lpips():
+    pred, gt = _pair()
+    scores = image_metrics(pred, gt)
+    assert scores == {"psnr": pytest.approx(psnr(pred, gt)), "ssim": pytest.approx(ssim(pred, gt)), "lpips": None}

@@ -1,0 +1,121 @@
+"""End-to-end: `enerf train` / `enerf eval` on a tiny synthetic scene, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from skimage.metrics import peak_signal_noise_ratio
+
+from enerf.checkpoint import load_checkpoint
+from enerf.cli import main
+from enerf.data.synthetic import make_synthetic_scene
+from enerf.train.components import build_fields, load_scene
+from enerf.train.evaluate import render_view
+
+TINY = [
+    "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
+    "--multires", "4", "--multires_views", "2", "--N_samples", "8", "--N_importance", "4",
+    "--N_rand", "128", "--log_every", "5", "--kappa_every", "5", "--no_lpips", "--quiet",
+    "--chunk", "1024",
+]
+
+
+@pytest.fixture(scope="module")
+def scene_dir(tmp_path_factory) -> Path:
+    return make_synthetic_scene(tmp_path_factory.mktemp("scene") / "tiny", n_views=8, width=40, height=30, seed=1)
+
+
+def _train(scene_dir: Path, basedir: Path, expname: str, iters: int, *extra: str) -> dict:
+    argv = ["train", "--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", expname,
+            "--iters", str(iters), *TINY, *extra]
+    assert main(argv) == 0
+    return json.loads((basedir / expname / "metrics.json").read_text())
+
+
+def test_train_writes_metrics_that_match_an_independent_psnr(scene_dir, tmp_path):
+    metrics = _train(scene_dir, tmp_path, "run", 10, "--conditioning", "row")
+    for key in ("psnr", "ssim", "lpips", "lpips_error", "per_image", "steps", "train_seconds", "conditioning"):
+        assert key in metrics
+    assert metrics["steps"] == 10 and metrics["conditioning"] == "row"
+    assert metrics["lpips"] is None and metrics["lpips_error"]
+    assert [p["view"] for p in metrics["per_image"]] == [0, 4]
+
+    payload, cfg = load_checkpoint(tmp_path / "run" / "checkpoints" / "latest.pt")
+    assert cfg.field.conditioning == "row" and payload["step"] == 10
+    scene = load_scene(cfg.data, Path("data"))
+    fields = build_fields(cfg.field, with_fine=True, device=torch.device("cpu"))
+    for name, field in fields.items():
+        field.load_state_dict(payload["models"][name])
+    for entry in metrics["per_image"]:
+        pred = render_view(scene, entry["view"], fields, cfg.render, torch.device("cpu"))
+        expected = peak_signal_noise_ratio(scene.images[entry["view"]], pred, data_range=1.0)
+        assert entry["psnr"] == pytest.approx(expected, abs=1e-4)
+    assert np.mean([p["psnr"] for p in metrics["per_image"]]) == pytest.approx(metrics["psnr"], abs=1e-9)
+
+
+def test_eval_recomputes_the_same_metrics(scene_dir, tmp_path):
+    trained = _train(scene_dir, tmp_path, "run", 6)
+    (tmp_path / "run" / "metrics.json").unlink()
+    assert main(["eval", "--ckpt", str(tmp_path / "run" / "checkpoints" / "latest.pt")]) == 0
+    again = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert again["psnr"] == pytest.approx(trained["psnr"], abs=1e-5)
+    assert again["steps"] == 6
+
+
+def test_resume_continues_exactly(scene_dir, tmp_path):
+    straight = _train(scene_dir, tmp_path, "straight", 12)
+    _train(scene_dir, tmp_path, "halves", 6)
+    resumed = _train(scene_dir, tmp_path, "halves", 12, "--resume")
+    assert resumed["steps"] == 12
+    assert resumed["psnr"] == pytest.approx(straight["psnr"], abs=1e-5)
+
+
+def test_nerf_pytorch_config_file_is_accepted(scene_dir, tmp_path):
+    config = tmp_path / "fern_like.txt"
+    config.write_text(
+        f"expname = cfgrun\nbasedir = {tmp_path}\ndatadir = {scene_dir}\ndataset_type = llff\n"
+        "factor = 1\nllffhold = 4\nN_rand = 64\nN_samples = 8\nN_importance = 0\nuse_viewdirs = True\n"
+        "raw_noise_std = 1e0\nnetdepth = 2\nnetwidth = 16\nnetdepth_fine = 2\nnetwidth_fine = 16\n"
+        "multires = 2\nmultires_views = 1\nlrate = 5e-4\nlrate_decay = 250\ni_print = 2\nno_batching = False\n"
+    )
+    assert main(["train", "--config", str(config), "--iters", "2", "--no_lpips", "--quiet"]) == 0
+    saved = json.loads((tmp_path / "cfgrun" / "config.json").read_text())
+    assert saved["field"]["netwidth"] == 16 and saved["render"]["raw_noise_std"] == 1.0
+    assert saved["train"]["log_every"] == 2 and saved["data"]["llffhold"] == 4
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["train", "--scene", "no_such_scene_xyz"], "nerf_llff_data"),
+        (["train", "--datadir", "/nonexistent/enerf/scene"], "/nonexistent/enerf/scene"),
+        (["eval", "--ckpt", "/nonexistent/ckpt.pt"], "/nonexistent/ckpt.pt"),
+        (["frobnicate"], "unknown command"),
+    ],
+)
+def test_bad_input_gives_one_line_and_exit_2(argv, fragment, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "enerf.cli", *argv, "--basedir", str(tmp_path)] if argv[0] == "train"
+        else [sys.executable, "-m", "enerf.cli", *argv],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and fragment in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_corrupt_checkpoint_is_reported(tmp_path):
+    bad = tmp_path / "checkpoints" / "latest.pt"
+    bad.parent.mkdir()
+    bad.write_bytes(b"not a checkpoint")
+    proc = subprocess.run([sys.executable, "-m", "enerf.cli", "eval", "--ckpt", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert str(bad) in proc.stderr
