@@ -66,6 +66,24 @@ FLAG_TO_FIELD = {
     "device": ("train", "device"),
 }
 
+HELP = {
+    "scene": "scene name: 'demo' (embedded, made on first use) or a folder under data/nerf_llff_data/",
+    "datadir": "scene folder in LLFF layout (overrides --scene)",
+    "factor": "image downscale factor (uses images_<f>/ if present, else resizes in process)",
+    "llffhold": "hold out every N-th image for testing",
+    "conditioning": "weight conditioning of the linear layers: none (vanilla NeRF) or E-NeRF's row / col / rowcol",
+    "conditioned_layers": "which layers are conditioned: hidden (the trunk), all, none, or comma-separated names",
+    "detach_conditioner": "treat the equilibration matrix as a constant in backprop",
+    "iters": "training steps",
+    "N_rand": "rays per step",
+    "N_samples": "coarse samples per ray",
+    "N_importance": "fine samples per ray (0: no fine network)",
+    "eval_every": "steps between held-out evaluations (0: only at the end)",
+    "time_budget": "stop training after this many seconds (0: no limit)",
+    "device": "auto (CUDA if available), cpu or cuda",
+    "seed": "random seed (weights, ray batches, jitter)",
+}
+
 # nerf-pytorch keys that enerf reads with another meaning-preserving name.
 ALIASES = {"N_iters": "iters", "i_print": "log_every", "i_weights": "ckpt_every", "random_seed": "seed"}
 
@@ -103,7 +121,7 @@ def build_train_parser() -> configargparse.ArgumentParser:
     parser.add_argument("--config", is_config_file=True, help="configargparse file (key = value per line)")
     for flag, (section, name) in FLAG_TO_FIELD.items():
         kind = _field_type(section, name)
-        kwargs = {"type": kind, "default": None}
+        kwargs = {"type": kind, "default": None, "help": HELP.get(flag)}
         if kind is _bool:
             kwargs.update(nargs="?", const=True)
         if flag == "conditioning":

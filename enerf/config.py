@@ -83,7 +83,7 @@ class TrainConfig:
     iters: int = 5000
     n_rand: int = 1024  # rays per step (N_rand)
     lrate: float = 5e-4
-    lrate_decay: int = 250  # thousands of steps for a 10x decay (nerf-pytorch)
+    lrate_decay: float = 250  # thousands of steps for a 10x decay (nerf-pytorch)
     seed: int = 0
     precrop_iters: int = 0
     precrop_frac: float = 0.5

@@ -119,3 +119,15 @@ def test_corrupt_checkpoint_is_reported(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert str(bad) in proc.stderr
+
+
+def test_data_synth_command_writes_a_loadable_llff_scene(tmp_path):
+    from enerf.data.llff import load_llff
+
+    out = tmp_path / "scene"
+    assert main(["data", "synth", "--out", str(out), "--views", "3", "--width", "32", "--height", "24"]) == 0
+    poses_bounds = np.load(out / "poses_bounds.npy")
+    assert poses_bounds.shape == (3, 17)
+    scene = load_llff(out, factor=1, llffhold=0)
+    assert scene.images.shape == (3, 24, 32, 3)
+    assert scene.focal == pytest.approx(poses_bounds[0, 14])

@@ -1,19 +1,24 @@
-"""The NeRF MLP (Mildenhall et al.; nerf-pytorch's architecture) built from conditioned layers.
+"""The NeRF MLP (Mildenhall et al.; nerf-pytorch's ``NeRF`` class) built from conditioned layers.
 
-Layers (names used by ``conditioned_layers``)::
+Layers, in order (the names ``conditioned_layers`` and ``layer_names()`` use)::
 
-    trunk.0 .. trunk.{D-1}   D hidden layers of width W, ReLU; trunk.{s+1} re-reads the
-                             encoded position after every s in ``skips``
-    density_head             W -> 1 (ReLU-activated density)
-    feature                  W -> W
-    view.0                   W + encoded dirs -> view_width, ReLU
-    rgb_head                 view_width -> 3 (sigmoid)
-    output                   W -> 4, only when ``use_viewdirs`` is False
+    trunk.0 .. trunk.{D-1}   D layers of width W with ReLU; trunk.0 reads the encoded
+                             position, and after trunk.s for every s in ``skips`` the encoded
+                             position is concatenated in front: [gamma(x), h] (so trunk.{s+1}
+                             has W + in_ch inputs)
+    density_head             W -> 1, ReLU-activated density    (nerf-pytorch alpha_linear)
+    feature                  W -> W, no activation              (feature_linear)
+    view.0                   [feature, gamma(d)] -> view_width, ReLU   (views_linears[0])
+    rgb_head                 view_width -> 3, sigmoid           (rgb_linear)
+    output                   W -> 4 (rgb, density), only when ``use_viewdirs`` is False
 
-``conditioned_layers``: ``hidden`` (default; the trunk, i.e. the paper's 8 hidden layers),
-``all``, ``none``, or a comma-separated list of layer names. The heads are left plain by
-default because row equilibration turns a single-output layer (``density_head``) into
-sign(W), which removes its ability to learn a scale (see ``enerf.nn.conditioning``).
+``conditioned_layers`` picks which layers get ``conditioning``; the rest are plain:
+``hidden`` (default: the trunk, i.e. the paper's 8 hidden layers), ``all``, ``none``, or a
+comma-separated list of layer names (which may also contain ``hidden``).
+
+Why ``hidden`` is the default: equilibration degenerates on layers with a single unit on one
+side. Under ``row`` a layer with a single output (``density_head``: the paper's W is W x 1)
+becomes sign(W) and loses its scale; under ``col`` a layer with a single input does.
 """
 
 from __future__ import annotations
@@ -30,7 +35,20 @@ __all__ = ["NeRFField"]
 
 
 class NeRFField(nn.Module):
-    """Radiance field: position (+ view direction) -> (rgb, density)."""
+    """Radiance field: position (+ view direction) -> (rgb, density), nerf-pytorch architecture.
+
+    Args:
+        netdepth, netwidth: trunk depth D and width W.
+        skips: trunk indices after which the encoded position is re-read (< D - 1; indices
+            >= D are ignored, as in nerf-pytorch).
+        multires, multires_views: positional-encoding frequencies for positions / directions.
+        use_viewdirs: view-dependent colour branch; otherwise one W -> 4 output layer.
+        view_width: width of the view branch (W // 2 in NeRF).
+        conditioning: ``none`` | ``row`` | ``col`` | ``rowcol`` (see ``enerf.nn.conditioning``).
+        conditioned_layers: ``hidden`` | ``all`` | ``none`` | comma-separated layer names.
+        detach_conditioner, conditioning_passes, conditioning_eps: passed to every
+            ConditionedLinear.
+    """
 
     def __init__(
         self,
@@ -48,23 +66,32 @@ class NeRFField(nn.Module):
         conditioning_eps: float = 1e-8,
     ) -> None:
         super().__init__()
-        self.skips = tuple(skips)
-        self.use_viewdirs = use_viewdirs
+        if netdepth < 1:
+            raise ConfigError(f"--netdepth must be >= 1, got {netdepth}")
+        # As in nerf-pytorch, a skip at or beyond the last layer has no layer after it to feed
+        # and is inert (so the default skips=(4,) works for shallow nets); a skip right after the
+        # last layer would change the heads' input width, which nerf-pytorch crashes on.
+        bad_skips = [s for s in skips if s < 0 or s == netdepth - 1]
+        if bad_skips:
+            raise ConfigError(
+                f"--skips {', '.join(map(str, bad_skips))} invalid for --netdepth {netdepth}: a skip must be in "
+                f"0..{netdepth - 2} (or >= {netdepth}, which is ignored)"
+            )
+        self.skips = tuple(sorted(int(s) for s in skips if s < netdepth - 1))
+        self.use_viewdirs = bool(use_viewdirs)
         self.pos_encoding = PositionalEncoding(multires)
         self.dir_encoding = PositionalEncoding(multires_views)
         in_ch, dir_ch = self.pos_encoding.out_dim, self.dir_encoding.out_dim
 
-        shapes: dict[str, tuple[int, int]] = {}
+        shapes: dict[str, tuple[int, int]] = {}  # name -> (fan_in, fan_out)
         for i in range(netdepth):
             fan_in = in_ch if i == 0 else netwidth + (in_ch if (i - 1) in self.skips else 0)
             shapes[f"trunk.{i}"] = (fan_in, netwidth)
-        if use_viewdirs:
-            shapes.update({
-                "density_head": (netwidth, 1),
-                "feature": (netwidth, netwidth),
-                "view.0": (netwidth + dir_ch, view_width),
-                "rgb_head": (view_width, 3),
-            })
+        if self.use_viewdirs:
+            shapes["density_head"] = (netwidth, 1)
+            shapes["feature"] = (netwidth, netwidth)
+            shapes["view.0"] = (netwidth + dir_ch, view_width)
+            shapes["rgb_head"] = (view_width, 3)
         else:
             shapes["output"] = (netwidth, 4)
         selected = self._select(conditioned_layers, list(shapes), netdepth)
@@ -72,13 +99,16 @@ class NeRFField(nn.Module):
         def make(name: str) -> ConditionedLinear:
             fan_in, fan_out = shapes[name]
             return ConditionedLinear(
-                fan_in, fan_out,
+                fan_in,
+                fan_out,
                 conditioning=conditioning if name in selected else "none",
-                eps=conditioning_eps, detach_conditioner=detach_conditioner, passes=conditioning_passes,
+                eps=conditioning_eps,
+                detach_conditioner=detach_conditioner,
+                passes=conditioning_passes,
             )
 
         self.trunk = nn.ModuleList(make(f"trunk.{i}") for i in range(netdepth))
-        if use_viewdirs:
+        if self.use_viewdirs:
             self.density_head = make("density_head")
             self.feature = make("feature")
             self.view = nn.ModuleList([make("view.0")])
@@ -88,37 +118,48 @@ class NeRFField(nn.Module):
 
     @staticmethod
     def _select(spec: str, names: list[str], netdepth: int) -> set[str]:
-        spec = spec.strip()
-        if spec == "hidden":
-            return {f"trunk.{i}" for i in range(netdepth)}
-        if spec == "all":
-            return set(names)
-        if spec in ("none", ""):
-            return set()
-        chosen = {s.strip() for s in spec.split(",") if s.strip()}
-        unknown = sorted(chosen - set(names))
+        groups = {"hidden": {f"trunk.{i}" for i in range(netdepth)}, "all": set(names), "none": set()}
+        chosen: set[str] = set()
+        unknown = []
+        for token in (t.strip() for t in spec.split(",")):
+            if not token:
+                continue
+            if token in groups:
+                chosen |= groups[token]
+            elif token in names:
+                chosen.add(token)
+            else:
+                unknown.append(token)
         if unknown:
             raise ConfigError(
                 f"--conditioned_layers names unknown layer(s) {', '.join(unknown)}; "
-                f"choose hidden, all, none or from: {', '.join(names)}"
+                f"use hidden, all, none or names from: {', '.join(names)}"
             )
         return chosen
 
     @classmethod
     def from_config(cls, cfg: FieldConfig) -> "NeRFField":
         return cls(
-            netdepth=cfg.netdepth, netwidth=cfg.netwidth, skips=cfg.skips, multires=cfg.multires,
-            multires_views=cfg.multires_views, use_viewdirs=cfg.use_viewdirs, view_width=cfg.view_width,
-            conditioning=cfg.conditioning, conditioned_layers=cfg.conditioned_layers,
-            detach_conditioner=cfg.detach_conditioner, conditioning_passes=cfg.conditioning_passes,
+            netdepth=cfg.netdepth,
+            netwidth=cfg.netwidth,
+            skips=tuple(cfg.skips),
+            multires=cfg.multires,
+            multires_views=cfg.multires_views,
+            use_viewdirs=cfg.use_viewdirs,
+            view_width=cfg.view_width,
+            conditioning=cfg.conditioning,
+            conditioned_layers=cfg.conditioned_layers,
+            detach_conditioner=cfg.detach_conditioner,
+            conditioning_passes=cfg.conditioning_passes,
             conditioning_eps=cfg.conditioning_eps,
         )
 
     def layer_names(self) -> list[str]:
+        """Names of the linear layers, input to output (trunk.0, ..., rgb_head)."""
         return [name for name, m in self.named_modules() if isinstance(m, nn.Linear)]
 
     def _trunk(self, x: Tensor) -> Tensor:
-        """x: [..., 3] -> features [..., netwidth]."""
+        """x: Tensor  # [..., 3] -> h: Tensor  # [..., netwidth]."""
         encoded = self.pos_encoding(x)
         h = encoded
         for i, layer in enumerate(self.trunk):
@@ -129,6 +170,7 @@ class NeRFField(nn.Module):
 
     @staticmethod
     def _activate(raw: Tensor, noise_std: float) -> Tensor:
+        """Density: relu(raw + N(0, noise_std^2)) (nerf-pytorch raw2outputs with raw_noise_std)."""
         if noise_std > 0:
             raw = raw + torch.randn_like(raw) * noise_std
         return torch.relu(raw)
@@ -136,11 +178,12 @@ class NeRFField(nn.Module):
     def query_density(self, x: Tensor, density_noise_std: float = 0.0) -> Tensor:
         """x: Tensor  # [..., 3] -> sigma: Tensor  # [...], >= 0."""
         h = self._trunk(x)
-        raw = self.density_head(h) if self.use_viewdirs else self.output(h)[..., 3:]
-        return self._activate(raw[..., 0], density_noise_std)
+        raw = self.density_head(h)[..., 0] if self.use_viewdirs else self.output(h)[..., 3]
+        return self._activate(raw, density_noise_std)
 
     def forward(self, x: Tensor, dirs: Tensor, density_noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
-        """x, dirs: Tensor  # [..., 3] -> (rgb [..., 3] in [0, 1], sigma [...] >= 0)."""
+        """x: Tensor  # [..., 3], dirs: Tensor  # [..., 3] (unit; unused without use_viewdirs)
+        -> (rgb: Tensor  # [..., 3] in [0, 1], sigma: Tensor  # [...] >= 0)."""
         h = self._trunk(x)
         if not self.use_viewdirs:
             out = self.output(h)

@@ -33,7 +33,7 @@ from .evaluate import evaluate_views, summarize, write_metrics
 __all__ = ["train_nerf", "learning_rate", "nerf_losses"]
 
 
-def learning_rate(step: int, lrate: float, lrate_decay: int) -> float:
+def learning_rate(step: int, lrate: float, lrate_decay: float) -> float:
     """nerf-pytorch's schedule: lrate * 0.1 ** (step / (lrate_decay * 1000))."""
     return lrate * 0.1 ** (step / (lrate_decay * 1000))
 

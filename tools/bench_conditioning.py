@@ -1,0 +1,148 @@
+"""Cost of equilibrated weight conditioning on the NeRF MLP, measured in one run.
+
+For one network shape and one batch of random points it times
+
+* a training step (forward + backward + Adam step on an MSE loss against random colours)
+  of a field with ``--conditioning`` (default ``row`` on the ``hidden`` layers) against the
+  same field with ``none``: target ratio <= 1.05;
+* inference (forward under ``no_grad``) of the folded conditioned field (``fold_module``:
+  plain ``nn.Linear`` layers holding E W) against the vanilla field: target 1.00 +- 0.02;
+  the unfolded conditioned field's inference is shown for reference.
+
+Training steps, then inference passes (twice as many), are interleaved (vanilla,
+conditioned, vanilla, ... with the order flipped on every other repetition) after two
+warm-up rounds. Times are medians; ratios are medians of the per-repetition ratios of
+neighbouring measurements, so slow drifts of a shared machine hit both sides alike.
+Defaults take about 30 s on 2 idle CPU cores (about 2 minutes when other processes
+compete for them); use ``--points 65536`` or more on a GPU.
+
+On an oversubscribed CPU every OpenMP parallel region can wait a scheduler time slice
+(~8 ms) for its second thread, which inflates the many small weight-sized ops of the
+conditioner far beyond their cost; ``--threads 1`` or an idle machine measures the method.
+
+    python tools/bench_conditioning.py
+    python tools/bench_conditioning.py --conditioning rowcol --points 65536 --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+
+import torch
+
+from enerf.fields.nerf import NeRFField
+from enerf.nn.conditioning import fold_module
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--width", type=int, default=256, help="netwidth (view branch: width // 2)")
+    parser.add_argument("--depth", type=int, default=8, help="netdepth")
+    parser.add_argument("--points", type=int, default=16384, help="points per step")
+    parser.add_argument("--steps", type=int, default=10, help="timed repetitions per variant (after 2 warm-up)")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--conditioning", default="row", choices=("row", "col", "rowcol"))
+    parser.add_argument("--conditioned_layers", default="hidden")
+    parser.add_argument("--device", default="cpu", help="cpu | cuda")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    torch.manual_seed(0)
+    shape = dict(netdepth=args.depth, netwidth=args.width, view_width=args.width // 2)
+    vanilla = NeRFField(**shape).to(device)
+    cond = NeRFField(**shape, conditioning=args.conditioning, conditioned_layers=args.conditioned_layers).to(device)
+    cond.load_state_dict(vanilla.state_dict())
+    vanilla_eval = copy.deepcopy(vanilla).eval()  # the trained copies drift; inference uses fixed ones
+    cond_eval = copy.deepcopy(cond).eval()
+    folded_eval = fold_module(cond).eval()
+    optimizers = {
+        "none": (vanilla, torch.optim.Adam(vanilla.parameters(), lr=5e-4)),
+        args.conditioning: (cond, torch.optim.Adam(cond.parameters(), lr=5e-4)),
+    }
+
+    x = torch.rand(args.points, 3, device=device) * 2 - 1
+    dirs = torch.nn.functional.normalize(torch.randn(args.points, 3, device=device), dim=-1)
+    target = torch.rand(args.points, 3, device=device)
+
+    def train_step(name: str) -> float:
+        field, opt = optimizers[name]
+        sync()
+        tic = time.perf_counter()
+        rgb, sigma = field(x, dirs)
+        loss = torch.nn.functional.mse_loss(rgb, target) + 1e-3 * sigma.mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sync()
+        return time.perf_counter() - tic
+
+    inference_fields = {"vanilla": vanilla_eval, "folded": folded_eval, "unfolded": cond_eval}
+
+    @torch.no_grad()
+    def inference(name: str) -> float:
+        sync()
+        tic = time.perf_counter()
+        inference_fields[name](x, dirs)
+        sync()
+        return time.perf_counter() - tic
+
+    train_times: dict[str, list[float]] = {name: [] for name in optimizers}
+    infer_times: dict[str, list[float]] = {name: [] for name in inference_fields}
+    wall = time.perf_counter()
+    for rep in range(args.steps + 2):  # training phase
+        for name in (list(optimizers)[::-1] if rep % 2 else list(optimizers)):
+            t = train_step(name)
+            if rep >= 2:
+                train_times[name].append(t)
+    for rep in range(2 * args.steps + 2):  # inference phase: cheaper, so twice the repetitions
+        for name in (list(inference_fields)[::-1] if rep % 2 else list(inference_fields)):
+            t = inference(name)
+            if rep >= 2:
+                infer_times[name].append(t)
+    wall = time.perf_counter() - wall
+
+    med = {f"train/{k}": statistics.median(v) for k, v in train_times.items()}
+    med.update({f"infer/{k}": statistics.median(v) for k, v in infer_times.items()})
+    label = f"{args.conditioning} ({args.conditioned_layers})"
+    threads = torch.get_num_threads() if device.type == "cpu" else "-"
+    print(f"NeRF MLP {args.depth}x{args.width} (view {args.width // 2}), {args.points} points, device {device}, "
+          f"threads {threads}, {args.steps} train / {2 * args.steps} inference interleaved repetitions after 2 warm-up; {wall:.0f} s total")
+    print()
+    rows = [
+        ("train step  none", med["train/none"]),
+        (f"train step  {label}", med[f"train/{args.conditioning}"]),
+        ("inference   vanilla", med["infer/vanilla"]),
+        (f"inference   folded {label}", med["infer/folded"]),
+        (f"inference   unfolded {label}", med["infer/unfolded"]),
+    ]
+    width = max(len(r[0]) for r in rows) + 2
+    print(f"{'measure':{width}s}{'ms':>10s}{'ms/1k pts':>11s}")
+    for name, seconds in rows:
+        print(f"{name:{width}s}{1e3 * seconds:10.2f}{1e6 * seconds / args.points:11.3f}")
+    print()
+    def paired(a: list[float], b: list[float]) -> float:
+        return statistics.median(x / y for x, y in zip(a, b))
+
+    train_ratio = paired(train_times[args.conditioning], train_times["none"])
+    fold_ratio = paired(infer_times["folded"], infer_times["vanilla"])
+    unfolded_ratio = paired(infer_times["unfolded"], infer_times["vanilla"])
+    print(f"{'ratio (median of paired)':{width}s}{'value':>10s}  target")
+    print(f"{'train ' + args.conditioning + ' / none':{width}s}{train_ratio:10.3f}  <= 1.05  "
+          f"{'ok' if train_ratio <= 1.05 else 'MISSED'}")
+    print(f"{'inference folded / vanilla':{width}s}{fold_ratio:10.3f}  1.00 +- 0.02  "
+          f"{'ok' if abs(fold_ratio - 1) <= 0.02 else 'MISSED'}")
+    print(f"{'inference unfolded / vanilla':{width}s}{unfolded_ratio:10.3f}  (reference)")
+
+
+if __name__ == "__main__":
+    main()
