@@ -2,7 +2,8 @@
 
 A checkpoint is a ``torch.save`` dict::
 
-    {"format": "enerf-checkpoint", "format_version": 1, "config": RunConfig.to_dict(),
+    {"format": "enerf-checkpoint", "format_version": 1, "task": "nerf" | "shape",
+     "config": RunConfig.to_dict() or ShapeRunConfig.to_dict(),
      "step": int, "models": {name: state_dict}, "optimizer": state_dict,
      "rng": {"torch": ..., "numpy": ...}, "extra": {...}}
 
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import RunConfig, run_config_from_dict
+from .config import RunConfig, ShapeRunConfig, run_config_from_dict, shape_run_config_from_dict
 from .errors import CheckpointError, ConfigError
 
 __all__ = [
@@ -34,6 +35,8 @@ __all__ = [
 
 FORMAT = "enerf-checkpoint"
 FORMAT_VERSION = 1
+# payload["task"] -> the config class's loader ("nerf" when the key is missing)
+_CONFIG_LOADERS = {"nerf": run_config_from_dict, "shape": shape_run_config_from_dict}
 
 
 def _atomic_replace(path: Path, write) -> None:
@@ -81,7 +84,7 @@ def restore_rng_state(state: dict[str, Any]) -> None:
 
 def save_checkpoint(
     path: Path,
-    config: RunConfig,
+    config: RunConfig | ShapeRunConfig,
     step: int,
     models: dict[str, dict],
     optimizer: dict | None = None,
@@ -91,6 +94,7 @@ def save_checkpoint(
     payload = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
+        "task": getattr(config, "TASK", "nerf"),
         "config": config.to_dict(),
         "step": int(step),
         "models": models,
@@ -101,7 +105,9 @@ def save_checkpoint(
     _atomic_replace(Path(path), lambda tmp: torch.save(payload, tmp))
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict, RunConfig]:
+def load_checkpoint(
+    path: str | Path, map_location: str | torch.device = "cpu"
+) -> tuple[dict, RunConfig | ShapeRunConfig]:
     """Read a checkpoint; returns (payload, config). Raises CheckpointError on any problem."""
     path = Path(path)
     if not path.is_file():
@@ -118,7 +124,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             f"{path}: checkpoint format version {version} is not supported (this enerf reads version {FORMAT_VERSION})"
         )
     try:
-        config = run_config_from_dict(payload["config"])
+        task = payload.get("task", "nerf")  # checkpoints without a task are NeRF runs
+        if task not in _CONFIG_LOADERS:
+            raise CheckpointError(f"{path}: checkpoint task {task!r} is not one of {', '.join(_CONFIG_LOADERS)}")
+        config = _CONFIG_LOADERS[task](payload["config"])
     except (ConfigError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{path}: checkpoint config is incompatible with this enerf ({exc})") from None
     return payload, config

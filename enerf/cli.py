@@ -1,8 +1,11 @@
 """Command line: parse flags / config files into a RunConfig and call one function.
 
-    enerf train [--config FILE] [--scene demo|fern|...] [--conditioning none|row|col|rowcol] ...
+    enerf train [--config FILE] [--scene demo|fern|...] [--conditioning none|row|col|rowcol|wn|ws]
+                [--precond none|bnp] [--weight_decay L --decay_space p|z] [--grad_reg L] ...
     enerf eval --ckpt PATH
     enerf data synth --out DIR
+    enerf shape train --mesh torus|bunny|PATH --kind occupancy|sdf [--conditioning row] [--iters N]
+    enerf shape mesh --ckpt PATH [--resolution R]      enerf shape eval --ckpt PATH
 
 Config files use configargparse's ``key = value`` syntax; nerf-pytorch's keys are accepted
 with the same meaning, so an existing nerf-pytorch config file works unchanged.
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import configargparse
 
-from .config import CONDITIONING_MODES, DataConfig, FieldConfig, RenderConfig, RunConfig, TrainConfig
+from .config import CONDITIONING_MODES, DECAY_SPACES, PRECOND_MODES, RENDERERS, DataConfig, FieldConfig, RenderConfig, RunConfig, TrainConfig
 from .errors import ConfigError, EnerfError
 
 __all__ = ["main", "build_train_parser", "run_config_from_args"]
@@ -50,6 +53,16 @@ FLAG_TO_FIELD = {
     "raw_noise_std": ("render", "raw_noise_std"),
     "white_bkgd": ("render", "white_bkgd"),
     "chunk": ("render", "chunk"),
+    "renderer": ("render", "renderer"),
+    "render_step_size": ("render", "render_step_size"),
+    "grid_resolution": ("render", "grid_resolution"),
+    "occ_thre": ("render", "occ_thre"),
+    "grid_update_every": ("render", "grid_update_every"),
+    "grid_warmup": ("render", "grid_warmup"),
+    "grid_ema_decay": ("render", "grid_ema_decay"),
+    "early_stop_eps": ("render", "early_stop_eps"),
+    "alpha_thre": ("render", "alpha_thre"),
+    "target_sample_batch_size": ("render", "target_sample_batch_size"),
     "iters": ("train", "iters"),
     "N_rand": ("train", "n_rand"),
     "lrate": ("train", "lrate"),
@@ -63,7 +76,12 @@ FLAG_TO_FIELD = {
     "kappa_every": ("train", "kappa_every"),
     "ckpt_every": ("train", "ckpt_every"),
     "time_budget": ("train", "time_budget"),
+    "stop_at_psnr": ("train", "stop_at_psnr"),
     "device": ("train", "device"),
+    "precond": ("train", "precond"),
+    "weight_decay": ("train", "weight_decay"),
+    "decay_space": ("train", "decay_space"),
+    "grad_reg": ("train", "grad_reg"),
 }
 
 HELP = {
@@ -71,7 +89,8 @@ HELP = {
     "datadir": "scene folder in LLFF layout (overrides --scene)",
     "factor": "image downscale factor (uses images_<f>/ if present, else resizes in process)",
     "llffhold": "hold out every N-th image for testing",
-    "conditioning": "weight conditioning of the linear layers: none (vanilla NeRF) or E-NeRF's row / col / rowcol",
+    "conditioning": "weight conditioning of the linear layers: none (vanilla NeRF), E-NeRF's row / col / rowcol, "
+                    "wn (weight normalization) or ws (weight standardization)",
     "conditioned_layers": "which layers are conditioned: hidden (the trunk), all, none, or comma-separated names",
     "detach_conditioner": "treat the equilibration matrix as a constant in backprop",
     "iters": "training steps",
@@ -81,6 +100,23 @@ HELP = {
     "eval_every": "steps between held-out evaluations (0: only at the end)",
     "time_budget": "stop training after this many seconds (0: no limit)",
     "device": "auto (CUDA if available), cpu or cuda",
+    "renderer": "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid ray marching in plain torch, "
+                "CPU or CUDA), nerfacc (the same with nerfacc, CUDA), auto (nerfacc if it builds, else torch_grid)",
+    "render_step_size": "grid renderers: marching step in ray t (NDC rays span t in [0, 1])",
+    "grid_resolution": "grid renderers: occupancy grid cells per axis over the scene (NDC) box",
+    "occ_thre": "grid renderers: a cell is occupied when density * step exceeds min(this, mean occupancy)",
+    "grid_update_every": "grid renderers: steps between occupancy grid updates",
+    "grid_warmup": "grid renderers: steps during which every update re-evaluates all cells",
+    "grid_ema_decay": "grid renderers: decay of a cell's running occupancy per update",
+    "early_stop_eps": "grid renderers: drop samples behind transmittance below this (0: no density pre-pass)",
+    "alpha_thre": "grid renderers: drop samples with opacity below this",
+    "target_sample_batch_size": "grid renderers: samples per step; rays per step adapt to it "
+                                "(0: N_rand * N_samples; -1: N_rand rays every step)",
+    "stop_at_psnr": "stop once a periodic held-out evaluation (--eval_every) reaches this PSNR (0: never)",
+    "precond": "gradient preconditioner: none, or bnp (batch normalization preconditioning; any --conditioning)",
+    "weight_decay": "L2 regularization strength λ (0: off); where it acts: --decay_space",
+    "decay_space": "p: λ||p||² added to the loss; z: decoupled decay in the preconditioned space (AdamW-style)",
+    "grad_reg": "gradient regularization λ||∇L||² in --decay_space, by double backprop (0: off; slow)",
     "seed": "random seed (weights, ray batches, jitter)",
 }
 
@@ -126,8 +162,14 @@ def build_train_parser() -> configargparse.ArgumentParser:
             kwargs.update(nargs="?", const=True)
         if flag == "conditioning":
             kwargs["choices"] = CONDITIONING_MODES
+        if flag == "precond":
+            kwargs["choices"] = PRECOND_MODES
+        if flag == "decay_space":
+            kwargs["choices"] = DECAY_SPACES
         if flag == "device":
             kwargs["choices"] = ("auto", "cpu", "cuda")
+        if flag == "renderer":
+            kwargs["choices"] = RENDERERS
         parser.add_argument(f"--{flag}", **kwargs)
     for alias, target in ALIASES.items():
         parser.add_argument(f"--{alias}", dest=target, type=_field_type(*FLAG_TO_FIELD[target]), default=None,
@@ -221,7 +263,179 @@ def _cmd_data(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": _cmd_train, "eval": _cmd_eval, "data": _cmd_data}
+def _add_dataclass_flags(parser, cls, help_text: dict[str, str]) -> None:
+    """One ``--field`` flag per dataclass field, default None (the dataclass holds the defaults)."""
+    for f in dataclasses.fields(cls):
+        default = f.default
+        kwargs = {"default": None, "help": help_text.get(f.name)}
+        if isinstance(default, bool):
+            kwargs.update(type=_bool, nargs="?", const=True)
+        elif isinstance(default, tuple):
+            item = type(default[0]) if default else float
+            kwargs.update(type=item, nargs="+")
+        else:
+            kwargs["type"] = type(default)
+        parser.add_argument(f"--{f.name}", **kwargs)
+
+
+def _dataclass_from_args(cls, args):
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name) is not None}
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+def _cmd_render(argv: list[str]) -> int:
+    from .config import VideoConfig
+    from .export.video import render_video_from_checkpoint
+
+    parser = configargparse.ArgumentParser(prog="enerf render", description="Render rgb.mp4 / depth.mp4 from a checkpoint.")
+    parser.add_argument("--ckpt", required=True, help="path to a checkpoint (.pt)")
+    parser.add_argument("--out", default=None, help="output folder (default <run>/video_<path>)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_dataclass_flags(parser, VideoConfig, {
+        "path": "camera path: spiral (LLFF), test (held-out views), train, interp (through the training cameras)",
+        "frames": "frames of the spiral / interp paths", "downscale": "render at 1/N of the training image size",
+        "colormap": "matplotlib colormap for depth / disparity", "png": "also write every frame as PNG",
+        "chunk": "rays per forward pass (0: the checkpoint's chunk); bounds the peak memory",
+    })
+    args = parser.parse_args(argv)
+    info = render_video_from_checkpoint(args.ckpt, _dataclass_from_args(VideoConfig, args), DATA_ROOT, args.out,
+                                        args.device, progress=not args.quiet)
+    print(f"wrote {info['frames']} frames of {info['width']}x{info['height']} ({info['path']} path, "
+          f"{info['depth_kind']} colour-mapped) -> {info['rgb']}, {info['depth']}")
+    return 0
+
+
+def _cmd_mesh(argv: list[str]) -> int:
+    import numpy as np
+
+    from .config import MeshConfig
+    from .export.nerf_mesh import distance_to_true_surfaces, mesh_from_checkpoint
+
+    parser = configargparse.ArgumentParser(prog="enerf mesh", description="Extract a coloured mesh from a NeRF checkpoint.")
+    parser.add_argument("--ckpt", required=True, help="path to a checkpoint (.pt)")
+    parser.add_argument("--out", default=None, help="mesh file, .ply or .obj (default <run>/mesh.ply)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None)
+    _add_dataclass_flags(parser, MeshConfig, {
+        "resolution": "grid points per axis", "threshold": "density iso-level",
+        "min_component": "drop connected components with fewer faces",
+        "bbox": "xmin ymin zmin xmax ymax zmax in the field's coordinates (NDC for forward-facing scenes)",
+        "field": "fine or coarse network", "frame": "world (poses_bounds.npy frame) or scene (normalised frame)",
+    })
+    args = parser.parse_args(argv)
+    cfg = _dataclass_from_args(MeshConfig, args)
+    mesh, path, run = mesh_from_checkpoint(args.ckpt, cfg, DATA_ROOT, args.out, args.device)
+    print(f"wrote mesh with {len(mesh.vertices)} vertices, {len(mesh.faces)} faces -> {path}")
+    dist = distance_to_true_surfaces(run, mesh, cfg.frame, DATA_ROOT)
+    if dist is not None:
+        print(f"distance of the vertices to the scene's true surfaces (world units): median {np.median(dist):.4f}, "
+              f"mean {np.mean(dist):.4f}, 90th percentile {np.percentile(dist, 90):.4f}")
+    return 0
+
+
+def _cmd_compare(argv: list[str]) -> int:
+    from .compare.compare import run_compare
+    from .config import CompareConfig
+
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    parser = configargparse.ArgumentParser(
+        prog="enerf compare", description="Run scenes x modes x seeds and write compare.md / .csv and plots.",
+        epilog="Flags after -- go to every run, e.g. enerf compare --modes none row -- --iters 500")
+    parser.add_argument("--config", default=None, help="config file passed to every run")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_dataclass_flags(parser, CompareConfig, {
+        "task": "nerf (enerf train) or shape (enerf shape train)",
+        "scenes": "scene names or folders (nerf), mesh names (shape)",
+        "modes": "COND, COND+PRECOND or COND:LAYERS, e.g. none row rowcol row+bnp row:all",
+        "jobs": "runs at once (each gets cores // jobs threads)", "out": "output folder",
+        "baseline": "mode the deltas are measured against",
+    })
+    args = parser.parse_args(argv)
+    result = run_compare(_dataclass_from_args(CompareConfig, args), args.config, extra, progress=not args.quiet,
+                         data_root=DATA_ROOT)
+    print("wrote " + ", ".join(str(p) for p in result["outputs"]))
+    return 0
+
+
+SHAPE_HELP = {
+    "mesh": "built-in shape (sphere, torus, box, capsule, bunny) or a mesh file (.obj .ply .off .stl .glb)",
+    "kind": "occupancy (logits, BCE) or sdf (L1 on the clamped signed distance)",
+    "allow_open": "accept a non-watertight mesh, taking inside/outside from the closest face's normal",
+    "near_sigmas": "std of the Gaussian offsets of near-surface training points (one set per value)",
+    "conditioning": "weight conditioning of the linear layers: none (vanilla) or row / col / rowcol",
+    "conditioned_layers": "which layers are conditioned: hidden, all, none, or comma-separated names",
+    "multires": "positional-encoding frequencies (0: raw xyz)",
+    "eikonal_weight": "SDF: weight of the eikonal term mean (|grad f| - 1)^2",
+    "time_budget": "stop training after this many seconds (0: no limit)",
+    "mesh_resolution": "marching-cubes grid of the metrics mesh",
+    "seed": "random seed (weights, batches); the samples use --sample_seed",
+}
+
+
+def _cmd_shape(argv: list[str]) -> int:
+    from .config import ShapeDataConfig, ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
+    from .train.shape import evaluate_shape_checkpoint, mesh_from_checkpoint, train_shape
+
+    actions = ("train", "mesh", "eval")
+    if not argv or argv[0] not in actions:
+        if argv and argv[0] not in ("-h", "--help"):
+            raise ConfigError(f"enerf shape: unknown action {argv[0]!r}; choose one of: {', '.join(actions)}")
+        print("usage: enerf shape {train,mesh,eval} [options]   (enerf shape ACTION --help for its options)")
+        return 0
+    action, argv = argv[0], argv[1:]
+    if action == "train":
+        parser = configargparse.ArgumentParser(
+            prog="enerf shape train", config_file_parser_class=configargparse.DefaultConfigFileParser,
+            description="Fit an occupancy or SDF network to a mesh; writes metrics.json, mesh and checkpoint.")
+        parser.add_argument("--config", is_config_file=True, help="configargparse file (key = value per line)")
+        parser.add_argument("--expname", default=None)
+        parser.add_argument("--basedir", default=None)
+        for cls in (ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig):
+            _add_dataclass_flags(parser, cls, SHAPE_HELP)
+        parser.add_argument("--resume", type=_bool, nargs="?", const=True, default=False,
+                            help="continue from <basedir>/<expname>/checkpoints/latest.pt")
+        parser.add_argument("--quiet", action="store_true", help="no progress bar")
+        args = parser.parse_args(argv)
+        top = {k: getattr(args, k) for k in ("expname", "basedir") if getattr(args, k) is not None}
+        try:
+            cfg = ShapeRunConfig(**top, data=_dataclass_from_args(ShapeDataConfig, args),
+                                 field=_dataclass_from_args(ShapeFieldConfig, args),
+                                 train=_dataclass_from_args(ShapeTrainConfig, args))
+        except TypeError as exc:
+            raise ConfigError(str(exc)) from None
+        m = train_shape(cfg, resume=args.resume, progress=not args.quiet)
+        where = Path(cfg.basedir) / cfg.expname / "metrics.json"
+    else:
+        parser = configargparse.ArgumentParser(prog=f"enerf shape {action}", description=(
+            "Extract the surface of a shape checkpoint (marching cubes)." if action == "mesh"
+            else "Recompute metrics.json of a shape checkpoint."))
+        parser.add_argument("--ckpt", required=True, help="path to a checkpoint (.pt) from enerf shape train")
+        parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None)
+        if action == "mesh":
+            parser.add_argument("--resolution", type=int, default=128, help="grid points per axis")
+            parser.add_argument("--out", default=None, help="mesh file (default <run>/mesh_<resolution>.ply)")
+        args = parser.parse_args(argv)
+        if action == "mesh":
+            path, mesh, seconds = mesh_from_checkpoint(args.ckpt, args.resolution, args.out, args.device)
+            print(f"wrote mesh with {len(mesh.vertices)} vertices, {len(mesh.faces)} faces "
+                  f"({args.resolution}^3 grid, {seconds:.1f} s) -> {path}")
+            return 0
+        m = evaluate_shape_checkpoint(args.ckpt, args.device)
+        where = Path(args.ckpt).resolve().parent.parent / "metrics.json"
+    fmt = {k: "n/a" if m.get(k) is None else f"{m[k]:.4f}" for k in ("iou", "normal_consistency", "fscore")}
+    chamfer = "n/a" if m.get("chamfer_l1") is None else f"{m['chamfer_l1']:.5f}"
+    print(f"IoU {fmt['iou']}  Chamfer-L1 {chamfer}  NC {fmt['normal_consistency']}  F-score {fmt['fscore']}"
+          f"  ({m['steps']} steps, {m['train_seconds']:.0f} s) -> {where}")
+    if m.get("mesh_error"):
+        print(f"no surface: {m['mesh_error']}")
+    return 0
+
+
+COMMANDS = {"train": _cmd_train, "eval": _cmd_eval, "data": _cmd_data, "render": _cmd_render, "mesh": _cmd_mesh,
+            "compare": _cmd_compare, "shape": _cmd_shape}
 
 
 def main(argv: list[str] | None = None) -> int:

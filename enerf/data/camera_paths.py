@@ -18,6 +18,7 @@ __all__ = [
     "render_path_spiral",
     "llff_spiral_path",
     "spherical_path",
+    "interpolated_path",
 ]
 
 
@@ -132,3 +133,39 @@ def spherical_path(radius: float, height: float, n_frames: int = 120) -> np.ndar
         vec1 = normalize(np.cross(vec2, vec0))
         frames.append(np.stack([vec0, vec1, vec2, origin], 1))
     return np.stack(frames, 0)
+
+
+def _catmull_rom(points: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Uniform Catmull-Rom spline through ``points`` [n, d] at parameters ``u`` in [0, n - 1].
+
+    The curve passes through ``points[k]`` at ``u = k``; the end tangents repeat the end points.
+    """
+    padded = np.concatenate([points[:1], points, points[-1:]], axis=0)
+    seg = np.clip(np.floor(u).astype(np.int64), 0, len(points) - 2)
+    s = (u - seg)[:, None]
+    p0, p1, p2, p3 = padded[seg], padded[seg + 1], padded[seg + 2], padded[seg + 3]
+    return 0.5 * (
+        2.0 * p1 + (p2 - p0) * s + (2.0 * p0 - 5.0 * p1 + 4.0 * p2 - p3) * s**2 + (3.0 * p1 - p0 - 3.0 * p2 + p3) * s**3
+    )
+
+
+def interpolated_path(poses: np.ndarray, n_frames: int) -> np.ndarray:
+    """A smooth path through ``poses`` in their order (Catmull-Rom on positions and axes).
+
+    Positions, back and up axes are splined separately and the frame is re-orthonormalised
+    with ``viewmatrix``, so every frame is a rotation; frame ``k * (n_frames - 1) / (N - 1)``
+    (when that is an integer) is exactly pose ``k``.
+
+    Args:
+        poses: np.ndarray  # [N, 3, 4], N >= 1
+    Returns:
+        render_poses: np.ndarray  # [n_frames, 3, 4]
+    """
+    poses = np.asarray(poses, dtype=np.float64)
+    if len(poses) == 1:
+        return np.repeat(poses[:1, :3, :4], n_frames, axis=0)
+    u = np.linspace(0.0, len(poses) - 1.0, n_frames)
+    pos = _catmull_rom(poses[:, :3, 3], u)
+    back = _catmull_rom(poses[:, :3, 2], u)
+    up = _catmull_rom(poses[:, :3, 1], u)
+    return np.stack([viewmatrix(b, v, c) for b, v, c in zip(back, up, pos)], 0)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["Rays", "pixel_rays", "ndc_rays", "make_rays", "flatten_rays", "index_rays"]
+__all__ = ["Rays", "pixel_rays", "ndc_rays", "ndc_to_world", "make_rays", "flatten_rays", "index_rays"]
 
 
 class Rays(NamedTuple):
@@ -84,6 +85,20 @@ def ndc_rays(
     d1 = -1.0 / (height / (2.0 * focal)) * (dy / dz - oy / oz)
     d2 = -2.0 * near / oz
     return torch.stack([o0, o1, o2], -1), torch.stack([d0, d1, d2], -1)
+
+
+def ndc_to_world(points, height: int, width: int, focal: float, near: float = 1.0):
+    """Inverse of the NDC warp for points: NDC [..., 3] -> world (loader scene space) [..., 3].
+
+    The warp of ``ndc_rays`` sends a world point (x, y, z), z < 0, to
+    (-2f/W x/z, -2f/H y/z, 1 + 2 near / z); so z = 2 near / (z' - 1),
+    x = -x' z W / (2f), y = -y' z H / (2f). Defined for z' < 1 (z' = 1 is infinitely far).
+    Works on numpy arrays and torch tensors alike.
+    """
+    x, y, zn = points[..., 0], points[..., 1], points[..., 2]
+    z = 2.0 * near / (zn - 1.0)
+    stack = torch.stack if isinstance(points, Tensor) else np.stack
+    return stack([-x * z * width / (2.0 * focal), -y * z * height / (2.0 * focal), z], -1)
 
 
 def make_rays(

@@ -1,5 +1,6 @@
 """Neural fields built from conditioned layers."""
 
 from .nerf import NeRFField
+from .shape import ShapeField
 
-__all__ = ["NeRFField"]
+__all__ = ["NeRFField", "ShapeField"]

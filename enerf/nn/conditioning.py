@@ -20,8 +20,22 @@ i.e. ``weight = W_k^T``, and computes ``x @ weight.T + b = x @ W_k + b``. Theref
              for square matrices it converges to unit rows and columns, for an m x n one to
              unit columns and rows of norm sqrt(n/m), since both sum to ||W||_F^2).
 * ``none``   W itself (a plain ``nn.Linear``).
+* ``wn``     weight normalization (Salimans & Kingma, "Weight Normalization: A Simple
+             Reparameterization to Accelerate Training of Deep Neural Networks", NeurIPS 2016,
+             eq. 2): w_j = g_j · v_j / ||v_j||_2 per OUTPUT unit j (torch row ``weight[j, :]``),
+             with a learnable gain g_j. Implemented by registering torch's own parametrization
+             ``torch.nn.utils.parametrizations.weight_norm(layer, "weight", dim=0)`` on the layer,
+             so the stored parameters are ``parametrizations.weight.original0`` (g, [out, 1],
+             initialised to ||v_j|| so the layer starts as the plain one) and ``original1`` (v).
+* ``ws``     weight standardization (Qiao et al., "Micro-Batch Training with Batch-Channel
+             Normalization and Weight Standardization", 2019, eq. 5): per OUTPUT unit j,
+             ŵ_ji = (w_ji - mean_i w_ji) / sqrt(var_i w_ji + eps), the variance being the biased
+             (population) one over the n_{k-1} inputs, i.e. zero mean, unit variance per output.
 
-``passes`` only matters for ``rowcol``: ``row`` and ``col`` are idempotent.
+``passes`` only matters for ``rowcol``: ``row`` and ``col`` are idempotent. For ``wn`` the
+registry entry passes the already parametrized ``layer.weight`` through (torch computes
+g·v/||v||); ``detach_conditioner`` is refused for ``wn`` (torch's parametrization has no such
+switch). Under ``ws`` a layer with a single input becomes zero, as ``col`` makes it sign(W).
 
 E is recomputed from W in every forward pass, so the layer is a reparameterisation of W and
 gradients flow through E. With ``detach_conditioner=True`` the diagonal of E is computed
@@ -51,6 +65,7 @@ from ..errors import ConfigError
 
 __all__ = [
     "CONDITIONERS",
+    "PARAMETRIZATIONS",
     "ConditionedLinear",
     "condition_number",
     "condition_numbers",
@@ -71,13 +86,20 @@ class _Equilibrate(torch.autograd.Function):
     def forward(ctx, weight: Tensor, dim: int, eps: float) -> Tensor:
         norms = torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
         unit = weight / norms
-        ctx.save_for_backward(unit, norms)
+        ctx.save_for_backward(unit, norms, weight)
         ctx.dim, ctx.eps = dim, eps
         return unit
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        unit, norms = ctx.saved_tensors
+        unit, norms, weight = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            # create_graph=True (double backprop, e.g. gradient regularization): recompute the
+            # same formula from the input with differentiable ops, so the graph reaches weight.
+            norms = torch.linalg.vector_norm(weight, dim=ctx.dim, keepdim=True).clamp_min(ctx.eps)
+            unit = weight / norms
+            along = (grad * unit).sum(ctx.dim, keepdim=True) * (norms > ctx.eps)
+            return (grad - unit * along) / norms, None, None
         along = (grad * unit).sum(ctx.dim, keepdim=True).masked_fill_(norms <= ctx.eps, 0.0)
         return torch.addcmul(grad, unit, along, value=-1.0).div_(norms), None, None
 
@@ -112,12 +134,41 @@ def _none(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) 
     return weight
 
 
+def _ws(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
+    """Weight standardization: (w - mean) / sqrt(var + eps) over the inputs of each output row."""
+    if detach:  # mean and scale computed under detach: constants in backprop
+        with torch.no_grad():
+            var, mean = torch.var_mean(weight, dim=1, keepdim=True, correction=0)
+            scale = torch.rsqrt(var + eps)
+        return (weight - mean) * scale
+    var, mean = torch.var_mean(weight, dim=1, keepdim=True, correction=0)
+    return (weight - mean) * torch.rsqrt(var + eps)
+
+
+def _wn(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
+    """Weight normalization: ``weight`` is already g·v/||v|| (torch's parametrization, see
+    ``PARAMETRIZATIONS``), so this entry passes it through."""
+    return weight
+
+
+def _register_weight_norm(layer: nn.Module) -> None:
+    torch.nn.utils.parametrizations.weight_norm(layer, name="weight", dim=0)
+
+
 # mode -> f(weight [out, in], eps, passes, *, detach=False) -> conditioned weight [out, in]
 CONDITIONERS: dict[str, Callable[..., Tensor]] = {
     "none": _none,
     "row": _row,
     "col": _col,
     "rowcol": _rowcol,
+    "wn": _wn,
+    "ws": _ws,
+}
+
+# mode -> f(layer) registering a torch parametrization on ``layer.weight`` at construction
+# (the modes whose reparameterisation owns extra parameters).
+PARAMETRIZATIONS: dict[str, Callable[[nn.Module], None]] = {
+    "wn": _register_weight_norm,
 }
 
 
@@ -153,11 +204,22 @@ class ConditionedLinear(nn.Linear):
             raise ConfigError(f"conditioning passes must be >= 1, got {passes}")
         if not eps > 0:
             raise ConfigError(f"conditioning eps must be > 0, got {eps}")
+        if detach_conditioner and conditioning in PARAMETRIZATIONS:
+            raise ConfigError(f"--detach_conditioner is not available with --conditioning {conditioning}; turn it off")
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.conditioning = conditioning
         self.eps = float(eps)
         self.detach_conditioner = bool(detach_conditioner)
         self.passes = int(passes)
+        if conditioning in PARAMETRIZATIONS:
+            PARAMETRIZATIONS[conditioning](self)
+
+    def stored_weight(self) -> Tensor:
+        """The trained [out, in] parameter the conditioner reads: ``weight`` itself, or v
+        (``parametrizations.weight.original1``) for ``wn``. Tensor  # [out_features, in_features]"""
+        if self.conditioning == "wn":
+            return self.parametrizations.weight.original1
+        return self.weight
 
     def conditioned_weight(self) -> Tensor:
         """The paper's (E W)^T in torch layout: Tensor  # [out_features, in_features]."""
@@ -196,12 +258,15 @@ def _kappa(matrix: Tensor) -> float:
 def condition_number(layer: nn.Linear) -> tuple[float, float]:
     """(κ(W), κ(EW)) of one layer: σ_max / σ_min in float64, inf when σ_min = 0.
 
+    W is the stored parameter (v for ``wn``), EW the weight the layer applies.
+
     A plain ``nn.Linear`` gives (κ(W), κ(W)). Transposition does not change κ, so the
     values are the same in the paper's and in torch's layout.
     """
     with torch.no_grad():
-        conditioned = layer.conditioned_weight() if isinstance(layer, ConditionedLinear) else layer.weight
-        return _kappa(layer.weight), _kappa(conditioned)
+        if isinstance(layer, ConditionedLinear):
+            return _kappa(layer.stored_weight()), _kappa(layer.conditioned_weight())
+        return _kappa(layer.weight), _kappa(layer.weight)
 
 
 def condition_numbers(module: nn.Module) -> dict[str, tuple[float, float]]:

@@ -14,8 +14,9 @@ from ..data.resolve import resolve_scene_dir
 from ..data.scene import Scene
 from ..errors import ConfigError
 from ..fields.nerf import NeRFField
+from ..render.renderer import FieldFns
 
-__all__ = ["select_device", "load_scene", "build_fields", "render_fn", "run_dir"]
+__all__ = ["select_device", "load_scene", "build_fields", "render_fn", "field_fns", "run_dir"]
 
 RgbSigmaFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
 
@@ -64,6 +65,21 @@ def render_fn(field: NeRFField | None, density_noise_std: float = 0.0) -> RgbSig
         return field(points, viewdirs, density_noise_std=density_noise_std)
 
     return rgb_sigma_fn
+
+
+def field_fns(fields: dict[str, NeRFField], density_noise_std: float = 0.0) -> FieldFns:
+    """The renderer's callables for ``fields``: coarse rgb_sigma (with ``density_noise_std``),
+    its noise-free density (grid updates, early stop) and the fine field's rgb_sigma if any."""
+    coarse = fields["coarse"]
+
+    def sigma_fn(points: Tensor) -> Tensor:
+        return coarse.query_density(points)
+
+    return FieldFns(
+        rgb_sigma=render_fn(coarse, density_noise_std),
+        sigma=sigma_fn,
+        fine_rgb_sigma=render_fn(fields.get("fine"), density_noise_std),
+    )
 
 
 def run_dir(cfg: RunConfig) -> Path:

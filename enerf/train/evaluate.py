@@ -12,27 +12,79 @@ import torch
 
 from ..checkpoint import atomic_write_bytes, atomic_write_text, load_checkpoint
 from ..config import RenderConfig, RunConfig
+from ..data.rays import Rays
 from ..data.scene import Scene
 from ..fields.nerf import NeRFField
 from ..metrics import LPIPS_MIN_SIZE, image_metrics, make_lpips
-from ..render.volume import render_image
-from .components import build_fields, load_scene, render_fn, run_dir, select_device
+from ..render.renderer import HierarchicalRenderer, Renderer, grid_from_field, make_renderer
+from .components import build_fields, field_fns, load_scene, run_dir, select_device
 
-__all__ = ["render_view", "evaluate_views", "summarize", "write_metrics", "evaluate_checkpoint"]
+__all__ = [
+    "render_rays_image",
+    "render_view",
+    "renderer_from_checkpoint",
+    "evaluate_views",
+    "summarize",
+    "write_metrics",
+    "evaluate_checkpoint",
+]
+
+
+def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device) -> Renderer | None:
+    """The renderer a checkpoint was trained with, its estimator (occupancy grid) restored.
+
+    ``--renderer auto`` resolves again on ``device`` (a grid trained with nerfacc renders
+    with torch_grid on a CPU). None for a grid renderer whose checkpoint holds no grid
+    (then ``render_rays_image`` reads one off the field).
+    """
+    state = (payload.get("extra") or {}).get("estimator")
+    if cfg.render.renderer == "hierarchical":
+        return HierarchicalRenderer(cfg.render)
+    if state is None:
+        return None
+    return make_renderer(cfg.render, device, state=state)
+
+
+def render_rays_image(
+    rays: Rays,
+    fields: dict[str, NeRFField],
+    cfg: RenderConfig,
+    device: torch.device,
+    chunk: int | None = None,
+    renderer: Renderer | None = None,
+) -> dict[str, torch.Tensor]:
+    """Render whole-image rays (leading shape [H, W]) with the run's renderer, ``chunk`` rays at a time.
+
+    The one code path behind ``render_view`` (evaluation) and ``enerf render`` (videos).
+
+    Args:
+        renderer: the run's renderer with its trained estimator (``renderer_from_checkpoint``,
+            or the trainer's). None: ``cfg.renderer``; for the grid renderers the grid is
+            then read off the field (one density pass over all cells), which renders the
+            same scene but costs that pass on every call.
+
+    Returns:
+        dict of CPU tensors: rgb [H, W, 3], depth [H, W], acc [H, W] (see ``render_image``).
+    """
+    for field in fields.values():
+        field.eval()
+    rays = Rays(*(t.to(device) for t in rays))
+    fns = field_fns(fields)
+    if renderer is None:
+        renderer = HierarchicalRenderer(cfg) if cfg.renderer == "hierarchical" else grid_from_field(cfg, device, rays, fns)
+    return renderer.render_image(rays, fns, chunk)
 
 
 def render_view(
-    scene: Scene, index: int, fields: dict[str, NeRFField], cfg: RenderConfig, device: torch.device
+    scene: Scene,
+    index: int,
+    fields: dict[str, NeRFField],
+    cfg: RenderConfig,
+    device: torch.device,
+    renderer: Renderer | None = None,
 ) -> np.ndarray:
-    """Render view ``index`` of ``scene``; returns rgb [H, W, 3] float32 in [0, 1]."""
-    for field in fields.values():
-        field.eval()
-    out = render_image(
-        scene.rays(index, device=device),
-        render_fn(fields["coarse"]),
-        render_fn(fields.get("fine")),
-        cfg,
-    )
+    """Render view ``index`` of ``scene`` (see ``render_rays_image``); returns rgb [H, W, 3] float32 in [0, 1]."""
+    out = render_rays_image(scene.rays(index, device=device), fields, cfg, device, renderer=renderer)
     return out["rgb"].clamp(0.0, 1.0).cpu().numpy()
 
 
@@ -44,11 +96,15 @@ def evaluate_views(
     device: torch.device,
     lpips_metric=None,
     image_dir: Path | None = None,
+    renderer: Renderer | None = None,
 ) -> list[dict]:
-    """Per-view metrics; optionally saves each rendering as ``image_dir/view_NNN.png``."""
+    """Per-view metrics; optionally saves each rendering as ``image_dir/view_NNN.png``.
+
+    ``renderer``: the run's renderer with its estimator (see ``render_rays_image``).
+    """
     per_image = []
     for index in views:
-        pred = render_view(scene, int(index), fields, cfg, device)
+        pred = render_view(scene, int(index), fields, cfg, device, renderer=renderer)
         scores = image_metrics(pred, scene.images[int(index)], lpips_metric)
         per_image.append({"view": int(index), **scores})
         if image_dir is not None:
@@ -86,12 +142,13 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
     fields = build_fields(cfg.field, with_fine="fine" in payload["models"], device=device)
     for name, field in fields.items():
         field.load_state_dict(payload["models"][name])
+    renderer = renderer_from_checkpoint(payload, cfg, device)
     lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
     ckpt_path = Path(ckpt_path)
     # A checkpoint lives in <run>/checkpoints/; results go beside it, wherever the run was moved.
     out_dir = ckpt_path.resolve().parent.parent if ckpt_path.parent.name == "checkpoints" else run_dir(cfg)
     per_image = evaluate_views(
-        scene, scene.i_test, fields, cfg.render, device, lpips_metric, image_dir=out_dir / "test_views"
+        scene, scene.i_test, fields, cfg.render, device, lpips_metric, image_dir=out_dir / "test_views", renderer=renderer
     )
     previous = {}
     metrics_path = out_dir / "metrics.json"

@@ -26,9 +26,11 @@ from ..data.sampler import RaySampler, center_mask, training_rays
 from ..errors import CheckpointError, EnerfError
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers
-from ..render.volume import render_rays
-from .components import build_fields, load_scene, render_fn, run_dir, select_device
+from ..optim import build_optimizer
+from ..render.renderer import make_renderer
+from .components import build_fields, field_fns, load_scene, run_dir, select_device
 from .evaluate import evaluate_views, summarize, write_metrics
+from .ray_batch import RayBatch
 
 __all__ = ["train_nerf", "learning_rate", "nerf_losses"]
 
@@ -71,9 +73,11 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
 
     scene = load_scene(cfg.data, data_root)
     fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=device)
-    params = [p for f in fields.values() for p in f.parameters()]
-    optimizer = torch.optim.Adam(params, lr=cfg.train.lrate, betas=(0.9, 0.999))
-    start_step, history, train_seconds = 0, [], 0.0
+    optimizer = build_optimizer(  # Adam, + BNP / weight decay / gradient regularization per config
+        fields.values(), lr=cfg.train.lrate, precond=cfg.train.precond, weight_decay=cfg.train.weight_decay,
+        decay_space=cfg.train.decay_space, grad_reg=cfg.train.grad_reg,
+    )
+    start_step, history, train_seconds, kappa_history = 0, [], 0.0, []
     if payload is not None:
         for name, field in fields.items():
             field.load_state_dict(payload["models"][name])
@@ -82,6 +86,7 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
         generator.set_state(payload["extra"]["generator"])
         start_step = payload["step"]
         history = payload["extra"].get("history", [])
+        kappa_history = payload["extra"].get("kappa_history", [])
         train_seconds = payload["extra"].get("train_seconds", 0.0)
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -93,8 +98,12 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
         sampler.load_state_dict(payload["extra"]["sampler"])
     writer = SummaryWriter(log_dir=str(out_dir / "tb"))
     eval_views = scene.i_test if cfg.train.eval_views <= 0 else scene.i_test[: cfg.train.eval_views]
-    coarse_fn = render_fn(fields["coarse"], cfg.render.raw_noise_std)
-    fine_fn = render_fn(fields.get("fine"), cfg.render.raw_noise_std)
+    fns = field_fns(fields, cfg.render.raw_noise_std)
+    # Renderer (and its occupancy grid, restored on resume); rays per step sized for a sample budget.
+    saved_extra = payload["extra"] if payload is not None else {}
+    renderer = make_renderer(cfg.render, device, state=saved_extra.get("estimator"), training_rays=rays)
+    ray_batch = RayBatch.for_run(cfg, len(sampler), renderer.name)
+    ray_batch.load_state_dict(saved_extra.get("ray_batch"))
 
     def checkpoint(step: int) -> None:
         save_checkpoint(
@@ -103,7 +112,8 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
             step,
             {name: f.state_dict() for name, f in fields.items()},
             optimizer.state_dict(),
-            extra={"generator": generator.get_state(), "sampler": sampler.state_dict(), "history": history, "train_seconds": train_seconds},
+            extra={"generator": generator.get_state(), "sampler": sampler.state_dict(), "history": history, "train_seconds": train_seconds,
+                   "kappa_history": kappa_history, "estimator": renderer.state_dict(), "ray_batch": ray_batch.state_dict()},
         )
 
     bar = tqdm(range(start_step, cfg.train.iters), initial=start_step, total=cfg.train.iters,
@@ -116,12 +126,16 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
         lr = learning_rate(step, cfg.train.lrate, cfg.train.lrate_decay)
         for group in optimizer.param_groups:
             group["lr"] = lr
+        renderer.update(step, fns, generator)  # occupancy grid, every grid_update_every steps
+        sampler.batch_size = ray_batch.n_rays
         batch_rays, target = sampler.sample(center_only=step < cfg.train.precrop_iters)
-        out = render_rays(batch_rays, coarse_fn, fine_fn, cfg.render, train=True, generator=generator)
+        out = renderer.render_rays(batch_rays, fns, train=True, generator=generator)
+        ray_batch.record(target.shape[0], out["n_samples"], out["n_queries"])
         losses = nerf_losses(out, target)
+        losses.update(optimizer.penalties())
         loss = sum(losses.values())
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        optimizer.backward(loss)
         optimizer.step()
 
         done = step + 1
@@ -135,17 +149,23 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
             writer.add_scalar("train/psnr", train_psnr, done)
             writer.add_scalar("train/lr", lr, done)
         if cfg.train.kappa_every > 0 and (done % cfg.train.kappa_every == 0 or done == 1):
-            for layer, (kappa_w, kappa_ew) in condition_numbers(fields["coarse"]).items():
+            kappas = condition_numbers(fields["coarse"])
+            kappa_history.append({"step": done, "layers": {k: list(v) for k, v in kappas.items()}})
+            for layer, (kappa_w, kappa_ew) in kappas.items():
                 writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
                 writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
         if cfg.train.eval_every > 0 and done % cfg.train.eval_every == 0 and done < cfg.train.iters:
             train_seconds += time.perf_counter() - tic
-            per_image = evaluate_views(scene, eval_views, fields, cfg.render, device)
+            per_image = evaluate_views(scene, eval_views, fields, cfg.render, device, renderer=renderer)
             psnr = float(np.mean([p["psnr"] for p in per_image]))
-            history.append({"step": done, "train_seconds": train_seconds, "psnr": psnr})
+            history.append({"step": done, "train_seconds": train_seconds, "psnr": psnr,
+                            "queries_per_ray": ray_batch.queries_per_ray})
             writer.add_scalar("test/psnr", psnr, done)
             bar.write(f"step {done}: held-out PSNR {psnr:.2f} dB")
             tic = time.perf_counter()
+            if cfg.train.stop_at_psnr > 0 and psnr >= cfg.train.stop_at_psnr:
+                bar.write(f"held-out PSNR reached --stop_at_psnr {cfg.train.stop_at_psnr:g} dB at step {done}")
+                break
         if cfg.train.ckpt_every > 0 and done % cfg.train.ckpt_every == 0 and done < cfg.train.iters:
             train_seconds += time.perf_counter() - tic
             checkpoint(done)
@@ -159,18 +179,24 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
     checkpoint(steps)
 
     lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
-    per_image = evaluate_views(scene, scene.i_test, fields, cfg.render, device, lpips_metric, out_dir / "test_views")
+    per_image = evaluate_views(scene, scene.i_test, fields, cfg.render, device, lpips_metric, out_dir / "test_views",
+                               renderer=renderer)
     metrics = {
         **summarize(per_image, lpips_error),
         "per_image": per_image,
         "steps": steps,
         "train_seconds": train_seconds,
         "conditioning": cfg.field.conditioning,
+        "precond": cfg.train.precond,
         "conditioned_layers": cfg.field.conditioned_layers,
         "seed": cfg.train.seed,
         "device": str(device),
-        "history": history + [{"step": steps, "train_seconds": train_seconds, "psnr": summarize(per_image, None)["psnr"]}],
+        "history": history + [{"step": steps, "train_seconds": train_seconds, "psnr": summarize(per_image, None)["psnr"],
+                               "queries_per_ray": ray_batch.queries_per_ray}],
+        "renderer": renderer.name,
+        **ray_batch.summary(),  # queries_per_ray (network queries per training ray), samples_per_ray, rays_per_step
         "kappa": {k: list(v) for k, v in condition_numbers(fields["coarse"]).items()},
+        "kappa_history": kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
         "checkpoint": str(ckpt_path),
     }
     writer.add_scalar("test/psnr", metrics["psnr"], steps)

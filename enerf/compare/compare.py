@@ -1,0 +1,127 @@
+"""``enerf compare``: run the grid, then write the table and the plots into ``<out>/``.
+
+Outputs: ``compare.md``, ``compare.csv`` (``table.py``), ``<curve>_curves.png``
+(``psnr_curves.png`` for NeRF), ``side_by_side.png`` (NeRF only) and ``conditioning.png``
+(when the runs recorded ``kappa_history``); every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+
+from ..checkpoint import atomic_write_bytes, atomic_write_text
+from ..config import CONDITIONING_MODES, CompareConfig, run_config_from_dict
+from ..errors import ConfigError
+from . import plots
+from .grid import GridRun, Runner, plan_grid, run_grid, scene_label, subprocess_runner
+from .table import collect, table_rows, to_csv, to_markdown
+from .tasks import Task, get_task, parse_mode
+
+__all__ = ["run_compare", "write_report"]
+
+
+def _known_precond() -> tuple[str, ...]:
+    from .. import config
+
+    return tuple(getattr(config, "PRECOND_MODES", ()))
+
+
+def run_compare(cfg: CompareConfig, config_file: str | None = None, extra: list[str] | None = None,
+                runner: Runner = subprocess_runner, progress: bool = True, data_root: Path = Path("data")) -> dict:
+    """Run (or resume) the grid of ``cfg`` and write its report; returns {"outputs": [...], "rows": [...]}."""
+    task = get_task(cfg.task)
+    known = tuple(CONDITIONING_MODES) if task.name == "nerf" else ()
+    modes = [parse_mode(m, known, _known_precond()) for m in cfg.modes]
+    extra = list(extra or [])
+    runs = plan_grid(task, list(cfg.scenes), modes, list(cfg.seeds), Path(cfg.out), config_file, extra)
+    run_grid(task, runs, config_file, extra, cfg.jobs, runner, progress)
+    return write_report(task, runs, cfg, data_root)
+
+
+def _cost(runs: list[GridRun], metrics: dict) -> dict[str, dict]:
+    cost: dict[str, dict] = {}
+    for mode in dict.fromkeys(r.mode.spec for r in runs):
+        mine = [r for r in runs if r.mode.spec == mode]
+        train = [metrics[(r.scene, mode, r.seed)].get("train_seconds") for r in mine]
+        wall = [r.record.get("wall_seconds") for r in mine]
+        rss = [r.record.get("peak_rss_gb") for r in mine]
+        cost[mode] = {
+            "train_seconds": float(np.mean(train)) if all(v is not None for v in train) else None,
+            "wall_seconds": float(np.mean(wall)) if all(v is not None for v in wall) else None,
+            "peak_rss_gb": float(max(rss)) if all(v is not None for v in rss) else None,
+        }
+    return cost
+
+
+def write_report(task: Task, runs: list[GridRun], cfg: CompareConfig, data_root: Path = Path("data")) -> dict:
+    """Write compare.md / compare.csv and the plots from the finished runs' metrics.json."""
+    out = Path(cfg.out)
+    scenes = list(dict.fromkeys(r.scene for r in runs))
+    modes = list(dict.fromkeys(r.mode.spec for r in runs))
+    seeds = list(dict.fromkeys(r.seed for r in runs))
+    metrics = {(r.scene, r.mode.spec, r.seed): r.metrics() for r in runs}
+    labels = [scene_label(s) for s in scenes]
+    by_label = {(scene_label(s), m, seed): v for (s, m, seed), v in metrics.items()}
+    baseline = cfg.baseline if cfg.baseline in modes else None
+    values = collect(task, by_label, labels, modes, seeds)
+    rows = table_rows(task, values, labels, modes, seeds, baseline)
+    outputs = []
+
+    def write(name: str, data: bytes | str) -> None:
+        path = out / name
+        (atomic_write_text if isinstance(data, str) else atomic_write_bytes)(path, data)
+        outputs.append(path)
+
+    write("compare.csv", to_csv(task, rows, baseline))
+    write("compare.md", to_markdown(task, rows, labels, modes, seeds, baseline, _cost(runs, metrics),
+                                    title=f"enerf compare: {task.name}"))
+
+    curves = {scene_label(s): {m: [metrics[(s, m, seed)].get("history", []) for seed in seeds] for m in modes}
+              for s in scenes}
+    write(f"{task.curve_key}_curves.png",
+          plots.figure_png(plots.curves_figure(curves, task.curve_key, task.curve_label)))
+
+    if task.images:
+        write("side_by_side.png", plots.figure_png(plots.side_by_side_figure(
+            [_side_by_side_row(s, modes, seeds[0], runs, metrics, data_root) for s in scenes])))
+
+    kappas = {m: metrics[(scenes[0], m, seeds[0])].get("kappa_history") or [] for m in modes}
+    if any(kappas.values()):
+        write("conditioning.png", plots.figure_png(plots.conditioning_figure({m: k for m, k in kappas.items() if k})))
+    return {"outputs": outputs, "rows": rows, "runs": runs}
+
+
+def _side_by_side_row(scene: str, modes: list[str], seed: int, runs: list[GridRun], metrics: dict,
+                      data_root: Path) -> dict:
+    """Ground truth and every mode's rendering of the first held-out view (seed ``seed``)."""
+    from ..train.components import load_scene
+
+    grid = {(r.scene, r.mode.spec, r.seed): r for r in runs}
+    first = metrics[(scene, modes[0], seed)]
+    if not first.get("per_image"):
+        raise ConfigError(f"{grid[(scene, modes[0], seed)].metrics_path}: no per_image entries to show")
+    view = int(first["per_image"][0]["view"])
+    run_cfg = run_config_from_dict(json.loads((grid[(scene, modes[0], seed)].run_dir / "config.json").read_text()))
+    gt = load_scene(run_cfg.data, data_root).images[view]
+    preds = {}
+    for mode in modes:
+        run = grid[(scene, mode, seed)]
+        psnr = next(p["psnr"] for p in metrics[(scene, mode, seed)]["per_image"] if int(p["view"]) == view)
+        preds[mode] = (_rendering(run, view, data_root), float(psnr))
+    return {"scene": scene_label(scene), "view": view, "gt": gt, "preds": preds}
+
+
+def _rendering(run: GridRun, view: int, data_root: Path) -> np.ndarray:
+    """The run's saved held-out rendering, or a fresh one from its checkpoint."""
+    png = run.run_dir / "test_views" / f"view_{view:03d}.png"
+    if png.is_file():
+        return np.asarray(iio.imread(png), dtype=np.float32)[..., :3] / 255.0
+    from ..export.trained import load_trained
+    from ..train.evaluate import render_view
+
+    trained = load_trained(run.run_dir / "checkpoints" / "latest.pt", data_root)
+    return render_view(trained.scene, view, trained.fields, trained.cfg.render, trained.device)

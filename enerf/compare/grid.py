@@ -1,0 +1,170 @@
+"""Run (or resume) a grid of scenes x modes x seeds, one subprocess per run.
+
+Every run lives in ``<out>/runs/<scene>-<mode>-s<seed>/`` beside a ``compare_run.json``
+that records what it was launched with (task, scene, mode, seed, the config file's
+sha256, the extra flags) and, once it finished, its wall time and peak RSS. A run whose
+``metrics.json`` exists and whose record matches is skipped; a matching run that was cut
+off is resumed from its checkpoint (tasks with a resume flag); a run whose record differs
+is started again.
+
+The command runner is injectable (``runner(cmd, env, log_path) -> RunResult``) so tests
+and other front ends can run the grid without subprocesses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+from tqdm import tqdm
+
+from ..checkpoint import atomic_write_text
+from ..errors import ConfigError, EnerfError
+from .tasks import ModeSpec, Task
+
+__all__ = ["RunResult", "GridRun", "Runner", "subprocess_runner", "plan_grid", "run_grid", "threads_per_run"]
+
+
+class RunResult(NamedTuple):
+    returncode: int
+    wall_seconds: float
+    peak_rss_gb: float | None
+
+
+Runner = Callable[[list[str], dict, Path], RunResult]
+
+
+def subprocess_runner(cmd: list[str], env: dict, log_path: Path) -> RunResult:
+    """Run ``cmd`` with stdout and stderr in ``log_path``; measures wall time and peak RSS."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        tic = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        proc.returncode = code  # reaped by wait4; tell Popen so it does not wait again
+    return RunResult(code, time.perf_counter() - tic, usage.ru_maxrss / 1024**2)  # KiB -> GiB
+
+
+@dataclass
+class GridRun:
+    """One cell of the grid and where its results live."""
+
+    scene: str
+    mode: ModeSpec
+    seed: int
+    basedir: Path
+    expname: str
+    signature: dict
+    status: str = "pending"  # pending | skipped | done | failed
+    record: dict = field(default_factory=dict)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.basedir / self.expname
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.run_dir / "metrics.json"
+
+    @property
+    def record_path(self) -> Path:
+        return self.run_dir / "compare_run.json"
+
+    def metrics(self) -> dict:
+        return json.loads(self.metrics_path.read_text())
+
+
+def scene_label(scene: str) -> str:
+    """The name a scene goes by in tables and folder names (a folder's basename)."""
+    return Path(scene).name if Path(scene).is_dir() else scene
+
+
+def _config_digest(config: str | None) -> str | None:
+    if not config:
+        return None
+    path = Path(config)
+    if not path.is_file():
+        raise ConfigError(f"--config {config}: file not found")
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def plan_grid(task: Task, scenes, modes: list[ModeSpec], seeds, out: Path, config: str | None,
+              extra: list[str]) -> list[GridRun]:
+    """The runs of the grid, scene-major, with their recorded state (skipped when finished)."""
+    if not scenes or not modes or not seeds:
+        raise ConfigError("enerf compare needs at least one scene, one mode and one seed")
+    labels = [m.label for m in modes]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"--modes lists a mode twice: {' '.join(m.spec for m in modes)}")
+    digest = _config_digest(config)
+    basedir = Path(out) / "runs"
+    runs = []
+    for scene in scenes:
+        for mode in modes:
+            for seed in seeds:
+                signature = {"task": task.name, "scene": scene, "mode": mode.spec, "seed": int(seed),
+                             "config_sha256": digest, "extra": list(extra)}
+                run = GridRun(scene, mode, int(seed), basedir, f"{scene_label(scene)}-{mode.label}-s{seed}", signature)
+                if run.record_path.is_file():
+                    try:
+                        run.record = json.loads(run.record_path.read_text())
+                    except ValueError:
+                        run.record = {}
+                if (run.record.get("signature") == signature and run.record.get("status") == "done"
+                        and run.metrics_path.is_file()):
+                    run.status = "skipped"
+                runs.append(run)
+    return runs
+
+
+def threads_per_run(jobs: int) -> int:
+    """CPU threads each of ``jobs`` parallel runs gets: cores // jobs (at least 1)."""
+    return max(1, (os.cpu_count() or 1) // max(1, jobs))
+
+
+def _launch(task: Task, run: GridRun, config: str | None, extra: list[str], env: dict, runner: Runner) -> GridRun:
+    resume = (run.record.get("signature") == run.signature and bool(task.resume_flag)
+              and (run.run_dir / "checkpoints" / "latest.pt").is_file())
+    cmd = task.command(sys.executable, run.scene, run.mode, run.seed, run.basedir, run.expname, config, extra, resume)
+    run.record = {"signature": run.signature, "status": "running", "command": cmd, "resumed": resume}
+    atomic_write_text(run.record_path, json.dumps(run.record, indent=2) + "\n")
+    result = runner(cmd, env, run.run_dir / "compare.log")
+    ok = result.returncode == 0 and run.metrics_path.is_file()
+    run.status = "done" if ok else "failed"
+    run.record.update(status=run.status, returncode=result.returncode, wall_seconds=result.wall_seconds,
+                      peak_rss_gb=result.peak_rss_gb)
+    atomic_write_text(run.record_path, json.dumps(run.record, indent=2) + "\n")
+    return run
+
+
+def run_grid(task: Task, runs: list[GridRun], config: str | None, extra: list[str], jobs: int = 1,
+             runner: Runner = subprocess_runner, progress: bool = True) -> list[GridRun]:
+    """Launch every run that is not skipped, ``jobs`` at a time; raises EnerfError if any failed."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {jobs}")
+    todo = [r for r in runs if r.status != "skipped"]
+    threads = str(threads_per_run(jobs))
+    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="compare", disable=not progress, dynamic_ncols=True)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for run in pool.map(lambda r: _launch(task, r, config, extra, env, runner), todo):
+            bar.set_postfix_str(f"{run.expname}: {run.status}")
+            bar.update(1)
+    bar.close()
+    failed = [r for r in runs if r.status == "failed"]
+    if failed:
+        first = failed[0]
+        raise EnerfError(
+            f"{len(failed)} of {len(runs)} runs failed; first {first.expname} "
+            f"(exit {first.record.get('returncode')}), see {first.run_dir / 'compare.log'}"
+        )
+    return runs

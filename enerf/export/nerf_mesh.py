@@ -1,0 +1,239 @@
+"""Meshes from a trained NeRF: density on a grid, marching cubes, coloured vertices, clean-up.
+
+``enerf mesh --ckpt PATH`` queries the density ``sigma`` on a ``resolution``^3 grid (chunked),
+runs marching cubes at ``threshold`` (``enerf.export.isosurface``), keeps the connected
+components with at least ``min_component`` faces, colours every vertex with the radiance
+branch looking at it along its inverted normal, and writes ``.ply`` or ``.obj`` (trimesh).
+
+The grid lives in the field's own coordinates. For NDC (forward-facing) scenes these are NDC
+coordinates (x, y in [-1, 1] across the reference frustum, z = -1 at the near plane and
+z -> 1 at infinity); vertices are mapped back with ``ndc_to_world`` and then, with
+``frame = "world"``, by ``Scene.scene_to_world`` into the frame of ``poses_bounds.npy``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import trimesh
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from torch import Tensor
+
+from ..checkpoint import atomic_write_bytes
+from ..config import MeshConfig
+from ..data.rays import ndc_to_world
+from ..data.scene import Scene
+from ..errors import ConfigError, EnerfError
+from .isosurface import isosurface, query_grid
+from .trained import TrainedRun, load_trained, output_dir
+
+__all__ = [
+    "MESH_FORMATS",
+    "default_bbox",
+    "field_to_scene",
+    "keep_large_components",
+    "extract_mesh",
+    "write_mesh",
+    "mesh_from_run",
+    "mesh_from_checkpoint",
+    "distance_to_true_surfaces",
+    "reverses_orientation",
+]
+
+MESH_FORMATS = (".ply", ".obj")
+DensityFn = Callable[[Tensor], Tensor]  # points [n, 3] -> sigma [n]
+ColorFn = Callable[[Tensor, Tensor], Tensor]  # points [n, 3], unit dirs [n, 3] -> rgb [n, 3]
+PointMap = Callable[[np.ndarray], np.ndarray]  # [n, 3] -> [n, 3]
+
+
+def default_bbox(scene: Scene) -> tuple[np.ndarray, np.ndarray]:
+    """The field-coordinate box a mesh is extracted from when ``--bbox`` is not given.
+
+    NDC scenes: x, y in [-1, 1]; z from the near plane (-1) to the farthest bound
+    (z' = 1 - 2 / far, far = 1.05 x the largest scene bound). Other scenes: a cube of
+    half-size ``far`` around the scene origin.
+    """
+    far = 1.05 * float(scene.bounds.max())
+    if scene.use_ndc:
+        return np.array([-1.0, -1.0, -1.0]), np.array([1.0, 1.0, 1.0 - 2.0 / far])
+    return np.full(3, -far), np.full(3, far)
+
+
+def field_to_scene(scene: Scene) -> PointMap:
+    """Map field coordinates to the loader's scene space (inverse NDC for NDC scenes)."""
+    if not scene.use_ndc:
+        return lambda p: p
+    return lambda p: ndc_to_world(p, scene.height, scene.width, scene.focal, 1.0)
+
+
+def keep_large_components(vertices: np.ndarray, faces: np.ndarray, min_faces: int) -> tuple[np.ndarray, np.ndarray]:
+    """Drop the connected components (sharing vertices) with fewer than ``min_faces`` faces.
+
+    Returns:
+        vertex_index [V'] int64 (kept vertices, in their old order), faces [F', 3] re-indexed.
+    """
+    n = len(vertices)
+    if min_faces <= 1 or len(faces) == 0:
+        return np.arange(n), faces
+    rows = np.concatenate([faces[:, 0], faces[:, 1], faces[:, 2]])
+    cols = np.concatenate([faces[:, 1], faces[:, 2], faces[:, 0]])
+    graph = coo_matrix((np.ones(len(rows), np.int8), (rows, cols)), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    face_label = labels[faces[:, 0]]
+    sizes = np.bincount(face_label, minlength=labels.max() + 1)
+    keep_faces = faces[sizes[face_label] >= min_faces]
+    used = np.unique(keep_faces)
+    remap = np.full(n, -1, dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    return used, remap[keep_faces]
+
+
+def reverses_orientation(fn: PointMap, point: np.ndarray, eps: float = 1e-4) -> bool:
+    """Whether the map ``fn`` flips orientation at ``point`` [3] (negative Jacobian determinant).
+
+    The inverse NDC warp does (dz/dz' < 0 while dx/dx', dy/dy' > 0), so faces mapped through it
+    are rewound to keep their normals pointing out of the solid.
+    """
+    point = np.asarray(point, np.float64)
+    jac = np.stack([(fn(point + eps * e) - fn(point - eps * e)) / (2 * eps) for e in np.eye(3)], axis=1)
+    return bool(np.linalg.det(jac) < 0)
+
+
+@torch.no_grad()
+def _colors(color_fn: ColorFn, points: np.ndarray, dirs: np.ndarray, chunk: int, device) -> np.ndarray:
+    out = []
+    for lo in range(0, len(points), chunk):
+        p = torch.as_tensor(points[lo : lo + chunk], dtype=torch.float32, device=device)
+        d = torch.as_tensor(dirs[lo : lo + chunk], dtype=torch.float32, device=device)
+        out.append(color_fn(p, d).clamp(0.0, 1.0).float().cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, 3), np.float32)
+
+
+def extract_mesh(
+    density_fn: DensityFn,
+    color_fn: ColorFn | None,
+    bbox_min,
+    bbox_max,
+    cfg: MeshConfig,
+    to_scene: PointMap | None = None,
+    to_output: PointMap | None = None,
+    device: torch.device | str = "cpu",
+) -> trimesh.Trimesh:
+    """Isosurface ``density = cfg.threshold`` of a field, with per-vertex colours.
+
+    Args:
+        density_fn, color_fn: the field's callables in field coordinates; ``color_fn`` gets
+            unit directions in scene space (the view directions the field was trained with).
+        bbox_min, bbox_max: [3] the grid's box in field coordinates.
+        to_scene: field coordinates -> scene space (identity by default; inverse NDC).
+        to_output: scene space -> the coordinates written (identity by default).
+
+    Returns:
+        trimesh.Trimesh with outward-wound faces and RGBA uint8 vertex colours.
+    """
+    values = query_grid(density_fn, bbox_min, bbox_max, cfg.resolution, cfg.chunk, device)
+    if not np.isfinite(values).all():
+        raise EnerfError("the field returned non-finite densities on the grid; the checkpoint may have diverged")
+    verts_field, faces = isosurface(values, bbox_min, bbox_max, cfg.threshold, inside="above")
+    index, faces = keep_large_components(verts_field, faces, cfg.min_component)
+    if len(faces) == 0:
+        raise EnerfError(f"no connected component has {cfg.min_component} faces or more; lower --min_component")
+    verts_field = verts_field[index]
+    if to_scene is not None:
+        verts_scene = to_scene(verts_field)
+        if reverses_orientation(to_scene, verts_field[0]):
+            faces = np.ascontiguousarray(faces[:, ::-1])
+    else:
+        verts_scene = verts_field
+    mesh = trimesh.Trimesh(verts_scene, faces, process=False)
+    if color_fn is not None:
+        rgb = _colors(color_fn, verts_field, -np.asarray(mesh.vertex_normals), cfg.chunk, device)
+        alpha = np.ones((len(rgb), 1))
+        mesh.visual.vertex_colors = (np.concatenate([rgb, alpha], 1) * 255.0 + 0.5).astype(np.uint8)
+    if to_output is not None:
+        colors = mesh.visual.vertex_colors.copy() if color_fn is not None else None
+        if reverses_orientation(to_output, verts_scene[0]):
+            faces = np.ascontiguousarray(faces[:, ::-1])
+        mesh = trimesh.Trimesh(to_output(verts_scene), faces, vertex_colors=colors, process=False)
+    return mesh
+
+
+def write_mesh(mesh: trimesh.Trimesh, path: Path) -> None:
+    """Write ``.ply`` (binary) or ``.obj`` (with vertex colours) atomically."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in MESH_FORMATS:
+        raise ConfigError(f"--out {path}: mesh format {suffix or '(none)'} is not one of {', '.join(MESH_FORMATS)}")
+    data = mesh.export(file_type=suffix[1:])
+    atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def _similarity(matrix: np.ndarray) -> PointMap:
+    return lambda p: p @ matrix[:3, :3].T + matrix[:3, 3]
+
+
+def mesh_from_run(run: TrainedRun, cfg: MeshConfig) -> trimesh.Trimesh:
+    """Extract the mesh of a loaded run (see the module docstring)."""
+    if cfg.field not in ("fine", "coarse"):
+        raise ConfigError(f"--field {cfg.field!r} is not one of fine, coarse")
+    if cfg.frame not in ("world", "scene"):
+        raise ConfigError(f"--frame {cfg.frame!r} is not one of world, scene")
+    if cfg.bbox and len(cfg.bbox) != 6:
+        raise ConfigError(f"--bbox takes 6 numbers (xmin ymin zmin xmax ymax zmax), got {len(cfg.bbox)}")
+    if cfg.resolution < 2:
+        raise ConfigError(f"--resolution must be at least 2, got {cfg.resolution}")
+    if cfg.chunk < 1:
+        raise ConfigError(f"--chunk must be positive, got {cfg.chunk}")
+    scene = run.scene
+    lo, hi = (np.asarray(cfg.bbox[:3]), np.asarray(cfg.bbox[3:])) if cfg.bbox else default_bbox(scene)
+    if scene.use_ndc and hi[2] >= 1.0:
+        raise ConfigError(f"--bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)")
+    field = run.fields.get(cfg.field) or run.fields["coarse"]
+
+    def color_fn(points: Tensor, dirs: Tensor) -> Tensor:
+        return field(points, dirs)[0]
+
+    return extract_mesh(
+        field.query_density, color_fn, lo, hi, cfg, to_scene=field_to_scene(scene),
+        to_output=_similarity(scene.scene_to_world) if cfg.frame == "world" else None, device=run.device,
+    )
+
+
+def mesh_from_checkpoint(
+    ckpt_path: str | Path, cfg: MeshConfig, data_root: Path, out: str | Path | None = None,
+    device_name: str | None = None,
+) -> tuple[trimesh.Trimesh, Path, TrainedRun]:
+    """``enerf mesh``: load, extract, write ``out`` (default ``<run>/mesh.ply``)."""
+    if out is not None and Path(out).suffix.lower() not in MESH_FORMATS:
+        raise ConfigError(f"--out {out}: mesh format must be one of {', '.join(MESH_FORMATS)}")
+    run = load_trained(ckpt_path, data_root, device_name)
+    mesh = mesh_from_run(run, cfg)
+    path = Path(out) if out else output_dir(run, "mesh.ply")
+    write_mesh(mesh, path)
+    return mesh, path, run
+
+
+def distance_to_true_surfaces(run: TrainedRun, mesh: trimesh.Trimesh, frame: str, data_root: Path) -> np.ndarray | None:
+    """Distance of every vertex to the exact surfaces of a synthetic scene (None for other scenes).
+
+    Vertices are taken to the world frame of poses_bounds.npy first when ``frame == "scene"``.
+    """
+    import json
+
+    from ..data.resolve import resolve_scene_dir
+    from ..data.surface_distance import surface_distance
+
+    scene_json = resolve_scene_dir(run.cfg.data.scene, run.cfg.data.datadir, data_root) / "scene.json"
+    if not scene_json.is_file():
+        return None
+    spec = json.loads(scene_json.read_text()).get("geometry")
+    if not spec:
+        return None
+    verts = np.asarray(mesh.vertices)
+    if frame == "scene":
+        verts = _similarity(run.scene.scene_to_world)(verts)
+    return surface_distance(spec, verts)

@@ -1,0 +1,239 @@
+"""Novel-view videos from a checkpoint: camera paths, chunked rendering, mp4 encoding.
+
+``enerf render --ckpt PATH`` writes ``rgb.mp4`` and ``depth.mp4`` (depth colour-mapped with
+a matplotlib colormap; disparity for NDC scenes) and optionally every frame as PNG.
+
+Memory: each frame's rays are rendered ``chunk`` at a time through ``render_rays_image`` (the
+code path evaluation uses, so videos follow the checkpoint's renderer); network activations
+are bounded by ``chunk x samples per ray`` whatever the resolution, and the per-frame
+buffers (rays and outputs, about 80 bytes per pixel) are freed after each frame: frames are
+streamed to ffmpeg, never held together.
+
+Encoding: libx264 with yuv420p needs even frame sizes. Odd sizes are padded by repeating the
+last row / column (at most one pixel each way; never cropped, never rescaled), PNG frames keep
+the exact size, and imageio-ffmpeg's 16-pixel macro-block resizing (and its warning) is off.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import imageio.v3 as iio
+import imageio_ffmpeg
+import numpy as np
+import torch
+from matplotlib import colormaps
+from tqdm import tqdm
+
+from ..checkpoint import atomic_write_bytes
+from ..config import CAMERA_PATHS, VideoConfig
+from ..data.camera_paths import interpolated_path, llff_spiral_path, spherical_path
+from ..data.rays import Rays, make_rays
+from ..data.scene import Scene
+from ..errors import ConfigError
+from ..train.evaluate import render_rays_image
+from .trained import TrainedRun, load_trained, output_dir
+
+__all__ = [
+    "camera_path",
+    "frame_rays",
+    "depth_values",
+    "depth_range",
+    "colorize",
+    "pad_to_even",
+    "Mp4Writer",
+    "render_video",
+    "render_video_from_checkpoint",
+]
+
+
+def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) -> np.ndarray:
+    """Camera-to-world poses of a video path: np.ndarray  # [M, 3, 4] in scene space.
+
+    * ``spiral``: LLFF's spiral (focus depth from the bounds, radii from the 90th percentile
+      of the camera positions, 2 rotations), or (``spherify``) the circle path of
+      nerf-pytorch's spherified scenes.
+    * ``test`` / ``train``: the held-out / training views, in order.
+    * ``interp``: a Catmull-Rom path through the training cameras in capture order.
+    """
+    if path not in CAMERA_PATHS:
+        raise ConfigError(f"--path {path!r} is not one of {', '.join(CAMERA_PATHS)}")
+    if path in ("spiral", "interp") and n_frames < 1:
+        raise ConfigError(f"--frames must be at least 1, got {n_frames}")
+    if path == "test":
+        if scene.i_test.size == 0:
+            raise ConfigError("the scene has no held-out views (llffhold = 0); use --path spiral, interp or train")
+        return scene.poses[scene.i_test]
+    if path == "train":
+        return scene.poses[scene.i_train]
+    if path == "interp":
+        return interpolated_path(scene.poses[scene.i_train], n_frames).astype(np.float32)
+    if spherify:
+        return spherical_path(1.0, float(scene.poses[:, 2, 3].mean()), n_frames).astype(np.float32)
+    return llff_spiral_path(scene.poses.astype(np.float64), scene.bounds.astype(np.float64), n_frames).astype(np.float32)
+
+
+def frame_rays(scene: Scene, c2w: np.ndarray, downscale: int, device: torch.device | str = "cpu") -> Rays:
+    """All rays of one video frame at ``1 / downscale`` of the scene's image size.
+
+    Returns:
+        Rays with leading shape [H // downscale, W // downscale].
+    """
+    height, width = scene.height // downscale, scene.width // downscale
+    if height < 1 or width < 1:
+        raise ConfigError(f"--downscale {downscale} leaves no pixels of the {scene.width}x{scene.height} images")
+    pose = torch.as_tensor(np.asarray(c2w, dtype=np.float32), device=device)
+    return make_rays(height, width, scene.focal / downscale, pose, scene.near, scene.far, scene.use_ndc)
+
+
+def depth_values(out: dict[str, torch.Tensor], use_ndc: bool) -> np.ndarray:
+    """Per-pixel depth (world rays) or disparity (NDC rays) of a rendering.
+
+    The expected ray parameter is normalised by the accumulated opacity. In NDC (near plane 1)
+    a point at ray parameter t has world depth 1 / (1 - t), so its disparity is ``1 - t``.
+
+    Returns:
+        np.ndarray  # [H, W] float32
+    """
+    acc = out["acc"].numpy()
+    t = out["depth"].numpy() / np.maximum(acc, 1e-6)
+    if use_ndc:
+        return np.clip(1.0 - t, 0.0, 1.0).astype(np.float32)
+    return np.where(acc > 1e-3, t, np.inf).astype(np.float32)
+
+
+def depth_range(scene: Scene) -> tuple[float, float]:
+    """Fixed colour range for a whole video: [1/far, 1/near] (disparity) or [near, far] (depth)."""
+    near, far = float(scene.bounds.min()), float(scene.bounds.max())
+    return (1.0 / far, 1.0 / near) if scene.use_ndc else (near, far)
+
+
+def colorize(values: np.ndarray, lo: float, hi: float, cmap: str) -> np.ndarray:
+    """Map values [H, W] over [lo, hi] (clipped) through a matplotlib colormap -> uint8 [H, W, 3]."""
+    x = np.clip((np.nan_to_num(values, posinf=hi, neginf=lo) - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
+    return (colormaps[cmap](x)[..., :3] * 255.0 + 0.5).astype(np.uint8)
+
+
+def pad_to_even(frame: np.ndarray) -> np.ndarray:
+    """Repeat the last row / column so both sides are even (what yuv420p needs)."""
+    h, w = frame.shape[:2]
+    return np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge") if (h % 2 or w % 2) else frame
+
+
+class Mp4Writer:
+    """Stream uint8 RGB frames into an H.264 mp4 that appears at ``path`` only when complete."""
+
+    def __init__(self, path: Path, fps: float, quality: float):
+        self.path = Path(path)
+        self.fps, self.quality = fps, quality
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.stem}.", suffix=".mp4", dir=self.path.parent)
+        os.close(fd)
+        self._gen = None
+        self.size: tuple[int, int] | None = None  # (width, height) of the encoded frames
+        self.frames = 0
+
+    def write(self, frame: np.ndarray) -> None:
+        """frame: np.ndarray  # [H, W, 3] uint8; every frame must have the first one's size."""
+        frame = np.ascontiguousarray(pad_to_even(frame))
+        size = (frame.shape[1], frame.shape[0])
+        if self._gen is None:
+            self.size = size
+            self._gen = imageio_ffmpeg.write_frames(
+                self.tmp, size, fps=self.fps, quality=self.quality, codec="libx264", macro_block_size=1,
+                ffmpeg_log_level="error",
+            )
+            self._gen.send(None)
+        elif size != self.size:
+            raise ValueError(f"frame size {size} differs from the video's {self.size}")
+        self._gen.send(frame)
+        self.frames += 1
+
+    def close(self) -> None:
+        """Finish encoding and move the file into place."""
+        if self._gen is None:
+            raise ValueError(f"{self.path}: no frames were written")
+        self._gen.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        if self._gen is not None:
+            try:
+                self._gen.close()
+            except Exception:  # the encoder may already be gone
+                pass
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
+
+def _png(image: np.ndarray) -> bytes:
+    return iio.imwrite("<bytes>", image, extension=".png")
+
+
+def render_video(
+    run: TrainedRun, out_dir: Path, cfg: VideoConfig, progress: bool = True
+) -> dict:
+    """Render ``cfg.path`` with the run's fields and write rgb.mp4 / depth.mp4 (+ PNG frames).
+
+    Returns:
+        dict with frames, width / height (rendered), video_width / video_height (encoded),
+        and the paths written.
+    """
+    if cfg.downscale < 1:
+        raise ConfigError(f"--downscale must be a positive integer, got {cfg.downscale}")
+    if cfg.fps <= 0:
+        raise ConfigError(f"--fps must be positive, got {cfg.fps}")
+    if cfg.colormap not in colormaps:
+        raise ConfigError(f"--colormap {cfg.colormap!r} is not a matplotlib colormap (try turbo, viridis, magma)")
+    scene = run.scene
+    poses = camera_path(scene, cfg.path, cfg.frames, run.cfg.data.spherify)
+    chunk = cfg.chunk if cfg.chunk > 0 else run.cfg.render.chunk
+    lo, hi = depth_range(scene)
+    out_dir = Path(out_dir)
+    writers = {"rgb": Mp4Writer(out_dir / "rgb.mp4", cfg.fps, cfg.quality),
+               "depth": Mp4Writer(out_dir / "depth.mp4", cfg.fps, cfg.quality)}
+    height = width = 0
+    try:
+        for k, c2w in enumerate(tqdm(poses, desc=f"render {cfg.path}", disable=not progress, dynamic_ncols=True)):
+            out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device), run.fields, run.cfg.render,
+                                    run.device, chunk)
+            rgb = (out["rgb"].clamp(0.0, 1.0).numpy() * 255.0 + 0.5).astype(np.uint8)
+            depth = colorize(depth_values(out, scene.use_ndc), lo, hi, cfg.colormap)
+            height, width = rgb.shape[:2]
+            writers["rgb"].write(rgb)
+            writers["depth"].write(depth)
+            if cfg.png:
+                atomic_write_bytes(out_dir / "frames" / f"rgb_{k:04d}.png", _png(rgb))
+                atomic_write_bytes(out_dir / "frames" / f"depth_{k:04d}.png", _png(depth))
+        for writer in writers.values():
+            writer.close()
+    except BaseException:
+        for writer in writers.values():
+            writer.abort()
+        raise
+    video_w, video_h = writers["rgb"].size
+    return {
+        "path": cfg.path,
+        "frames": len(poses),
+        "width": width,
+        "height": height,
+        "video_width": video_w,
+        "video_height": video_h,
+        "depth_kind": "disparity" if scene.use_ndc else "depth",
+        "depth_range": [lo, hi],
+        "rgb": str(out_dir / "rgb.mp4"),
+        "depth": str(out_dir / "depth.mp4"),
+    }
+
+
+def render_video_from_checkpoint(
+    ckpt_path: str | Path, cfg: VideoConfig, data_root: Path, out_dir: str | Path | None = None,
+    device_name: str | None = None, progress: bool = True,
+) -> dict:
+    """``enerf render``: load the checkpoint, render, write into ``out_dir`` (default ``<run>/video_<path>``)."""
+    run = load_trained(ckpt_path, data_root, device_name)
+    target = Path(out_dir) if out_dir else output_dir(run, f"video_{cfg.path}")
+    return render_video(run, target, cfg, progress)
+

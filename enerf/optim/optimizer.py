@@ -1,0 +1,139 @@
+"""One entry point the training loops call: Adam plus, per config, BNP gradient
+preconditioning, L2 regularization in p or z, and gradient regularization.
+
+    optimizer = build_optimizer(models, lr=cfg.lrate, precond=cfg.precond,
+                                weight_decay=cfg.weight_decay, decay_space=cfg.decay_space,
+                                grad_reg=cfg.grad_reg)
+    ...
+    losses.update(optimizer.penalties())       # {"weight_decay": λ||p||²} in p space, else {}
+    loss = sum(losses.values())
+    optimizer.zero_grad(set_to_none=True)
+    optimizer.backward(loss)                    # loss.backward(), or g + 2λ∇²L(Mg) with grad_reg
+    optimizer.step()                            # BNP transform, z-space decay, Adam step
+
+Build it after the models are on their device (BNP keeps its statistics beside the weights).
+``param_groups``, ``state_dict`` and ``load_state_dict`` behave as the wrapped optimizer's;
+the state dict also carries BNP's running statistics, and a plain torch optimizer state dict
+(older checkpoints) loads too.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import Tensor, nn
+
+from ..config import DECAY_SPACES, PRECOND_MODES
+from ..errors import ConfigError
+from .bnp import BNP
+from .regularization import adam_diagonal, decoupled_decay_, gradient_regularized_grads, l2_penalty
+
+__all__ = ["PreconditionedOptimizer", "build_optimizer"]
+
+
+class PreconditionedOptimizer:
+    """A torch optimizer with optional BNP, weight decay (p or z space) and gradient
+    regularization around its step (see ``enerf.optim.regularization`` for the formulas).
+
+    Args:
+        params: the trained parameters (in optimizer order).
+        optimizer: the wrapped torch optimizer over ``params``.
+        bnp: a ``BNP`` over the models' layers, or None.
+        weight_decay, decay_space, grad_reg: λ of the L2 term, "p" or "z", λ of ||∇L||².
+    """
+
+    def __init__(self, params: list[Tensor], optimizer: torch.optim.Optimizer, bnp: BNP | None = None,
+                 weight_decay: float = 0.0, decay_space: str = "z", grad_reg: float = 0.0) -> None:
+        if decay_space not in DECAY_SPACES:
+            raise ConfigError(f"--decay_space {decay_space!r} is not one of {', '.join(DECAY_SPACES)}")
+        if weight_decay < 0 or grad_reg < 0:
+            raise ConfigError(f"--weight_decay and --grad_reg must be >= 0, got {weight_decay}, {grad_reg}")
+        self.params = list(params)
+        self.optimizer = optimizer
+        self.bnp = bnp
+        self.weight_decay = float(weight_decay)
+        self.decay_space = decay_space
+        self.grad_reg = float(grad_reg)
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return self.optimizer.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def penalties(self) -> dict[str, Tensor]:
+        """Loss terms this optimizer adds: λ||p||² in p space (eq. 10), nothing otherwise."""
+        if self.weight_decay > 0 and self.decay_space == "p":
+            return {"weight_decay": l2_penalty(self.params, self.weight_decay)}
+        return {}
+
+    def _preconditioner(self, grads: list[Tensor | None]) -> list[Tensor | None]:
+        """M g with M = (Adam's diagonal) · (BNP's P Pᵀ / q²), as the step will apply them."""
+        if self.bnp is not None:
+            if self.bnp.pending:
+                self.bnp.update_statistics()
+            grads = self.bnp.transform(self.params, grads)
+        return adam_diagonal(self.optimizer, self.params, grads)
+
+    def backward(self, loss: Tensor) -> None:
+        """Accumulate d(loss)/dp into ``.grad``, plus 2λ∇²L(Mg) when gradient regularization
+        is on (M = I in p space)."""
+        if self.grad_reg == 0:
+            loss.backward()
+            return
+        precondition = self._preconditioner if self.decay_space == "z" else None
+        grads = gradient_regularized_grads(loss, self.params, self.grad_reg, precondition)
+        for p, g in zip(self.params, grads):
+            if g is None:
+                continue
+            if p.grad is None:
+                p.grad = g
+            else:
+                p.grad.add_(g)
+
+    def step(self) -> None:
+        """BNP gradient transform, z-space decay (-2αλp), then the optimizer's step."""
+        if self.bnp is not None:
+            self.bnp.precondition()
+        if self.weight_decay > 0 and self.decay_space == "z":
+            for group in self.optimizer.param_groups:
+                decoupled_decay_([p for p in group["params"] if p.grad is not None], group["lr"], self.weight_decay)
+        self.optimizer.step()
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "bnp": None if self.bnp is None else self.bnp.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if "param_groups" in state:  # a bare torch optimizer state dict
+            self.optimizer.load_state_dict(state)
+            return
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.bnp is not None and state.get("bnp") is not None:
+            self.bnp.load_state_dict(state["bnp"])
+
+
+def build_optimizer(
+    models: nn.Module | Iterable[nn.Module],
+    lr: float,
+    precond: str = "none",
+    weight_decay: float = 0.0,
+    decay_space: str = "z",
+    grad_reg: float = 0.0,
+    betas: tuple[float, float] = (0.9, 0.999),
+) -> PreconditionedOptimizer:
+    """Adam over every parameter of ``models`` (each once), wrapped with the chosen
+    preconditioner and regularizers. ``precond``: one of ``PRECOND_MODES``."""
+    if precond not in PRECOND_MODES:
+        raise ConfigError(f"--precond {precond!r} is not one of {', '.join(PRECOND_MODES)}")
+    models = [models] if isinstance(models, nn.Module) else list(models)
+    params, seen = [], set()
+    for model in models:
+        for p in model.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+    adam = torch.optim.Adam(params, lr=lr, betas=betas)
+    bnp = BNP(models) if precond == "bnp" else None
+    return PreconditionedOptimizer(params, adam, bnp, weight_decay, decay_space, grad_reg)

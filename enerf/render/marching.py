@@ -1,0 +1,218 @@
+"""Ray marching through an occupancy grid, and volume rendering of packed samples, in plain torch.
+
+The algorithm is nerfacc's ``OccGridEstimator.sampling`` + ``rendering``, written with torch
+ops so that it runs on CPU (and on CUDA without nerfacc's extension):
+
+1. **March** (``march_rays``): each ray steps from its ``near`` in steps of ``step_size``
+   (the lattice ``t_k = near + k * step_size``, shifted by one uniform jitter per ray while
+   training); step k is kept when its midpoint lies inside the grid's box and ray range, in
+   an occupied cell. Empty cells cost a grid lookup, never a network query.
+2. **Early stop** (``visibility_mask``, optional): the density at the kept samples is
+   queried once without gradients; samples behind transmittance ``< early_stop_eps`` (or
+   with opacity ``< alpha_thre``) are dropped before the rendering pass.
+3. **Render** (``composite_packed``): samples are *packed* (a flat list sorted by ray, with
+   ``ray_indices``); per-ray transmittance is an exclusive segment sum of ``sigma * delta``
+   (``torch.cumsum`` minus each ray's offset, found with ``torch.bincount``), and per-ray
+   colour, opacity and depth are segment sums (``index_add_``).
+
+Conventions match the hierarchical renderer (``volume.py``): intervals are scaled by
+``|directions|`` (so NDC rays give the same alpha as there), ``depth`` is the expected ray
+parameter ``sum_i w_i t_i`` at the sample midpoints (not normalised by opacity), and
+``white_bkgd`` adds ``1 - acc``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from .occupancy_grid import OccupancyGrid, ray_aabb_intersect
+
+__all__ = [
+    "march_rays",
+    "segment_starts",
+    "exclusive_segment_sum",
+    "packed_transmittance",
+    "visibility_mask",
+    "composite_packed",
+    "SigmaFn",
+]
+
+SigmaFn = Callable[[Tensor], Tensor]  # points [n, 3] -> density [n]
+
+_LATTICE_BUDGET = 1 << 22  # candidate steps examined at once (rays are marched in slices)
+
+
+@torch.no_grad()
+def march_rays(
+    origins: Tensor,
+    directions: Tensor,
+    near: Tensor,
+    far: Tensor,
+    grid: OccupancyGrid,
+    step_size: float,
+    jitter: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Uniform steps along each ray that fall in occupied cells (nerfacc ``traverse_grids``).
+
+    Args:
+        origins, directions: Tensor  # [n_rays, 3]
+        near, far: Tensor  # [n_rays, 1] ray range
+        grid: occupancy grid; steps whose midpoint is outside its box are skipped.
+        step_size: step in units of t.
+        jitter: Tensor  # [n_rays] in [0, 1): shifts each ray's lattice start by
+            ``jitter * step_size`` (nerfacc's ``stratified``); None: no shift.
+
+    Returns:
+        ray_indices: Tensor  # [n_samples] int64, non-decreasing
+        t_starts: Tensor  # [n_samples] sorted within each ray
+        t_ends: Tensor  # [n_samples] = t_starts + step_size
+    """
+    if step_size <= 0:
+        raise ValueError(f"step_size must be positive, got {step_size}")
+    near, far = near.reshape(-1), far.reshape(-1)
+    t_min, t_max, hit = ray_aabb_intersect(origins, directions, grid.aabb)
+    lo = torch.maximum(t_min, near)
+    hi = torch.minimum(t_max, far)
+    start = near if jitter is None else near + jitter.to(near) * step_size
+    # Step k is kept iff its midpoint start + (k + 1/2) dt lies in [lo, hi).
+    k_first = torch.ceil((lo - start) / step_size - 0.5).clamp(min=0)
+    k_end = torch.ceil((hi - start) / step_size - 0.5)
+    count = torch.where(hit & (hi > lo), (k_end - k_first).clamp(min=0), torch.zeros_like(k_end)).long()
+
+    parts: list[tuple[Tensor, Tensor]] = []
+    n_rays = origins.shape[0]
+    max_count = int(count.max()) if n_rays else 0
+    if max_count == 0:
+        empty = origins.new_zeros(0)
+        return torch.zeros(0, dtype=torch.long, device=origins.device), empty, empty
+    rays_per_slice = max(1, _LATTICE_BUDGET // max_count)
+    for first in range(0, n_rays, rays_per_slice):
+        sl = slice(first, first + rays_per_slice)
+        width = int(count[sl].max())
+        if width == 0:
+            continue
+        steps = torch.arange(width, device=origins.device)
+        valid = steps < count[sl, None]  # [r, width]
+        ray_local, step = valid.nonzero(as_tuple=True)
+        ray = ray_local + first
+        t0 = start[ray] + (k_first[ray] + step) * step_size
+        mids = origins[ray] + (t0 + 0.5 * step_size)[:, None] * directions[ray]
+        keep = grid.occupied(mids)
+        parts.append((ray[keep], t0[keep]))
+    ray_indices = torch.cat([p[0] for p in parts]) if parts else torch.zeros(0, dtype=torch.long, device=origins.device)
+    t_starts = torch.cat([p[1] for p in parts]) if parts else origins.new_zeros(0)
+    return ray_indices, t_starts, t_starts + step_size
+
+
+def segment_starts(ray_indices: Tensor, n_rays: int) -> tuple[Tensor, Tensor]:
+    """Where each ray's samples begin in a packed list sorted by ray.
+
+    Returns:
+        starts: Tensor  # [n_rays] index of each ray's first sample (its count is 0 if none)
+        counts: Tensor  # [n_rays] samples per ray
+    """
+    counts = torch.bincount(ray_indices, minlength=n_rays)
+    return torch.cumsum(counts, 0) - counts, counts
+
+
+def exclusive_segment_sum(values: Tensor, ray_indices: Tensor, n_rays: int) -> Tensor:
+    """Per-ray exclusive prefix sums of packed values: ``out[i] = sum of values[j]``, j < i, same ray.
+
+    One global ``cumsum`` (in float64, so earlier rays' totals do not eat the precision)
+    minus the running total at each ray's first sample. Differentiable in ``values``.
+
+    Args:
+        values: Tensor  # [n_samples]
+        ray_indices: Tensor  # [n_samples] int64, non-decreasing
+
+    Returns:
+        Tensor  # [n_samples], dtype of ``values``
+    """
+    if values.numel() == 0:
+        return values.clone()
+    wide = values.double()
+    before = torch.cumsum(wide, 0) - wide  # sum over all earlier samples
+    starts, _ = segment_starts(ray_indices, n_rays)
+    return (before - before[starts[ray_indices]]).to(values.dtype)
+
+
+def packed_transmittance(
+    t_starts: Tensor, t_ends: Tensor, sigma: Tensor, ray_indices: Tensor, n_rays: int, dir_norm: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Transmittance before each sample and each sample's opacity.
+
+    ``T_i = exp(-sum_{j<i} sigma_j delta_j)``, ``alpha_i = 1 - exp(-sigma_i delta_i)`` with
+    ``delta_i = (t_end - t_start) * |direction|``.
+
+    Args:
+        t_starts, t_ends, sigma: Tensor  # [n_samples]
+        ray_indices: Tensor  # [n_samples]
+        dir_norm: Tensor  # [n_rays] |directions|
+
+    Returns:
+        trans: Tensor  # [n_samples]
+        alphas: Tensor  # [n_samples]
+    """
+    sigma_delta = sigma * (t_ends - t_starts) * dir_norm[ray_indices]
+    trans = torch.exp(-exclusive_segment_sum(sigma_delta, ray_indices, n_rays))
+    return trans, 1.0 - torch.exp(-sigma_delta)
+
+
+@torch.no_grad()
+def visibility_mask(
+    t_starts: Tensor,
+    t_ends: Tensor,
+    sigma: Tensor,
+    ray_indices: Tensor,
+    n_rays: int,
+    dir_norm: Tensor,
+    early_stop_eps: float,
+    alpha_thre: float,
+) -> Tensor:
+    """nerfacc ``render_visibility_from_density``: ``T_i >= early_stop_eps`` and ``alpha_i >= alpha_thre``.
+
+    Returns:
+        Tensor  # [n_samples] bool
+    """
+    trans, alphas = packed_transmittance(t_starts, t_ends, sigma, ray_indices, n_rays, dir_norm)
+    keep = trans >= early_stop_eps
+    if alpha_thre > 0:
+        keep &= alphas >= alpha_thre
+    return keep
+
+
+def composite_packed(
+    rgb: Tensor,
+    sigma: Tensor,
+    t_starts: Tensor,
+    t_ends: Tensor,
+    ray_indices: Tensor,
+    n_rays: int,
+    dir_norm: Tensor,
+    white_bkgd: bool = False,
+) -> dict[str, Tensor]:
+    """Alpha-composite packed samples (nerfacc ``rendering`` with ``rgb_sigma_fn`` results).
+
+    Args:
+        rgb: Tensor  # [n_samples, 3]
+        sigma: Tensor  # [n_samples] density >= 0
+        t_starts, t_ends: Tensor  # [n_samples]
+        ray_indices: Tensor  # [n_samples] int64, non-decreasing
+        dir_norm: Tensor  # [n_rays] |directions|
+
+    Returns:
+        dict with rgb [n_rays, 3], depth [n_rays] (sum of w_i * t_mid_i), acc [n_rays],
+        and per sample weights, trans, alphas [n_samples].
+    """
+    trans, alphas = packed_transmittance(t_starts, t_ends, sigma, ray_indices, n_rays, dir_norm)
+    weights = trans * alphas
+    t_mid = 0.5 * (t_starts + t_ends)
+    color = rgb.new_zeros(n_rays, 3).index_add_(0, ray_indices, weights[:, None] * rgb)
+    acc = weights.new_zeros(n_rays).index_add_(0, ray_indices, weights)
+    depth = weights.new_zeros(n_rays).index_add_(0, ray_indices, weights * t_mid)
+    if white_bkgd:
+        color = color + (1.0 - acc[:, None])
+    return {"rgb": color, "depth": depth, "acc": acc, "weights": weights, "trans": trans, "alphas": alphas}

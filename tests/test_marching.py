@@ -1,0 +1,416 @@
+"""Occupancy-grid ray marching (torch_grid; nerfacc on CUDA) against independent computations."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from enerf.checkpoint import load_checkpoint
+from enerf.cli import main
+from enerf.config import RenderConfig
+from enerf.data.rays import Rays
+from enerf.data.synthetic import load_geometry, make_synthetic_scene, trace_rays
+from enerf.errors import ConfigError
+from enerf.fields.nerf import NeRFField
+from enerf.render import nerfacc_backend
+from enerf.render.marching import composite_packed, exclusive_segment_sum, march_rays, packed_transmittance
+from enerf.render.occupancy_grid import OccupancyGrid, ray_aabb_intersect
+from enerf.render.renderer import FieldFns, GridRenderer, grid_from_field, resolve_renderer
+from enerf.train.components import build_fields, field_fns, load_scene
+from enerf.train.evaluate import render_view, renderer_from_checkpoint
+from enerf.train.ray_batch import RayBatch
+
+CPU = torch.device("cpu")
+
+
+def _random_rays(n: int, seed: int) -> Rays:
+    """Rays starting near z = -1.5 heading roughly +z through the box [-1, 1]^3 (NDC-like)."""
+    g = torch.Generator().manual_seed(seed)
+    origins = torch.cat([torch.rand(n, 2, generator=g) * 1.6 - 0.8, torch.full((n, 1), -1.5)], dim=-1)
+    directions = torch.cat([torch.randn(n, 2, generator=g) * 0.3, torch.full((n, 1), 2.0)], dim=-1)
+    return Rays(
+        origins=origins,
+        directions=directions,
+        viewdirs=directions / directions.norm(dim=-1, keepdim=True),
+        near=torch.rand(n, 1, generator=g) * 0.2,
+        far=1.3 + torch.rand(n, 1, generator=g) * 0.2,
+    )
+
+
+def _random_grid(resolution, p: float, seed: int) -> OccupancyGrid:
+    grid = OccupancyGrid([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0], resolution)
+    g = torch.Generator().manual_seed(seed)
+    grid.binaries = torch.rand(grid.binaries.shape, generator=g) < p
+    return grid
+
+
+def _smooth_fns() -> FieldFns:
+    def sigma(points):
+        return torch.nn.functional.softplus(4 * torch.sin(3 * points[..., 0]) + 3 * torch.cos(2 * points[..., 1]) - 1)
+
+    def rgb_sigma(points, viewdirs):
+        return torch.sigmoid(2 * points + viewdirs), sigma(points)
+
+    return FieldFns(rgb_sigma=rgb_sigma, sigma=sigma)
+
+
+# ----------------------------------------------------------------------------- compositing
+
+
+def test_transmittance_hand_computed():
+    # Three rays of 3, 2 and 2 unit-length samples (nerfacc's documented example).
+    t_starts = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    sigma = torch.tensor([0.4, 0.8, 0.1, 0.8, 0.1, 0.0, 0.9])
+    ray_indices = torch.tensor([0, 0, 0, 1, 1, 2, 2])
+    trans, alphas = packed_transmittance(t_starts, t_starts + 1, sigma, ray_indices, 3, torch.ones(3))
+    expected_trans = [1.0, math.exp(-0.4), math.exp(-1.2), 1.0, math.exp(-0.8), 1.0, 1.0]
+    np.testing.assert_allclose(trans.numpy(), expected_trans, rtol=1e-6)
+    np.testing.assert_allclose(alphas.numpy(), [1 - math.exp(-s) for s in sigma.tolist()], rtol=1e-6)
+    # |direction| = 2 doubles every interval.
+    trans2, _ = packed_transmittance(t_starts, t_starts + 1, sigma, ray_indices, 3, torch.full((3,), 2.0))
+    np.testing.assert_allclose(trans2[2].item(), math.exp(-2.4), rtol=1e-6)
+
+
+def test_exclusive_segment_sum_keeps_precision_across_many_rays():
+    g = torch.Generator().manual_seed(0)
+    counts = torch.randint(0, 9, (5000,), generator=g)
+    ray_indices = torch.repeat_interleave(torch.arange(5000), counts)
+    values = torch.rand(ray_indices.numel(), generator=g) * 100
+    out = exclusive_segment_sum(values, ray_indices, 5000)
+    v = values.double().numpy()
+    expected = np.zeros_like(v)
+    start = 0
+    for c in counts.tolist():
+        expected[start : start + c] = np.concatenate([[0.0], np.cumsum(v[start : start + c])[:-1]])
+        start += c
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6, atol=1e-4)
+
+
+def test_packed_rendering_equals_dense_batched_rendering_of_the_same_samples():
+    nerfacc = pytest.importorskip("nerfacc")  # its batched functions are plain torch, CPU included
+    rays = _random_rays(64, seed=1)
+    rays = rays._replace(origins=rays.origins + torch.tensor([5.0, 0.0, 0.0]) * (torch.arange(64) < 4)[:, None])  # 4 misses
+    grid = _random_grid(16, 0.4, seed=2)
+    renderer = GridRenderer(RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=0.0), grid)
+    fns = _smooth_fns()
+    ray_indices, t_starts, t_ends, _ = renderer.sample(rays, fns, train=False)
+    counts = torch.bincount(ray_indices, minlength=64)
+    assert (counts == 0).any() and counts.max() > 5  # empty rays and long ones are both covered
+    packed = renderer.render_rays(rays, fns, train=False)
+
+    # Dense [n_rays, max_count] layout of the same samples; padding has zero width and density.
+    n, k = 64, int(counts.max())
+    slot = torch.arange(ray_indices.numel()) - (torch.cumsum(counts, 0) - counts)[ray_indices]
+    ts = torch.zeros(n, k)
+    te = torch.zeros(n, k)
+    ts[ray_indices, slot], te[ray_indices, slot] = t_starts, t_ends
+    norm = rays.directions.norm(dim=-1, keepdim=True)
+    mids = rays.origins[:, None] + (0.5 * (ts + te))[..., None] * rays.directions[:, None]
+    rgb_dense, sigma_dense = fns.rgb_sigma(mids, rays.viewdirs[:, None].expand(mids.shape))
+    colors, opacities, _, extras = nerfacc.rendering(
+        ts * norm, te * norm, rgb_sigma_fn=lambda *_: (rgb_dense, sigma_dense)
+    )
+    weights = extras["weights"]
+    depth = (weights * 0.5 * (ts + te)).sum(-1)
+    np.testing.assert_allclose(packed["rgb"].numpy(), colors.numpy(), atol=1e-5)
+    np.testing.assert_allclose(packed["acc"].numpy(), opacities[:, 0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(packed["depth"].numpy(), depth.numpy(), atol=1e-5)
+    mids_packed = rays.origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * rays.directions[ray_indices]
+    rgb_p, sigma_p = fns.rgb_sigma(mids_packed, rays.viewdirs[ray_indices])
+    out = composite_packed(rgb_p, sigma_p, t_starts, t_ends, ray_indices, n, norm[:, 0])
+    np.testing.assert_allclose(out["weights"].numpy(), weights[ray_indices, slot].numpy(), atol=1e-5)
+    assert packed["n_samples"] == ray_indices.numel()
+
+
+# ----------------------------------------------------------------------------- marching
+
+
+def _brute_force_march(rays: Rays, grid: OccupancyGrid, dt: float) -> list[list[float]]:
+    """Lattice t_k = near + k dt kept when the midpoint is in the box, in [near, far], in an occupied cell."""
+    lo_box, hi_box = grid.aabb[:3].double().numpy(), grid.aabb[3:].double().numpy()
+    res = grid.resolution.numpy()
+    occ = grid.binaries.numpy()
+    out = []
+    for o, d, near, far in zip(*(t.double().numpy() for t in (rays.origins, rays.directions, rays.near, rays.far))):
+        kept = []
+        for k in range(int((far[0] - near[0]) / dt) + 2):
+            t0 = near[0] + k * dt
+            mid = t0 + 0.5 * dt
+            if mid >= far[0]:
+                break
+            x = o + mid * d
+            if np.all(x >= lo_box) and np.all(x < hi_box):
+                ijk = np.minimum(((x - lo_box) / (hi_box - lo_box) * res).astype(int), res - 1)
+                if occ[tuple(ijk)]:
+                    kept.append(t0)
+        out.append(kept)
+    return out
+
+
+def test_march_rays_matches_brute_force_lattice():
+    rays = _random_rays(40, seed=3)
+    grid = _random_grid((12, 10, 14), 0.3, seed=4)
+    dt = 1 / 50
+    ray_indices, t_starts, t_ends = march_rays(rays.origins, rays.directions, rays.near, rays.far, grid, dt)
+    expected = _brute_force_march(rays, grid, dt)
+    assert sum(map(len, expected)) > 100
+    for r, kept in enumerate(expected):
+        np.testing.assert_allclose(t_starts[ray_indices == r].numpy(), kept, atol=1e-5)
+    np.testing.assert_allclose((t_ends - t_starts).numpy(), dt, rtol=1e-5)
+    assert bool((ray_indices[1:] >= ray_indices[:-1]).all())
+
+
+def test_ray_aabb_intersect_hand_computed():
+    aabb = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
+    origins = torch.tensor([[0.0, 0.0, -3.0], [0.5, 2.0, 0.0], [0.0, 0.0, 0.0]])
+    directions = torch.tensor([[0.0, 0.0, 2.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]])
+    t_min, t_max, hit = ray_aabb_intersect(origins, directions, aabb)
+    assert hit.tolist() == [True, False, True]
+    np.testing.assert_allclose(t_min[[0, 2]].numpy(), [1.0, -1.0])
+    np.testing.assert_allclose(t_max[[0, 2]].numpy(), [2.0, 1.0])
+
+
+def test_early_stop_drops_samples_behind_opaque_ones_and_counts_queries():
+    rays = _random_rays(32, seed=5)
+    grid = _random_grid(8, 1.0, seed=0)
+    calls = []
+
+    def sigma(points):
+        calls.append(points.shape[0])
+        return torch.where(points[..., 2] > 0.0, 200.0, 0.0)  # opaque slab beyond z = 0
+
+    fns = FieldFns(rgb_sigma=lambda p, v: (torch.full(p.shape, 0.5), sigma(p)), sigma=sigma)
+    cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-4)
+    out = GridRenderer(cfg, grid).render_rays(rays, fns, train=False)
+    marched = march_rays(rays.origins, rays.directions, rays.near, rays.far, grid, 1 / 64)[0].numel()
+    assert calls[0] == marched and out["n_queries"] == marched + out["n_samples"]
+    # Each ray keeps its samples up to the first one whose preceding transmittance < 1e-4:
+    # with sigma * delta = 200 * 2/64 * |d| > 6, that is one sample past z = 0.
+    r_idx, ts, _, _ = GridRenderer(cfg, grid).sample(rays, fns, train=False)
+    z_mid = rays.origins[r_idx, 2] + (ts + 1 / 128) * rays.directions[r_idx, 2]
+    behind = torch.bincount(r_idx[z_mid > 0], minlength=32)
+    assert behind.max() == 2 and out["n_samples"] < marched
+    np.testing.assert_allclose(out["acc"][behind > 0].numpy(), 1.0, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- grid updates
+
+
+def test_grid_update_matches_nerfacc_estimator_rule():
+    nerfacc = pytest.importorskip("nerfacc")
+    aabb = [-1.0, -2.0, 0.0, 1.0, 2.0, 3.0]
+    ours = OccupancyGrid(aabb, 8)
+    theirs = nerfacc.OccGridEstimator(roi_aabb=aabb, resolution=8, levels=1)
+
+    def occ_fn(points):
+        """Constant in every cell of the 8^3 grid, so the jitter inside a cell does not matter."""
+        lo, hi = torch.tensor(aabb[:3]), torch.tensor(aabb[3:])
+        ijk = ((points - lo) / (hi - lo) * 8).floor().clamp(0, 7)
+        return 0.02 * torch.sin(ijk @ torch.tensor([1.3, 0.7, 2.1])) ** 2
+
+    for step, decay in ((0, 0.95), (1, 0.5)):
+        scale = 1.0 if step == 0 else 0.3  # the second update lowers occupancy: the EMA must keep the max
+        ours.update(step, lambda x: scale * occ_fn(x), occ_thre=0.01, ema_decay=decay, warmup_steps=10)
+        theirs._update(step, lambda x: scale * occ_fn(x)[:, None], occ_thre=0.01, ema_decay=decay, warmup_steps=10)
+        np.testing.assert_allclose(ours.occs.numpy(), theirs.occs.numpy(), rtol=1e-6)
+        assert torch.equal(ours.binaries, theirs.binaries[0])
+    assert 0 < int(ours.binaries.sum()) < 512
+
+
+def test_ray_batch_keeps_samples_per_step_near_the_target():
+    batch = RayBatch(n_rand=100, target_samples=1000, max_rays=10_000)
+    batch.record(100, 400, 900)
+    assert batch.n_rays == 250
+    batch.record(250, 0, 0)  # an empty grid: grow, but only to max_rays
+    assert batch.n_rays == 10_000
+    assert batch.queries_per_ray == pytest.approx(900 / 350)
+
+
+# ----------------------------------------------------------------------------- renderer choice
+
+
+def test_auto_is_torch_grid_without_cuda_and_nerfacc_says_why():
+    assert resolve_renderer("auto", CPU) == "torch_grid"
+    with pytest.raises(ConfigError, match="nerfacc needs a CUDA device"):
+        resolve_renderer("nerfacc", CPU)
+
+
+def test_auto_warns_once_with_the_build_failure_reason(monkeypatch):
+    reason = nerfacc_backend._build_failure_reason(RuntimeError("utils_math.cuh: error: call of overloaded 'lerp' is ambiguous"))
+    assert "std::lerp" in reason and "C++20" in reason
+    monkeypatch.setattr(nerfacc_backend, "nerfacc_status", lambda device: (False, reason))
+    warnings: list[str] = []
+    assert resolve_renderer("auto", torch.device("cuda"), warn=warnings.append) == "torch_grid"
+    assert warnings == [f"--renderer auto falls back to torch_grid: {reason}"]
+    with pytest.raises(ConfigError, match="std::lerp"):
+        resolve_renderer("nerfacc", torch.device("cuda"))
+
+
+def test_cli_nerfacc_on_cpu_is_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "enerf.cli", "train", "--renderer", "nerfacc", "--device", "cpu", "--datadir",
+         str(tmp_path), "--basedir", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr
+    # Either the missing scene or the renderer is reported first; with a scene, the renderer:
+    scene = make_synthetic_scene(tmp_path / "s", n_views=3, width=16, height=12, seed=0)
+    proc = subprocess.run(
+        [sys.executable, "-m", "enerf.cli", "train", "--renderer", "nerfacc", "--device", "cpu", "--datadir",
+         str(scene), "--basedir", str(tmp_path), "--llffhold", "0", "--factor", "1"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "nerfacc needs a CUDA device" in lines[0], proc.stderr
+
+
+def _nerfacc_reason() -> str:
+    if not torch.cuda.is_available():
+        return "no CUDA device: the nerfacc path cannot run here"
+    ok, why = nerfacc_backend.nerfacc_status(torch.device("cuda"))
+    return "" if ok else why
+
+
+@pytest.mark.skipif(bool(_nerfacc_reason()), reason=_nerfacc_reason() or "nerfacc available")
+def test_nerfacc_and_torch_grid_render_the_same_image():
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    field = NeRFField(netdepth=2, netwidth=32, view_width=16, multires=4, multires_views=2).to(device)
+    with torch.no_grad():
+        field.density_head.bias.fill_(2.0)  # a field with real density to march through
+    fns = field_fns({"coarse": field})
+    rays = Rays(*(t.to(device) for t in _random_rays(4096, seed=7)))
+    cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 128, grid_resolution=32)
+    torch_renderer = grid_from_field(cfg, device, rays, fns)
+    grid = OccupancyGrid(torch_renderer.grid.aabb, 32).to(device)
+    nerfacc_renderer = GridRenderer(dataclasses.replace(cfg, renderer="nerfacc"), grid, use_nerfacc=True)
+    nerfacc_renderer.load_state_dict(torch_renderer.state_dict())
+    assert 0 < int(torch_renderer.grid.binaries.sum()) < torch_renderer.grid.n_cells
+    a = torch_renderer.render_image(rays, fns)
+    b = nerfacc_renderer.render_image(rays, fns)
+    for key in ("rgb", "acc", "depth"):
+        np.testing.assert_allclose(a[key].numpy(), b[key].numpy(), atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- training
+
+
+TINY = [
+    "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "48", "--view_width", "24",
+    "--multires", "6", "--multires_views", "2", "--N_samples", "16", "--N_rand", "256", "--log_every", "50",
+    "--kappa_every", "0", "--no_lpips", "--quiet", "--chunk", "2048", "--renderer", "torch_grid",
+    "--grid_resolution", "24", "--render_step_size", str(1 / 96), "--grid_warmup", "64", "--grid_update_every", "8",
+    "--lrate", "5e-3", "--lrate_decay", "2",
+]
+
+
+@pytest.fixture(scope="module")
+def scene_dir(tmp_path_factory) -> Path:
+    return make_synthetic_scene(tmp_path_factory.mktemp("scene") / "tiny", n_views=8, width=40, height=30, seed=1)
+
+
+def _train(scene_dir: Path, basedir: Path, expname: str, iters: int, *extra: str) -> dict:
+    argv = ["train", "--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", expname,
+            "--iters", str(iters), *TINY, *extra]
+    assert main(argv) == 0
+    return json.loads((basedir / expname / "metrics.json").read_text())
+
+
+def _ndc_to_world(ndc: np.ndarray, scene) -> np.ndarray:
+    """Invert the NDC warp (near plane z = -1) and the loader's normalisation: NDC -> world frame."""
+    x, y, zn = ndc[..., 0], ndc[..., 1], ndc[..., 2]
+    z = 2.0 / (zn - 1.0)
+    pts = np.stack([-x * z * scene.width / (2 * scene.focal), -y * z * scene.height / (2 * scene.focal), z], -1)
+    homo = np.concatenate([pts, np.ones_like(pts[..., :1])], -1)
+    return homo @ np.asarray(scene.scene_to_world).T[:, :3]
+
+
+def _world_to_ndc(pts: np.ndarray, scene) -> np.ndarray:
+    homo = np.concatenate([pts, np.ones_like(pts[..., :1])], -1)
+    p = homo @ np.linalg.inv(np.asarray(scene.scene_to_world)).T[:, :3]
+    x, y, z = p[..., 0], p[..., 1], p[..., 2]
+    return np.stack([-2 * scene.focal / scene.width * x / z, -2 * scene.focal / scene.height * y / z, 1 + 2 / z], -1)
+
+
+def test_trained_grid_is_empty_in_known_free_space_and_occupied_at_every_surface(scene_dir, tmp_path):
+    metrics = _train(scene_dir, tmp_path, "grid", 400)
+    assert metrics["renderer"] == "torch_grid" and metrics["psnr"] > 15
+    payload, cfg = load_checkpoint(tmp_path / "grid" / "checkpoints" / "latest.pt")
+    state = payload["extra"]["estimator"]["grid"]
+    binaries, aabb = state["binaries"].numpy(), state["aabb"].double().numpy()
+    res = np.array(binaries.shape)
+    scene = load_scene(cfg.data, Path("data"))
+    geometry = load_geometry(scene_dir)
+    cell = (aabb[3:] - aabb[:3]) / res
+
+    # Known-empty cells: every point of the cell, grown by half a cell, lies in front of the first
+    # surface seen from the reference camera (scene origin), inside its view (|x|, |y| <= 0.8).
+    ijk = np.stack(np.meshgrid(*(np.arange(r) for r in res), indexing="ij"), -1).reshape(-1, 3)
+    offsets = np.stack(np.meshgrid(*([np.linspace(-0.5, 1.5, 5)] * 3), indexing="ij"), -1).reshape(-1, 3)
+    pts_ndc = aabb[:3] + (ijk[:, None, :] + offsets[None]) * cell  # [cells, 125, 3]
+    pts_ndc[..., 2] = np.minimum(pts_ndc[..., 2], 0.999)
+    pts = _ndc_to_world(pts_ndc, scene)
+    eye = np.asarray(scene.scene_to_world)[:3, 3]
+    _, t_hit = trace_rays(geometry, np.broadcast_to(eye, pts.reshape(-1, 3).shape), pts.reshape(-1, 3) - eye)
+    free = (t_hit.reshape(pts.shape[:2]) > 1.0).all(axis=1)
+    in_view = (np.abs(pts_ndc[..., :2]) <= 0.8).all(axis=(1, 2)) & (pts_ndc[..., 2] >= aabb[2]).all(axis=1)
+    known_empty = free & in_view
+    assert known_empty.sum() > 500
+    marked = binaries.reshape(-1)
+    assert not marked[known_empty].any(), f"{int(marked[known_empty].sum())} known-empty cells are marked occupied"
+
+    # Surface cells: where the training pixels' rays first hit the scene.
+    hits = []
+    for view in scene.i_train:
+        c2w = np.asarray(scene.poses[view], dtype=np.float64)
+        j, i = np.meshgrid(np.arange(scene.height) + 0.5, np.arange(scene.width) + 0.5, indexing="ij")
+        cam = np.stack([(i - scene.width / 2) / scene.focal, -(j - scene.height / 2) / scene.focal, -np.ones_like(i)], -1)
+        d_scene = cam.reshape(-1, 3) @ c2w[:3, :3].T
+        o_scene = np.broadcast_to(c2w[:3, 3], d_scene.shape)
+        s2w = np.asarray(scene.scene_to_world)
+        o_world, d_world = o_scene @ s2w[:3, :3].T + s2w[:3, 3], d_scene @ s2w[:3, :3].T
+        _, t = trace_rays(geometry, o_world, d_world)
+        hits.append(o_world + t[:, None] * d_world)
+    surface_ndc = _world_to_ndc(np.concatenate(hits), scene)
+    inside = np.all((surface_ndc >= aabb[:3]) & (surface_ndc < aabb[3:]), axis=1)
+    cells = np.minimum(((surface_ndc[inside] - aabb[:3]) / cell).astype(int), res - 1)
+    surface_cells = np.unique(cells, axis=0)
+    assert len(surface_cells) > 50
+    occupied = binaries[tuple(surface_cells.T)]
+    assert occupied.all(), f"{int((~occupied).sum())} of {len(surface_cells)} surface cells are marked empty"
+
+
+def test_grid_travels_in_the_checkpoint_and_resume_is_exact(scene_dir, tmp_path):
+    straight = _train(scene_dir, tmp_path, "straight", 40)
+    _train(scene_dir, tmp_path, "halves", 20)
+    resumed = _train(scene_dir, tmp_path, "halves", 40, "--resume")
+    assert resumed["psnr"] == pytest.approx(straight["psnr"], abs=1e-5)
+    assert resumed["queries_per_ray"] == pytest.approx(straight["queries_per_ray"], rel=1e-9)
+
+    a, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "latest.pt")
+    b, cfg = load_checkpoint(tmp_path / "halves" / "checkpoints" / "latest.pt")
+    assert torch.equal(a["extra"]["estimator"]["grid"]["binaries"], b["extra"]["estimator"]["grid"]["binaries"])
+    # Evaluation renders with the restored grid: the same PSNR as the trainer's own evaluation.
+    scene = load_scene(cfg.data, Path("data"))
+    fields = build_fields(cfg.field, with_fine=False, device=CPU)
+    fields["coarse"].load_state_dict(b["models"]["coarse"])
+    renderer = renderer_from_checkpoint(b, cfg, CPU)
+    assert renderer.name == "torch_grid" and torch.equal(renderer.grid.binaries, b["extra"]["estimator"]["grid"]["binaries"])
+    from skimage.metrics import peak_signal_noise_ratio
+
+    view = resumed["per_image"][0]["view"]
+    pred = render_view(scene, view, fields, cfg.render, CPU, renderer=renderer)
+    assert peak_signal_noise_ratio(scene.images[view], pred, data_range=1.0) == pytest.approx(resumed["per_image"][0]["psnr"], abs=1e-4)
+    (tmp_path / "halves" / "metrics.json").unlink()
+    assert main(["eval", "--ckpt", str(tmp_path / "halves" / "checkpoints" / "latest.pt")]) == 0
+    again = json.loads((tmp_path / "halves" / "metrics.json").read_text())
+    assert again["psnr"] == pytest.approx(resumed["psnr"], abs=1e-5)
