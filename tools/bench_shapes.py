@@ -88,6 +88,40 @@ def targets(args) -> None:
 
 def compare(args) -> None:
     base = Path(args.out)
+    if not args.report_only:
+        _run_grid(args, base)
+
+    def values(mesh, mode, key):
+        out = []
+        for seed in args.seeds:
+            path = base / f"{mesh}_{args.kind}_{mode}_s{seed}" / "metrics.json"
+            if path.is_file():
+                m = json.loads(path.read_text())
+                out.append(float("nan") if m.get(key) is None else m[key])
+        return out
+
+    def mean(v):
+        return statistics.mean(v) if v else float("nan")
+
+    print(f"{args.kind} networks, seeds {', '.join(map(str, args.seeds))}, config {args.config}; "
+          f"mean ± std over the seeds that finished (n), Δ = mean - mean of none\n")
+    head = " | ".join(label for _, label, _ in METRICS)
+    print(f"| shape | mode | n | {head} | Δ IoU | Δ Chamfer-L1 |")
+    print("|---|---|---|" + "---|" * (len(METRICS) + 2))
+    for mesh in args.shapes:
+        base_iou, base_cd = mean(values(mesh, "none", "iou")), mean(values(mesh, "none", "chamfer_l1"))
+        for mode in args.modes:
+            cells = []
+            for key, _, fmt in METRICS:
+                v = values(mesh, mode, key)
+                sd = statistics.stdev(v) if len(v) > 1 else float("nan")
+                cells.append(f"{mean(v):{fmt}} ± {sd:{fmt}}")
+            n = len(values(mesh, mode, "iou"))
+            d_iou, d_cd = mean(values(mesh, mode, "iou")) - base_iou, mean(values(mesh, mode, "chamfer_l1")) - base_cd
+            print(f"| {mesh} | {mode} | {n} | {' | '.join(cells)} | {d_iou:+.4f} | {d_cd:+.5f} |")
+
+
+def _run_grid(args, base: Path) -> None:
     jobs = []
     for mesh in args.shapes:
         for mode in args.modes:
@@ -105,31 +139,6 @@ def compare(args) -> None:
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for i, seconds in enumerate(pool.map(lambda j: _run(j[0], args.threads, j[1]), rest)):
             print(f"[{i + 1 + len(first)}/{len(jobs)}] {rest[i][1].stem} ({seconds:.0f} s)", file=sys.stderr)
-
-    def values(mesh, mode, key):
-        out = []
-        for seed in args.seeds:
-            m = json.loads((base / f"{mesh}_{args.kind}_{mode}_s{seed}" / "metrics.json").read_text())
-            out.append(float("nan") if m.get(key) is None else m[key])
-        return out
-
-    print(f"{args.kind} networks, {len(args.seeds)} seeds ({', '.join(map(str, args.seeds))}), config {args.config}; "
-          f"mean ± std over seeds, Δ = mean - mean of none\n")
-    head = " | ".join(label for _, label, _ in METRICS)
-    print(f"| shape | mode | {head} | Δ IoU | Δ Chamfer-L1 |")
-    print("|---|---|" + "---|" * (len(METRICS) + 2))
-    for mesh in args.shapes:
-        base_iou = statistics.mean(values(mesh, "none", "iou")) if "none" in args.modes else float("nan")
-        base_cd = statistics.mean(values(mesh, "none", "chamfer_l1")) if "none" in args.modes else float("nan")
-        for mode in args.modes:
-            cells = []
-            for key, _, fmt in METRICS:
-                v = values(mesh, mode, key)
-                sd = statistics.stdev(v) if len(v) > 1 else 0.0
-                cells.append(f"{statistics.mean(v):{fmt}} ± {sd:{fmt}}")
-            d_iou = statistics.mean(values(mesh, mode, "iou")) - base_iou
-            d_cd = statistics.mean(values(mesh, mode, "chamfer_l1")) - base_cd
-            print(f"| {mesh} | {mode} | {' | '.join(cells)} | {d_iou:+.4f} | {d_cd:+.5f} |")
 
 
 def main() -> None:
@@ -150,6 +159,7 @@ def main() -> None:
     c.add_argument("--kind", default="occupancy", choices=("occupancy", "sdf"))
     c.add_argument("--jobs", type=int, default=1, help="runs at once")
     c.add_argument("--out", default="runs/bench_shapes/compare")
+    c.add_argument("--report_only", action="store_true", help="tabulate the finished runs, start none")
     for p in (t, c):
         p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each run")
     args = parser.parse_args()

@@ -199,7 +199,7 @@ def main() -> None:
     print(f"{'method':8s}{'step':>6s}{'κ(Hessian)':>14s}{'dropped':>9s}{'κ(W)':>10s}{'κ(EW)':>10s}{'MSE':>10s}")
     for r in rows:
         print(f"{r['method']:8s}{r['step']:6d}{r['kappa_hessian']:14.4g}{r['dropped']:9d}"
-              f"{r['kappa_W']:10.3f}{r['kappa_EW']:10.3f}{r['loss']:10.5f}")
+              f"{r['kappa_W']:10.4g}{r['kappa_EW']:10.4g}{r['loss']:10.4g}")
 
 
 if __name__ == "__main__":
