@@ -62,6 +62,7 @@ FLAG_TO_FIELD = {
     "grid_ema_decay": ("render", "grid_ema_decay"),
     "early_stop_eps": ("render", "early_stop_eps"),
     "alpha_thre": ("render", "alpha_thre"),
+    "early_stop_block": ("render", "early_stop_block"),
     "target_sample_batch_size": ("render", "target_sample_batch_size"),
     "iters": ("train", "iters"),
     "N_rand": ("train", "n_rand"),
@@ -110,6 +111,8 @@ HELP = {
     "grid_ema_decay": "grid renderers: decay of a cell's running occupancy per update",
     "early_stop_eps": "grid renderers: drop samples behind transmittance below this (0: no density pre-pass)",
     "alpha_thre": "grid renderers: drop samples with opacity below this",
+    "early_stop_block": "grid renderers: the density pre-pass queries this many samples per ray at a time, "
+                        "front to back, and stops at the early stop (0: all samples at once)",
     "target_sample_batch_size": "grid renderers: samples per step; rays per step adapt to it "
                                 "(0: N_rand * N_samples; -1: N_rand rays every step)",
     "stop_at_psnr": "stop once a periodic held-out evaluation (--eval_every) reaches this PSNR (0: never)",

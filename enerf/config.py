@@ -101,6 +101,7 @@ class RenderConfig:
     grid_ema_decay: float = 0.95  # decay of the running occupancy per update
     early_stop_eps: float = 1e-4  # drop samples behind transmittance below this (0: no density pre-pass)
     alpha_thre: float = 0.0  # drop samples with opacity below this (needs the density pre-pass)
+    early_stop_block: int = 4  # pre-pass: samples per ray per front-to-back round (0: all at once)
     target_sample_batch_size: int = 0  # samples per training step; rays per step adapt (0: N_rand * N_samples; -1: N_rand rays)
 
     def __post_init__(self) -> None:
@@ -111,7 +112,7 @@ class RenderConfig:
         for name, value in positive.items():
             if not value > 0:
                 raise ConfigError(f"--{name} must be > 0, got {value}")
-        for name in ("occ_thre", "grid_warmup", "early_stop_eps", "alpha_thre"):
+        for name in ("occ_thre", "grid_warmup", "early_stop_eps", "alpha_thre", "early_stop_block"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"--{name} must be >= 0, got {getattr(self, name)}")
         if not 0 < self.grid_ema_decay <= 1:

@@ -22,7 +22,14 @@ from enerf.data.synthetic import load_geometry, make_synthetic_scene, trace_rays
 from enerf.errors import ConfigError
 from enerf.fields.nerf import NeRFField
 from enerf.render import nerfacc_backend
-from enerf.render.marching import composite_packed, exclusive_segment_sum, march_rays, packed_transmittance
+from enerf.render.marching import (
+    composite_packed,
+    exclusive_segment_sum,
+    front_to_back_visibility,
+    march_rays,
+    packed_transmittance,
+    visibility_mask,
+)
 from enerf.render.occupancy_grid import OccupancyGrid, ray_aabb_intersect
 from enerf.render.renderer import FieldFns, GridRenderer, grid_from_field, resolve_renderer
 from enerf.train.components import build_fields, field_fns, load_scene
@@ -189,7 +196,7 @@ def test_early_stop_drops_samples_behind_opaque_ones_and_counts_queries():
         return torch.where(points[..., 2] > 0.0, 200.0, 0.0)  # opaque slab beyond z = 0
 
     fns = FieldFns(rgb_sigma=lambda p, v: (torch.full(p.shape, 0.5), sigma(p)), sigma=sigma)
-    cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-4)
+    cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-4, early_stop_block=0)
     out = GridRenderer(cfg, grid).render_rays(rays, fns, train=False)
     marched = march_rays(rays.origins, rays.directions, rays.near, rays.far, grid, 1 / 64)[0].numel()
     assert calls[0] == marched and out["n_queries"] == marched + out["n_samples"]
@@ -200,6 +207,41 @@ def test_early_stop_drops_samples_behind_opaque_ones_and_counts_queries():
     behind = torch.bincount(r_idx[z_mid > 0], minlength=32)
     assert behind.max() == 2 and out["n_samples"] < marched
     np.testing.assert_allclose(out["acc"][behind > 0].numpy(), 1.0, atol=1e-4)
+
+
+@pytest.mark.parametrize("block", [1, 3, 8])
+def test_front_to_back_prepass_keeps_the_same_samples_with_fewer_queries(block):
+    gen = torch.Generator().manual_seed(11)
+    n_rays = 40
+    counts = torch.randint(0, 30, (n_rays,), generator=gen)
+    ray_indices = torch.repeat_interleave(torch.arange(n_rays), counts)
+    rank = torch.arange(ray_indices.numel()) - (torch.cumsum(counts, 0) - counts)[ray_indices]
+    t_starts = rank.double() / 30
+    t_ends = t_starts + 1 / 30
+    dir_norm = 0.5 + torch.rand(n_rays, generator=gen, dtype=torch.float64)
+    points = torch.randn(ray_indices.numel(), 3, generator=gen, dtype=torch.float64)
+    # Density: mostly empty, an opaque layer at a random depth per ray, some rays never stopped.
+    wall = torch.randint(0, 40, (n_rays,), generator=gen)[ray_indices]
+    dense = 50.0 * (rank >= wall) + 2.0 * torch.rand(ray_indices.numel(), generator=gen, dtype=torch.float64)
+    lookup = {tuple(p.tolist()): d for p, d in zip(points, dense)}
+    calls = []
+
+    def sigma_fn(pts):
+        calls.append(pts.shape[0])
+        return torch.stack([lookup[tuple(p.tolist())] for p in pts])
+
+    for eps, alpha_thre in ((1e-4, 0.0), (1e-2, 0.05)):
+        expected = visibility_mask(t_starts, t_ends, dense, ray_indices, n_rays, dir_norm, eps, alpha_thre)
+        calls.clear()
+        keep, queried = front_to_back_visibility(
+            points, t_starts, t_ends, ray_indices, n_rays, dir_norm, sigma_fn, eps, alpha_thre, block)
+        assert torch.equal(keep, expected) and queried == sum(calls)
+        # Queried: every sample up to its ray's early stop, plus at most one block beyond it.
+        last_visible = torch.zeros(n_rays, dtype=torch.long).scatter_reduce(
+            0, ray_indices, torch.where(packed_transmittance(t_starts, t_ends, dense, ray_indices, n_rays, dir_norm)[0]
+                                        >= eps, rank + 1, 0), "amax")
+        needed = torch.minimum(counts, last_visible).sum()
+        assert needed <= queried <= torch.minimum(counts, last_visible + block).sum() < ray_indices.numel()
 
 
 # ----------------------------------------------------------------------------- grid updates

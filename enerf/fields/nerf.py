@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from ..config import FieldConfig
 from ..errors import ConfigError
-from ..nn.conditioning import ConditionedLinear
+from ..nn.conditioning import ConditionedLinear, select_layers
 from ..nn.encoding import PositionalEncoding
 
 __all__ = ["NeRFField"]
@@ -94,7 +94,7 @@ class NeRFField(nn.Module):
             shapes["rgb_head"] = (view_width, 3)
         else:
             shapes["output"] = (netwidth, 4)
-        selected = self._select(conditioned_layers, list(shapes), netdepth)
+        selected = select_layers(conditioned_layers, list(shapes), [f"trunk.{i}" for i in range(netdepth)])
 
         def make(name: str) -> ConditionedLinear:
             fan_in, fan_out = shapes[name]
@@ -115,27 +115,6 @@ class NeRFField(nn.Module):
             self.rgb_head = make("rgb_head")
         else:
             self.output = make("output")
-
-    @staticmethod
-    def _select(spec: str, names: list[str], netdepth: int) -> set[str]:
-        groups = {"hidden": {f"trunk.{i}" for i in range(netdepth)}, "all": set(names), "none": set()}
-        chosen: set[str] = set()
-        unknown = []
-        for token in (t.strip() for t in spec.split(",")):
-            if not token:
-                continue
-            if token in groups:
-                chosen |= groups[token]
-            elif token in names:
-                chosen.add(token)
-            else:
-                unknown.append(token)
-        if unknown:
-            raise ConfigError(
-                f"--conditioned_layers names unknown layer(s) {', '.join(unknown)}; "
-                f"use hidden, all, none or names from: {', '.join(names)}"
-            )
-        return chosen
 
     @classmethod
     def from_config(cls, cfg: FieldConfig) -> "NeRFField":

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from ..config import SHAPE_KINDS, ShapeFieldConfig
 from ..errors import ConfigError
-from ..nn.conditioning import ConditionedLinear
+from ..nn.conditioning import ConditionedLinear, select_layers
 from ..nn.encoding import PositionalEncoding
 
 __all__ = ["ShapeField", "ISO_LEVEL"]
@@ -82,7 +82,7 @@ class ShapeField(nn.Module):
         for i in range(netdepth):
             shapes[f"hidden.{i}"] = (in_ch if i == 0 else netwidth + (in_ch if (i - 1) in self.skips else 0), netwidth)
         shapes["output"] = (netwidth, 1)
-        selected = self._select(conditioned_layers, list(shapes), netdepth)
+        selected = select_layers(conditioned_layers, list(shapes), [f"hidden.{i}" for i in range(netdepth)])
 
         def make(name: str) -> ConditionedLinear:
             fan_in, fan_out = shapes[name]
@@ -94,27 +94,6 @@ class ShapeField(nn.Module):
 
         self.hidden = nn.ModuleList(make(f"hidden.{i}") for i in range(netdepth))
         self.output = make("output")
-
-    @staticmethod
-    def _select(spec: str, names: list[str], netdepth: int) -> set[str]:
-        groups = {"hidden": {f"hidden.{i}" for i in range(netdepth)}, "all": set(names), "none": set()}
-        chosen: set[str] = set()
-        unknown = []
-        for token in (t.strip() for t in spec.split(",")):
-            if not token:
-                continue
-            if token in groups:
-                chosen |= groups[token]
-            elif token in names:
-                chosen.add(token)
-            else:
-                unknown.append(token)
-        if unknown:
-            raise ConfigError(
-                f"--conditioned_layers names unknown layer(s) {', '.join(unknown)}; "
-                f"use hidden, all, none or names from: {', '.join(names)}"
-            )
-        return chosen
 
     @classmethod
     def from_config(cls, cfg: ShapeFieldConfig) -> "ShapeField":

@@ -70,6 +70,7 @@ __all__ = [
     "condition_number",
     "condition_numbers",
     "fold_module",
+    "select_layers",
 ]
 
 
@@ -291,3 +292,35 @@ def fold_module(module: nn.Module) -> nn.Module:
             # so setattr replaces them in place like any named child.
             setattr(parent, attr, child.fold())
     return folded
+
+
+def select_layers(spec: str, names: list[str], hidden: list[str]) -> set[str]:
+    """The layers a ``--conditioned_layers`` spec picks.
+
+    Args:
+        spec: comma-separated tokens: ``hidden`` (the ``hidden`` names), ``all``, ``none`` or
+            layer names from ``names``.
+        names: every linear layer of the network.
+        hidden: the network's hidden layers.
+
+    Raises:
+        ConfigError: a token that is neither a group nor a layer name.
+    """
+    groups = {"hidden": set(hidden), "all": set(names), "none": set()}
+    chosen: set[str] = set()
+    unknown = []
+    for token in (t.strip() for t in spec.split(",")):
+        if not token:
+            continue
+        if token in groups:
+            chosen |= groups[token]
+        elif token in names:
+            chosen.add(token)
+        else:
+            unknown.append(token)
+    if unknown:
+        raise ConfigError(
+            f"--conditioned_layers names unknown layer(s) {', '.join(unknown)}; "
+            f"use hidden, all, none or names from: {', '.join(names)}"
+        )
+    return chosen

@@ -23,6 +23,7 @@ parameter ``sum_i w_i t_i`` at the sample midpoints (not normalised by opacity),
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -36,6 +37,7 @@ __all__ = [
     "exclusive_segment_sum",
     "packed_transmittance",
     "visibility_mask",
+    "front_to_back_visibility",
     "composite_packed",
     "SigmaFn",
 ]
@@ -182,6 +184,66 @@ def visibility_mask(
     if alpha_thre > 0:
         keep &= alphas >= alpha_thre
     return keep
+
+
+@torch.no_grad()
+def front_to_back_visibility(
+    points: Tensor,
+    t_starts: Tensor,
+    t_ends: Tensor,
+    ray_indices: Tensor,
+    n_rays: int,
+    dir_norm: Tensor,
+    sigma_fn: SigmaFn,
+    early_stop_eps: float,
+    alpha_thre: float,
+    block: int,
+) -> tuple[Tensor, int]:
+    """``visibility_mask`` computed front to back, ``block`` samples per ray at a time.
+
+    The density is queried for the first ``block`` samples of every ray, then the next
+    ``block`` of the rays still visible (transmittance >= ``early_stop_eps``), and so on: the
+    samples behind a ray's early stop are never sent to the field (Instant-NGP's compaction).
+    Transmittance only falls along a ray, so the mask equals ``visibility_mask`` of the full
+    density; only the number of queries differs.
+
+    Args:
+        points: Tensor  # [n_samples, 3] sample positions (midpoints)
+        t_starts, t_ends: Tensor  # [n_samples]
+        ray_indices: Tensor  # [n_samples] int64, non-decreasing
+        dir_norm: Tensor  # [n_rays] |directions|
+        sigma_fn: points [n, 3] -> density [n]
+        block: samples per ray per round (>= 1)
+
+    Returns:
+        keep: Tensor  # [n_samples] bool
+        queried: int, points sent to ``sigma_fn``
+    """
+    n = ray_indices.numel()
+    keep = torch.zeros(n, dtype=torch.bool, device=ray_indices.device)
+    if n == 0:
+        return keep, 0
+    starts, counts = segment_starts(ray_indices, n_rays)
+    rank = torch.arange(n, device=ray_indices.device) - starts[ray_indices]  # position along the ray
+    depth = torch.zeros(n_rays, dtype=torch.float64, device=ray_indices.device)  # optical depth so far
+    alive = torch.ones(n_rays, dtype=torch.bool, device=ray_indices.device)
+    stop_depth = -math.log(early_stop_eps) if early_stop_eps > 0 else math.inf
+    queried = 0
+    for lo in range(0, int(counts.max()), block):
+        index = torch.nonzero((rank >= lo) & (rank < lo + block) & alive[ray_indices])[:, 0]
+        if index.numel() == 0:
+            break
+        rays = ray_indices[index]
+        sigma_delta = (sigma_fn(points[index]) * (t_ends[index] - t_starts[index]) * dir_norm[rays]).double()
+        before = depth[rays] + exclusive_segment_sum(sigma_delta, rays, n_rays)
+        visible = before <= stop_depth  # exp(-before) >= early_stop_eps
+        if alpha_thre > 0:
+            visible &= (1.0 - torch.exp(-sigma_delta)) >= alpha_thre
+        keep[index] = visible
+        depth.index_add_(0, rays, sigma_delta)
+        alive &= depth <= stop_depth
+        queried += index.numel()
+    return keep, queried
 
 
 def composite_packed(

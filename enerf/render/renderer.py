@@ -27,7 +27,7 @@ from torch import Tensor
 from ..config import RENDERERS, RenderConfig
 from ..data.rays import Rays, flatten_rays, index_rays
 from ..errors import CheckpointError, ConfigError
-from .marching import SigmaFn, composite_packed, march_rays, visibility_mask
+from .marching import SigmaFn, composite_packed, front_to_back_visibility, march_rays, visibility_mask
 from .occupancy_grid import OccupancyGrid, rays_aabb
 from .volume import RgbSigmaFn, render_image, render_rays
 
@@ -205,9 +205,15 @@ class GridRenderer:
         if prepass and ray_indices.numel():
             with torch.no_grad():
                 mids = rays.origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * rays.directions[ray_indices]
-                sigma = fns.sigma(mids)
-                keep = visibility_mask(t_starts, t_ends, sigma, ray_indices, n_rays, dir_norm, cfg.early_stop_eps, alpha_thre)
-            queried = ray_indices.numel()
+                if cfg.early_stop_block > 0:
+                    keep, queried = front_to_back_visibility(
+                        mids, t_starts, t_ends, ray_indices, n_rays, dir_norm, fns.sigma, cfg.early_stop_eps,
+                        alpha_thre, cfg.early_stop_block,
+                    )
+                else:
+                    sigma = fns.sigma(mids)
+                    keep = visibility_mask(t_starts, t_ends, sigma, ray_indices, n_rays, dir_norm, cfg.early_stop_eps, alpha_thre)
+                    queried = ray_indices.numel()
             ray_indices, t_starts, t_ends = ray_indices[keep], t_starts[keep], t_ends[keep]
         return ray_indices, t_starts, t_ends, queried
 
