@@ -29,6 +29,7 @@ __all__ = [
     "load_checkpoint",
     "atomic_write_bytes",
     "atomic_write_text",
+    "publish",
     "rng_state",
     "restore_rng_state",
 ]
@@ -39,6 +40,15 @@ FORMAT_VERSION = 1
 _CONFIG_LOADERS = {"nerf": run_config_from_dict, "shape": shape_run_config_from_dict}
 
 
+def publish(tmp: str | Path, path: Path) -> None:
+    """Give a finished temp file the permissions a plain ``open`` would (``mkstemp`` makes them
+    0600) and rename it onto ``path`` in one step."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+
+
 def _atomic_replace(path: Path, write) -> None:
     """Write through ``write(tmp_path)`` into a temp file beside ``path``, then rename."""
     path = Path(path)
@@ -47,7 +57,7 @@ def _atomic_replace(path: Path, write) -> None:
     os.close(fd)
     try:
         write(tmp)
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -131,3 +131,14 @@ def test_data_synth_command_writes_a_loadable_llff_scene(tmp_path):
     scene = load_llff(out, factor=1, llffhold=0)
     assert scene.images.shape == (3, 24, 32, 3)
     assert scene.focal == pytest.approx(poses_bounds[0, 14])
+
+
+def test_atomic_writes_get_the_permissions_of_a_plain_open(tmp_path):
+    from enerf.checkpoint import atomic_write_text
+
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    atomic = tmp_path / "atomic.txt"
+    atomic_write_text(atomic, "x")
+    assert atomic.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -69,6 +69,31 @@ def test_odd_sizes_are_padded_not_cropped_and_give_no_warnings(ckpt, tmp_path):
     assert np.abs(frames[4, :, 13].astype(int) - frames[4, :, 12].astype(int)).mean() < 12
 
 
+
+def test_video_uses_the_checkpoints_occupancy_grid(tmp_path):
+    """A grid-renderer checkpoint renders through its stored grid, not one read off the field."""
+    scene = make_synthetic_scene(tmp_path / "s", n_views=4, width=16, height=12, seed=0)
+    assert main(["train", "--datadir", str(scene), "--basedir", str(tmp_path), "--expname", "g", "--iters", "20", *TINY, "--netwidth", "48",
+                 "--N_importance", "0", "--renderer", "torch_grid", "--grid_resolution", "8", "--render_step_size", "0.05", "--alpha_thre", "0"]) == 0
+    ckpt = tmp_path / "g" / "checkpoints" / "latest.pt"
+    run = load_trained(ckpt, Path("data"))
+    payload = torch.load(ckpt, weights_only=False)
+    assert torch.equal(run.renderer.grid.binaries, payload["extra"]["estimator"]["grid"]["binaries"])
+    # Two copies that differ only in the stored grid: all cells occupied / all empty. Frames read the
+    # grid off the field would be the same for both; through the stored grid the empty one is black.
+    grid = payload["extra"]["estimator"]["grid"]
+    frames = {}
+    for name, occupied in (("full", True), ("empty", False)):
+        grid["binaries"].fill_(occupied)
+        grid["occs"].fill_(1.0 if occupied else 0.0)
+        torch.save(payload, tmp_path / f"{name}.pt")
+        info = render_video(load_trained(tmp_path / f"{name}.pt", Path("data")), tmp_path / name,
+                            VideoConfig(path="test", png=True), progress=False)
+        assert info["frames"] == 1
+        frames[name] = iio.imread(tmp_path / name / "frames" / "rgb_0000.png")
+    assert frames["full"].mean() > 5 and frames["empty"].max() == 0  # measured: mean 14.9 / 0
+
+
 def test_spiral_frames_look_at_the_focus_depth(ckpt):
     run = load_trained(ckpt, Path("data"))
     scene = run.scene

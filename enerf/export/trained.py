@@ -12,7 +12,9 @@ from ..config import RunConfig
 from ..data.scene import Scene
 from ..errors import CheckpointError
 from ..fields.nerf import NeRFField
+from ..render.renderer import Renderer
 from ..train.components import build_fields, load_scene, run_dir, select_device
+from ..train.evaluate import renderer_from_checkpoint
 
 __all__ = ["TrainedRun", "load_trained", "output_dir"]
 
@@ -26,6 +28,7 @@ class TrainedRun(NamedTuple):
     fields: dict[str, NeRFField]  # "coarse" and, when trained with N_importance > 0, "fine"
     device: torch.device
     ckpt_path: Path
+    renderer: Renderer | None  # the checkpoint's renderer, its occupancy grid restored (None: read off the field)
 
 
 def load_trained(ckpt_path: str | Path, data_root: Path, device_name: str | None = None) -> TrainedRun:
@@ -50,7 +53,8 @@ def load_trained(ckpt_path: str | Path, data_root: Path, device_name: str | None
             raise CheckpointError(f"{ckpt_path}: weights of '{name}' do not fit its config ({first})") from None
         field.eval()
     scene = load_scene(cfg.data, data_root)
-    return TrainedRun(cfg, int(payload["step"]), scene, fields, device, ckpt_path)
+    renderer = renderer_from_checkpoint(payload, cfg, device)
+    return TrainedRun(cfg, int(payload["step"]), scene, fields, device, ckpt_path, renderer)
 
 
 def output_dir(run: TrainedRun, name: str) -> Path:

@@ -27,7 +27,7 @@ import torch
 from matplotlib import colormaps
 from tqdm import tqdm
 
-from ..checkpoint import atomic_write_bytes
+from ..checkpoint import atomic_write_bytes, publish
 from ..config import CAMERA_PATHS, VideoConfig
 from ..data.camera_paths import interpolated_path, llff_spiral_path, spherical_path
 from ..data.rays import Rays, make_rays
@@ -156,7 +156,7 @@ class Mp4Writer:
         if self._gen is None:
             raise ValueError(f"{self.path}: no frames were written")
         self._gen.close()
-        os.replace(self.tmp, self.path)
+        publish(self.tmp, self.path)
 
     def abort(self) -> None:
         if self._gen is not None:
@@ -198,7 +198,7 @@ def render_video(
     try:
         for k, c2w in enumerate(tqdm(poses, desc=f"render {cfg.path}", disable=not progress, dynamic_ncols=True)):
             out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device), run.fields, run.cfg.render,
-                                    run.device, chunk)
+                                    run.device, chunk, renderer=run.renderer)
             rgb = (out["rgb"].clamp(0.0, 1.0).numpy() * 255.0 + 0.5).astype(np.uint8)
             depth = colorize(depth_values(out, scene.use_ndc), lo, hi, cfg.colormap)
             height, width = rgb.shape[:2]
