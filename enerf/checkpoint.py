@@ -40,12 +40,19 @@ FORMAT_VERSION = 1
 _CONFIG_LOADERS = {"nerf": run_config_from_dict, "shape": shape_run_config_from_dict}
 
 
+def _read_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+_UMASK = _read_umask()  # read once, at import: os.umask is process-wide, so not while threads write files
+
+
 def publish(tmp: str | Path, path: Path) -> None:
     """Give a finished temp file the permissions a plain ``open`` would (``mkstemp`` makes them
     0600) and rename it onto ``path`` in one step."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    os.chmod(tmp, 0o666 & ~_UMASK)
     os.replace(tmp, path)
 
 

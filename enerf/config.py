@@ -149,13 +149,18 @@ class TrainConfig:
     grad_reg: float = 0.0  # λ of the gradient regularization λ||∇L||² in decay_space (0: off)
 
     def __post_init__(self) -> None:
-        if self.precond not in PRECOND_MODES:
-            raise ConfigError(f"--precond {self.precond!r} is not one of {', '.join(PRECOND_MODES)}")
-        if self.decay_space not in DECAY_SPACES:
-            raise ConfigError(f"--decay_space {self.decay_space!r} is not one of {', '.join(DECAY_SPACES)}")
-        for name in ("weight_decay", "grad_reg"):
-            if not getattr(self, name) >= 0:
-                raise ConfigError(f"--{name} must be >= 0, got {getattr(self, name)}")
+        _check_optimizer_fields(self)
+
+
+def _check_optimizer_fields(train) -> None:
+    """Validate the precond / weight_decay / decay_space / grad_reg fields of a train config."""
+    if train.precond not in PRECOND_MODES:
+        raise ConfigError(f"--precond {train.precond!r} is not one of {', '.join(PRECOND_MODES)}")
+    if train.decay_space not in DECAY_SPACES:
+        raise ConfigError(f"--decay_space {train.decay_space!r} is not one of {', '.join(DECAY_SPACES)}")
+    for name in ("weight_decay", "grad_reg"):
+        if not getattr(train, name) >= 0:
+            raise ConfigError(f"--{name} must be >= 0, got {getattr(train, name)}")
 
 
 @dataclass(frozen=True)
@@ -313,8 +318,13 @@ class ShapeTrainConfig:
     mesh_resolution: int = 128  # marching-cubes grid for the metrics
     fscore_tau: float = 0.01  # F-score threshold (1% of the unit cube's side)
     chunk: int = 65536  # points per forward pass when evaluating
+    precond: str = "none"  # as TrainConfig: gradient preconditioner (bnp: BNP)
+    weight_decay: float = 0.0  # as TrainConfig
+    decay_space: str = "z"  # as TrainConfig
+    grad_reg: float = 0.0  # as TrainConfig
 
     def __post_init__(self) -> None:
+        _check_optimizer_fields(self)
         if self.iters < 0 or self.batch_size < 1:
             raise ConfigError("--iters must be >= 0 and --batch_size >= 1")
         if self.mesh_resolution < 8:

@@ -140,7 +140,7 @@ def test_finished_runs_are_skipped_and_changed_ones_rerun(tmp_path, scene_dir):
 
 
 def test_interrupted_run_is_resumed(tmp_path, scene_dir):
-    for task, flag_expected in (("nerf", True), ("shape", False)):
+    for task, flag_expected in (("nerf", True), ("shape", True)):
         cfg = CompareConfig(task=task, scenes=("bunny",), modes=("row",), seeds=(0,), out=str(tmp_path / task))
         runner = FakeRunner(task, scene_dir)
         run_compare(cfg, None, [], runner=runner, progress=False)
@@ -152,7 +152,7 @@ def test_interrupted_run_is_resumed(tmp_path, scene_dir):
         (run / "checkpoints" / "latest.pt").write_bytes(b"x")
         run_compare(cfg, None, [], runner=runner, progress=False)
         assert len(runner.calls) == 2
-        assert ("--resume" in runner.calls[1][0]) is flag_expected  # the shape task has no resume flag
+        assert ("--resume" in runner.calls[1][0]) is flag_expected
 
 
 def test_shape_task_uses_shape_train_and_its_columns(tmp_path):

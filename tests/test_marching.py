@@ -459,6 +459,10 @@ def test_grid_travels_in_the_checkpoint_and_resume_is_exact(scene_dir, tmp_path)
     fields["coarse"].load_state_dict(b["models"]["coarse"])
     renderer = renderer_from_checkpoint(b, cfg, CPU)
     assert renderer.name == "torch_grid" and torch.equal(renderer.grid.binaries, b["extra"]["estimator"]["grid"]["binaries"])
+    # A run trained with nerfacc (same grid state) renders on a CPU through torch_grid.
+    as_nerfacc = dataclasses.replace(cfg, render=dataclasses.replace(cfg.render, renderer="nerfacc"))
+    fallback = renderer_from_checkpoint(b, as_nerfacc, CPU)
+    assert fallback.name == "torch_grid" and torch.equal(fallback.grid.binaries, renderer.grid.binaries)
     from skimage.metrics import peak_signal_noise_ratio
 
     view = resumed["per_image"][0]["view"]

@@ -86,3 +86,29 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert main(argv + ["--basedir", str(tmp_path)] if argv[1] == "train" else argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and needle in err, err
+
+
+def test_bnp_and_decay_reach_shape_training_and_resume_exactly(tmp_path):
+    flags = ("--precond", "bnp", "--weight_decay", "1e-3", "--decay_space", "z", "--seed", "1")
+    straight = _train(tmp_path, "straight", 10, *flags)
+    _train(tmp_path, "halves", 5, *flags)
+    resumed = _train(tmp_path, "halves", 10, *flags, "--resume")
+    plain = _train(tmp_path, "plain", 10, "--seed", "1")
+    assert straight["precond"] == "bnp" and plain["precond"] == "none"
+    a, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "latest.pt")
+    b, _ = load_checkpoint(tmp_path / "halves" / "checkpoints" / "latest.pt")
+    c, _ = load_checkpoint(tmp_path / "plain" / "checkpoints" / "latest.pt")
+    for name, value in a["models"]["field"].items():
+        torch.testing.assert_close(b["models"]["field"][name], value, rtol=0, atol=0)  # BNP statistics travel
+    assert any(not torch.equal(c["models"]["field"][k], v) for k, v in a["models"]["field"].items())
+    assert resumed["iou"] == straight["iou"]
+    assert [h["step"] for h in straight["kappa_history"]] == [1, 10]
+    assert set(straight["kappa_history"][0]["layers"]) == set(straight["kappa"])
+
+
+def test_nerf_eval_of_a_shape_checkpoint_is_one_line_and_exit_2(tmp_path, capsys):
+    _train(tmp_path, "run", 2)
+    capsys.readouterr()
+    assert main(["eval", "--ckpt", str(tmp_path / "run" / "checkpoints" / "latest.pt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "enerf shape eval" in err[0]

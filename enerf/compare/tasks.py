@@ -117,6 +117,8 @@ TASKS = {
         curve_key="iou",
         curve_label="IoU",
         images=False,
+        resume_flag="--resume",
+        quiet_flag="--quiet",
     ),
 }
 

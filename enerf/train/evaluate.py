@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Sequence
@@ -14,8 +15,10 @@ from ..checkpoint import atomic_write_bytes, atomic_write_text, load_checkpoint
 from ..config import RenderConfig, RunConfig
 from ..data.rays import Rays
 from ..data.scene import Scene
+from ..errors import CheckpointError
 from ..fields.nerf import NeRFField
 from ..metrics import LPIPS_MIN_SIZE, image_metrics, make_lpips
+from ..render.nerfacc_backend import nerfacc_status
 from ..render.renderer import HierarchicalRenderer, Renderer, grid_from_field, make_renderer
 from .components import build_fields, field_fns, load_scene, run_dir, select_device
 
@@ -33,16 +36,20 @@ __all__ = [
 def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device) -> Renderer | None:
     """The renderer a checkpoint was trained with, its estimator (occupancy grid) restored.
 
-    ``--renderer auto`` resolves again on ``device`` (a grid trained with nerfacc renders
-    with torch_grid on a CPU). None for a grid renderer whose checkpoint holds no grid
-    (then ``render_rays_image`` reads one off the field).
+    ``--renderer auto`` resolves again on ``device``, and a ``nerfacc`` run renders with
+    ``torch_grid`` where nerfacc cannot run (a CPU): both keep the same grid state. None for a
+    grid renderer whose checkpoint holds no grid (then ``render_rays_image`` reads one off
+    the field).
     """
     state = (payload.get("extra") or {}).get("estimator")
     if cfg.render.renderer == "hierarchical":
         return HierarchicalRenderer(cfg.render)
     if state is None:
         return None
-    return make_renderer(cfg.render, device, state=state)
+    render_cfg = cfg.render
+    if render_cfg.renderer == "nerfacc" and not nerfacc_status(device)[0]:
+        render_cfg = dataclasses.replace(render_cfg, renderer="torch_grid")
+    return make_renderer(render_cfg, device, state=state)
 
 
 def render_rays_image(
@@ -137,6 +144,8 @@ def write_metrics(path: Path, metrics: dict) -> None:
 def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str | None = None) -> dict:
     """Recompute metrics.json for a run from its checkpoint alone (``enerf eval``)."""
     payload, cfg = load_checkpoint(ckpt_path)
+    if not isinstance(cfg, RunConfig):
+        raise CheckpointError(f"{ckpt_path} is a shape checkpoint; evaluate it with: enerf shape eval --ckpt {ckpt_path}")
     device = select_device(device_name or cfg.train.device)
     scene = load_scene(cfg.data, data_root)
     fields = build_fields(cfg.field, with_fine="fine" in payload["models"], device=device)

@@ -38,6 +38,7 @@ from ..export.isosurface import isosurface, query_grid
 from ..fields.shape import ISO_LEVEL, ShapeField
 from ..metrics import shape_metrics, volumetric_iou
 from ..nn.conditioning import condition_numbers
+from ..optim import build_optimizer
 from .components import select_device
 
 __all__ = [
@@ -156,7 +157,12 @@ def _write_mesh(path: Path, mesh: trimesh.Trimesh) -> None:
     atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)  # obj / off are text
 
 
-def _finish(field, data, cfg, device, out_dir, steps, train_seconds, history, ckpt_path) -> dict:
+def _finite(value: float) -> float | None:
+    """A condition number for JSON: None where it is infinite (a singular weight)."""
+    return value if math.isfinite(value) else None
+
+
+def _finish(field, data, cfg, device, out_dir, steps, train_seconds, history, ckpt_path, kappa_history) -> dict:
     metrics, mesh = evaluate_shape(field, data, cfg, device)
     final = {"step": steps, "train_seconds": train_seconds, "iou": metrics["iou"], "chamfer_l1": metrics["chamfer_l1"]}
     metrics.update({
@@ -170,7 +176,9 @@ def _finish(field, data, cfg, device, out_dir, steps, train_seconds, history, ck
         "device": str(device),
         "mesh_resolution": cfg.train.mesh_resolution,
         "history": [h for h in history if h["step"] != steps] + [final],
-        "kappa": {k: list(v) for k, v in condition_numbers(field).items()},
+        "kappa": {k: [_finite(a), _finite(b)] for k, (a, b) in condition_numbers(field).items()},
+        "kappa_history": kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
+        "precond": cfg.train.precond,
         "checkpoint": str(ckpt_path),
     })
     if mesh is not None:
@@ -195,8 +203,11 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
     generator = _seed_everything(cfg.train.seed)
     data = load_shape_data(cfg.data, cfg.train.eval_points)
     field = ShapeField.from_config(cfg.field).to(device)
-    optimizer = torch.optim.Adam(field.parameters(), lr=cfg.train.lrate)
-    start_step, history, train_seconds = 0, [], 0.0
+    optimizer = build_optimizer(  # Adam, + BNP / weight decay / gradient regularization per config
+        field, lr=cfg.train.lrate, precond=cfg.train.precond, weight_decay=cfg.train.weight_decay,
+        decay_space=cfg.train.decay_space, grad_reg=cfg.train.grad_reg,
+    )
+    start_step, history, train_seconds, kappa_history = 0, [], 0.0, []
     if payload is not None:
         field.load_state_dict(payload["models"]["field"])
         optimizer.load_state_dict(payload["optimizer"])
@@ -204,6 +215,7 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
         generator.set_state(payload["extra"]["generator"])
         start_step = payload["step"]
         history = payload["extra"].get("history", [])
+        kappa_history = payload["extra"].get("kappa_history", [])
         train_seconds = payload["extra"].get("train_seconds", 0.0)
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -216,7 +228,8 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
 
     def checkpoint(step: int) -> None:
         save_checkpoint(ckpt_path, cfg, step, {"field": field.state_dict()}, optimizer.state_dict(),
-                        extra={"generator": generator.get_state(), "history": history, "train_seconds": train_seconds})
+                        extra={"generator": generator.get_state(), "history": history, "train_seconds": train_seconds,
+                               "kappa_history": kappa_history})
 
     bar = tqdm(range(start_step, t.iters), initial=start_step, total=t.iters, disable=not progress,
                dynamic_ncols=True, desc=cfg.expname)
@@ -229,9 +242,10 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
             group["lr"] = lr
         idx = torch.randint(len(points), (t.batch_size,), generator=generator).to(device)
         losses = shape_losses(field, points[idx], occupancy[idx], sdf[idx], t.sdf_clamp, t.eikonal_weight)
+        losses.update(optimizer.penalties())
         loss = sum(losses.values())
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        optimizer.backward(loss)
         optimizer.step()
         done = step + 1
         if done % t.log_every == 0 or done == t.iters:
@@ -242,9 +256,11 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
                 writer.add_scalar(f"train/{name}", value.item(), done)
             writer.add_scalar("train/lr", lr, done)
         if t.kappa_every > 0 and (done % t.kappa_every == 0 or done == 1):
-            for layer, (kappa_w, kappa_ew) in condition_numbers(field).items():
+            kappas = condition_numbers(field)
+            for layer, (kappa_w, kappa_ew) in kappas.items():
                 writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
                 writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
+            kappa_history.append({"step": done, "layers": {k: [_finite(a), _finite(b)] for k, (a, b) in kappas.items()}})
         if t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters:
             train_seconds += time.perf_counter() - tic
             m, _ = evaluate_shape(field, data, cfg, device, surface=cfg.field.kind == "sdf")
@@ -268,7 +284,7 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
     bar.close()
     train_seconds += time.perf_counter() - tic
     checkpoint(done)
-    metrics = _finish(field, data, cfg, device, out_dir, done, train_seconds, history, ckpt_path)
+    metrics = _finish(field, data, cfg, device, out_dir, done, train_seconds, history, ckpt_path, kappa_history)
     writer.add_scalar("eval/iou", metrics["iou"], done)
     writer.close()
     return metrics
@@ -291,7 +307,7 @@ def evaluate_shape_checkpoint(ckpt: str | Path, device_name: str | None = None) 
     out_dir = Path(ckpt).resolve().parent.parent
     extra = payload.get("extra", {})
     return _finish(field, data, cfg, device, out_dir, payload["step"], extra.get("train_seconds", 0.0),
-                   extra.get("history", []), Path(ckpt))
+                   extra.get("history", []), Path(ckpt), extra.get("kappa_history", []))
 
 
 def mesh_from_checkpoint(
