@@ -30,6 +30,7 @@ from ..config import FieldConfig
 from ..errors import ConfigError
 from ..nn.conditioning import ConditionedLinear, select_layers
 from ..nn.encoding import PositionalEncoding
+from ..nn.mlp import skip_trunk
 
 __all__ = ["NeRFField"]
 
@@ -139,13 +140,7 @@ class NeRFField(nn.Module):
 
     def _trunk(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., 3] -> h: Tensor  # [..., netwidth]."""
-        encoded = self.pos_encoding(x)
-        h = encoded
-        for i, layer in enumerate(self.trunk):
-            h = torch.relu(layer(h))
-            if i in self.skips:
-                h = torch.cat([encoded, h], dim=-1)
-        return h
+        return skip_trunk(self.pos_encoding(x), self.trunk, torch.relu, self.skips)
 
     @staticmethod
     def _activate(raw: Tensor, noise_std: float) -> Tensor:

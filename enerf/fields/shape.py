@@ -25,6 +25,7 @@ from ..config import SHAPE_KINDS, ShapeFieldConfig
 from ..errors import ConfigError
 from ..nn.conditioning import ConditionedLinear, select_layers
 from ..nn.encoding import PositionalEncoding
+from ..nn.mlp import skip_trunk
 
 __all__ = ["ShapeField", "ISO_LEVEL"]
 
@@ -117,13 +118,7 @@ class ShapeField(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., 3] -> Tensor  # [...]: occupancy logit or signed distance."""
-        encoded = self.encoding(x)
-        h = encoded
-        for i, layer in enumerate(self.hidden):
-            h = self.activation(layer(h))
-            if i in self.skips:
-                h = torch.cat([encoded, h], dim=-1)
-        return self.output(h)[..., 0]
+        return self.output(skip_trunk(self.encoding(x), self.hidden, self.activation, self.skips))[..., 0]
 
     def surface_value(self, x: Tensor) -> Tensor:
         """The quantity whose ``ISO_LEVEL[kind]`` level set is the surface: occupancy

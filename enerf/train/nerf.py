@@ -20,17 +20,17 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from ..checkpoint import atomic_write_text, load_checkpoint, restore_rng_state, save_checkpoint
+from ..checkpoint import atomic_write_text, load_checkpoint, save_checkpoint
 from ..config import RunConfig
 from ..data.sampler import RaySampler, center_mask, training_rays
 from ..errors import CheckpointError, EnerfError
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers
-from ..optim import build_optimizer
 from ..render.renderer import make_renderer
 from .components import build_fields, field_fns, load_scene, run_dir, select_device
 from .evaluate import evaluate_views, summarize, write_metrics
 from .ray_batch import RayBatch
+from .state import optimizer_from_config, restore_loop_state, seed_everything
 
 __all__ = ["train_nerf", "learning_rate", "nerf_losses"]
 
@@ -48,12 +48,6 @@ def nerf_losses(out: dict, target: torch.Tensor) -> dict[str, torch.Tensor]:
     return losses
 
 
-def _seed_everything(seed: int) -> torch.Generator:
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    return torch.Generator().manual_seed(seed)
-
-
 def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
     payload, saved = load_checkpoint(ckpt_path)
     if saved.field != cfg.field or saved.render.n_importance != cfg.render.n_importance:
@@ -69,25 +63,13 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
     out_dir = run_dir(cfg)
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
     payload = _resume_state(ckpt_path, cfg) if resume else None
-    generator = _seed_everything(cfg.train.seed)
+    generator = seed_everything(cfg.train.seed)
 
     scene = load_scene(cfg.data, data_root)
     fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=device)
-    optimizer = build_optimizer(  # Adam, + BNP / weight decay / gradient regularization per config
-        fields.values(), lr=cfg.train.lrate, precond=cfg.train.precond, weight_decay=cfg.train.weight_decay,
-        decay_space=cfg.train.decay_space, grad_reg=cfg.train.grad_reg,
-    )
-    start_step, history, train_seconds, kappa_history = 0, [], 0.0, []
-    if payload is not None:
-        for name, field in fields.items():
-            field.load_state_dict(payload["models"][name])
-        optimizer.load_state_dict(payload["optimizer"])
-        restore_rng_state(payload["rng"])
-        generator.set_state(payload["extra"]["generator"])
-        start_step = payload["step"]
-        history = payload["extra"].get("history", [])
-        kappa_history = payload["extra"].get("kappa_history", [])
-        train_seconds = payload["extra"].get("train_seconds", 0.0)
+    optimizer = optimizer_from_config(fields.values(), cfg.train)
+    loop = restore_loop_state(payload, fields, optimizer, generator)
+    start_step, history, train_seconds, kappa_history = loop.start_step, loop.history, loop.train_seconds, loop.kappa_history
 
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")

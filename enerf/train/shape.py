@@ -29,7 +29,7 @@ from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from ..checkpoint import atomic_write_bytes, atomic_write_text, load_checkpoint, restore_rng_state, save_checkpoint
+from ..checkpoint import atomic_write_bytes, atomic_write_text, load_checkpoint, save_checkpoint
 from ..config import ShapeDataConfig, ShapeRunConfig
 from ..data.mesh import MeshSamples, cached_samples, normalize_mesh, sample_eval_points, sample_training_points, volume_box
 from ..data.shapes import load_shape
@@ -38,8 +38,8 @@ from ..export.isosurface import isosurface, query_grid
 from ..fields.shape import ISO_LEVEL, ShapeField
 from ..metrics import shape_metrics, volumetric_iou
 from ..nn.conditioning import condition_numbers
-from ..optim import build_optimizer
 from .components import select_device
+from .state import optimizer_from_config, restore_loop_state, seed_everything
 
 __all__ = [
     "ShapeData",
@@ -146,12 +146,6 @@ def evaluate_shape(
     return metrics, mesh
 
 
-def _seed_everything(seed: int) -> torch.Generator:
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    return torch.Generator().manual_seed(seed)
-
-
 def _write_mesh(path: Path, mesh: trimesh.Trimesh) -> None:
     data = mesh.export(file_type=path.suffix.lower().lstrip("."))
     atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)  # obj / off are text
@@ -200,23 +194,12 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
         if not isinstance(saved, ShapeRunConfig) or saved.field != cfg.field or saved.data != cfg.data:
             raise CheckpointError(f"{ckpt_path}: its mesh or network config differs from this run's; "
                                   "use a new --expname or the same settings")
-    generator = _seed_everything(cfg.train.seed)
+    generator = seed_everything(cfg.train.seed)
     data = load_shape_data(cfg.data, cfg.train.eval_points)
     field = ShapeField.from_config(cfg.field).to(device)
-    optimizer = build_optimizer(  # Adam, + BNP / weight decay / gradient regularization per config
-        field, lr=cfg.train.lrate, precond=cfg.train.precond, weight_decay=cfg.train.weight_decay,
-        decay_space=cfg.train.decay_space, grad_reg=cfg.train.grad_reg,
-    )
-    start_step, history, train_seconds, kappa_history = 0, [], 0.0, []
-    if payload is not None:
-        field.load_state_dict(payload["models"]["field"])
-        optimizer.load_state_dict(payload["optimizer"])
-        restore_rng_state(payload["rng"])
-        generator.set_state(payload["extra"]["generator"])
-        start_step = payload["step"]
-        history = payload["extra"].get("history", [])
-        kappa_history = payload["extra"].get("kappa_history", [])
-        train_seconds = payload["extra"].get("train_seconds", 0.0)
+    optimizer = optimizer_from_config(field, cfg.train)
+    loop = restore_loop_state(payload, {"field": field}, optimizer, generator)
+    start_step, history, train_seconds, kappa_history = loop.start_step, loop.history, loop.train_seconds, loop.kappa_history
 
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")

@@ -1,0 +1,57 @@
+"""What every training loop (NeRF, shapes) shares: seeding, the optimizer its config asks for,
+and the state a checkpoint carries back on ``--resume``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..checkpoint import restore_rng_state
+from ..optim import PreconditionedOptimizer, build_optimizer
+
+__all__ = ["seed_everything", "optimizer_from_config", "LoopState", "restore_loop_state"]
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed torch and numpy; returns the generator that draws the training batches."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def optimizer_from_config(models: nn.Module | Iterable[nn.Module], train) -> PreconditionedOptimizer:
+    """Adam, + BNP / weight decay / gradient regularization, from a train config (``TrainConfig``
+    or ``ShapeTrainConfig``: ``lrate``, ``precond``, ``weight_decay``, ``decay_space``, ``grad_reg``)."""
+    return build_optimizer(models, lr=train.lrate, precond=train.precond, weight_decay=train.weight_decay,
+                           decay_space=train.decay_space, grad_reg=train.grad_reg)
+
+
+@dataclass
+class LoopState:
+    """Where a training loop stands: the next step and what it has recorded so far."""
+
+    start_step: int = 0
+    history: list = field(default_factory=list)  # periodic evaluations
+    kappa_history: list = field(default_factory=list)  # [{step, layers: {name: [kappa_W, kappa_EW]}}]
+    train_seconds: float = 0.0
+
+
+def restore_loop_state(payload: dict | None, models: dict[str, nn.Module], optimizer, generator: torch.Generator) -> LoopState:
+    """Load weights, optimizer, RNG and the loop's records from a checkpoint payload (None: a fresh start).
+
+    ``models`` maps the payload's ``models`` keys to the modules to fill.
+    """
+    if payload is None:
+        return LoopState()
+    for name, module in models.items():
+        module.load_state_dict(payload["models"][name])
+    optimizer.load_state_dict(payload["optimizer"])
+    restore_rng_state(payload["rng"])
+    generator.set_state(payload["extra"]["generator"])
+    extra = payload["extra"]
+    return LoopState(payload["step"], extra.get("history", []), extra.get("kappa_history", []),
+                     extra.get("train_seconds", 0.0))
