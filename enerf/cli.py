@@ -109,10 +109,11 @@ HELP = {
     "grid_update_every": "grid renderers: steps between occupancy grid updates",
     "grid_warmup": "grid renderers: steps during which every update re-evaluates all cells",
     "grid_ema_decay": "grid renderers: decay of a cell's running occupancy per update",
-    "early_stop_eps": "grid renderers: drop samples behind transmittance below this (0: no density pre-pass)",
+    "early_stop_eps": "grid renderers: drop samples behind transmittance below this (0: no early stop)",
     "alpha_thre": "grid renderers: drop samples with opacity below this",
-    "early_stop_block": "grid renderers: the density pre-pass queries this many samples per ray at a time, "
-                        "front to back, and stops at the early stop (0: all samples at once)",
+    "early_stop_block": "torch_grid: query colour and density front to back, this many samples per ray in the "
+                        "first round and twice as many in each next one, stopping each ray at its early stop "
+                        "(0: nerfacc's way, a density pre-pass over all samples, then the rendering pass)",
     "target_sample_batch_size": "grid renderers: samples per step; rays per step adapt to it "
                                 "(0: N_rand * N_samples; -1: N_rand rays every step)",
     "stop_at_psnr": "stop once a periodic held-out evaluation (--eval_every) reaches this PSNR (0: never)",

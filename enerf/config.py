@@ -99,9 +99,9 @@ class RenderConfig:
     grid_update_every: int = 16  # steps between occupancy grid updates
     grid_warmup: int = 256  # steps during which each update re-evaluates every cell
     grid_ema_decay: float = 0.95  # decay of the running occupancy per update
-    early_stop_eps: float = 1e-4  # drop samples behind transmittance below this (0: no density pre-pass)
+    early_stop_eps: float = 1e-4  # drop samples behind transmittance below this (0: no early stop)
     alpha_thre: float = 0.0  # drop samples with opacity below this (needs the density pre-pass)
-    early_stop_block: int = 4  # pre-pass: samples per ray per front-to-back round (0: all at once)
+    early_stop_block: int = 4  # torch_grid: samples per ray in the first front-to-back round, doubling (0: pre-pass, as nerfacc)
     target_sample_batch_size: int = 0  # samples per training step; rays per step adapt (0: N_rand * N_samples; -1: N_rand rays)
 
     def __post_init__(self) -> None:

@@ -26,7 +26,14 @@ import torch
 from torch.func import functional_call
 
 from enerf.errors import ConfigError
-from enerf.nn.conditioning import CONDITIONERS, ConditionedLinear, condition_number, condition_numbers, fold_module
+from enerf.nn.conditioning import (
+    CONDITIONERS,
+    ConditionedLinear,
+    condition_number,
+    condition_numbers,
+    conditioned_weights_once,
+    fold_module,
+)
 
 MODES = ["row", "col", "rowcol"]
 
@@ -303,3 +310,39 @@ def test_condition_numbers_listing_repr_and_config_errors():
         with pytest.raises(ConfigError) as info:
             ConditionedLinear(3, 4, **bad)
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("mode", ["row", "rowcol", "wn", "ws"])
+def test_conditioned_weights_once_shares_e_w_and_keeps_the_gradients(mode):
+    """Several forward passes inside the block: the same outputs and weight gradients as
+    without it (E W recomputed per pass), with E W computed once per grad mode."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(ConditionedLinear(5, 7, conditioning=mode, passes=2), torch.nn.Tanh(),
+                              ConditionedLinear(7, 3, conditioning=mode, passes=2)).double()
+    xs = [torch.randn(n, 5, dtype=torch.float64) for n in (4, 9, 2)]  # float64: only the summation order differs
+
+    def loss_and_grads():
+        net.zero_grad()
+        with torch.no_grad():
+            probe = net(xs[0]).sum()  # a no-grad pass (as a grid update) first
+        loss = sum((net(x) ** 2).sum() for x in xs)
+        loss.backward()
+        return probe, loss.detach(), [p.grad.clone() for p in net.parameters()]
+
+    expected = loss_and_grads()
+    calls = []
+    original = CONDITIONERS[mode]
+    CONDITIONERS[mode] = lambda *a, **k: calls.append(torch.is_grad_enabled()) or original(*a, **k)
+    try:
+        with conditioned_weights_once(net):
+            shared = loss_and_grads()
+        assert sorted(calls) == [False, False, True, True]  # each layer: once without, once with grad
+        calls.clear()
+        net(xs[0])
+        assert len(calls) == 2  # outside the block every pass computes E W again
+    finally:
+        CONDITIONERS[mode] = original
+    torch.testing.assert_close(shared[0], expected[0])
+    torch.testing.assert_close(shared[1], expected[1])
+    for got, want in zip(shared[2], expected[2]):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)

@@ -25,9 +25,9 @@ from enerf.render import nerfacc_backend
 from enerf.render.marching import (
     composite_packed,
     exclusive_segment_sum,
-    front_to_back_visibility,
     march_rays,
     packed_transmittance,
+    query_front_to_back,
     visibility_mask,
 )
 from enerf.render.occupancy_grid import OccupancyGrid, ray_aabb_intersect
@@ -210,7 +210,7 @@ def test_early_stop_drops_samples_behind_opaque_ones_and_counts_queries():
 
 
 @pytest.mark.parametrize("block", [1, 3, 8])
-def test_front_to_back_prepass_keeps_the_same_samples_with_fewer_queries(block):
+def test_front_to_back_queries_keep_the_same_samples_with_fewer_queries(block):
     gen = torch.Generator().manual_seed(11)
     n_rays = 40
     counts = torch.randint(0, 30, (n_rays,), generator=gen)
@@ -220,28 +220,61 @@ def test_front_to_back_prepass_keeps_the_same_samples_with_fewer_queries(block):
     t_ends = t_starts + 1 / 30
     dir_norm = 0.5 + torch.rand(n_rays, generator=gen, dtype=torch.float64)
     points = torch.randn(ray_indices.numel(), 3, generator=gen, dtype=torch.float64)
+    viewdirs = torch.randn(ray_indices.numel(), 3, generator=gen, dtype=torch.float64)
     # Density: mostly empty, an opaque layer at a random depth per ray, some rays never stopped.
-    wall = torch.randint(0, 40, (n_rays,), generator=gen)[ray_indices]
+    wall = torch.randint(0, 20, (n_rays,), generator=gen)[ray_indices]
     dense = 50.0 * (rank >= wall) + 2.0 * torch.rand(ray_indices.numel(), generator=gen, dtype=torch.float64)
-    lookup = {tuple(p.tolist()): d for p, d in zip(points, dense)}
+    colour = torch.rand(ray_indices.numel(), 3, generator=gen, dtype=torch.float64)
+    lookup = {tuple(p.tolist()): i for i, p in enumerate(points)}
     calls = []
 
-    def sigma_fn(pts):
+    def rgb_sigma_fn(pts, dirs):
         calls.append(pts.shape[0])
-        return torch.stack([lookup[tuple(p.tolist())] for p in pts])
+        rows = torch.tensor([lookup[tuple(p.tolist())] for p in pts], dtype=torch.long)
+        return colour[rows] * dirs.norm(dim=-1, keepdim=True) / viewdirs[rows].norm(dim=-1, keepdim=True), dense[rows]
 
     for eps, alpha_thre in ((1e-4, 0.0), (1e-2, 0.05)):
         expected = visibility_mask(t_starts, t_ends, dense, ray_indices, n_rays, dir_norm, eps, alpha_thre)
         calls.clear()
-        keep, queried = front_to_back_visibility(
-            points, t_starts, t_ends, ray_indices, n_rays, dir_norm, sigma_fn, eps, alpha_thre, block)
-        assert torch.equal(keep, expected) and queried == sum(calls)
-        # Queried: every sample up to its ray's early stop, plus at most one block beyond it.
+        kept, rgb, sigma, queried = query_front_to_back(
+            points, viewdirs, t_starts, t_ends, ray_indices, n_rays, dir_norm, rgb_sigma_fn, eps, alpha_thre, block)
+        assert torch.equal(kept, torch.nonzero(expected)[:, 0]) and queried == sum(calls)
+        torch.testing.assert_close(rgb, colour[kept]) and torch.testing.assert_close(sigma, dense[kept])
+        # Queried: every sample up to its ray's early stop (the L-th), at most 2 L + block in all
+        # (rounds of block, 2 block, 4 block, ...), and fewer than all samples.
         last_visible = torch.zeros(n_rays, dtype=torch.long).scatter_reduce(
             0, ray_indices, torch.where(packed_transmittance(t_starts, t_ends, dense, ray_indices, n_rays, dir_norm)[0]
                                         >= eps, rank + 1, 0), "amax")
         needed = torch.minimum(counts, last_visible).sum()
-        assert needed <= queried <= torch.minimum(counts, last_visible + block).sum() < ray_indices.numel()
+        assert needed <= queried <= torch.minimum(counts, 2 * last_visible + block).sum() < ray_indices.numel()
+
+
+def test_front_to_back_rendering_equals_prepass_rendering_with_gradients():
+    """The two early-stop modes of torch_grid render the same image with the same gradients;
+    front to back sends fewer points to the field."""
+    rays = _random_rays(48, seed=7)
+    grid = _random_grid(8, 0.7, seed=3)
+    torch.manual_seed(0)
+    field = NeRFField(netdepth=2, netwidth=32, skips=(), multires=4, multires_views=2, view_width=16)
+    with torch.no_grad():
+        field.density_head.bias.fill_(50.0)  # opaque: rays stop after a few samples
+    fns = field_fns({"coarse": field})
+    results = {}
+    for block in (0, 1):
+        cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-3, early_stop_block=block)
+        field.zero_grad()
+        out = GridRenderer(cfg, grid).render_rays(rays, fns, train=False)
+        (out["rgb"].square().sum() + out["depth"].sum()).backward()
+        grads = torch.cat([p.grad.reshape(-1) for p in field.parameters()])
+        results[block] = (out, grads)
+    (prepass, g_prepass), (ftb, g_ftb) = results[0], results[1]
+    for key in ("rgb", "depth", "acc"):
+        torch.testing.assert_close(ftb[key], prepass[key], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(g_ftb, g_prepass, atol=1e-5, rtol=1e-4)
+    marched = prepass["n_queries"] - prepass["n_samples"]  # the pre-pass queries every marched sample
+    assert 0 < ftb["n_samples"] == prepass["n_samples"] < marched / 2
+    # Front to back: at most 2 L + 1 per ray for L kept samples (rounds of 1, 2, 4, ...).
+    assert ftb["n_samples"] <= ftb["n_queries"] <= 2 * ftb["n_samples"] + 48 < marched
 
 
 # ----------------------------------------------------------------------------- grid updates

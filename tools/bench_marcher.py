@@ -2,14 +2,16 @@
 
 Three measurements, printed as a table and written to ``<basedir>/bench_marcher.json``:
 
-1. ``hierarchical`` trains with ``configs/demo.txt`` for ``--budget`` seconds of training
-   time (``--time_budget``; held-out evaluation every ``--eval_every`` steps, not timed) and
-   its final held-out PSNR becomes the target.
-2. ``torch_grid`` trains the same network (same config plus ``--grid_flags``) until a
-   periodic held-out evaluation (every ``--grid_eval_every`` steps) reaches that PSNR
-   (``--stop_at_psnr``) or ``--cap`` seconds pass; reported: the training time when it got
-   there, and the mean network queries per training ray of both runs up to that point
-   (torch_grid's include the no-gradient early-stop density pre-pass).
+1. ``hierarchical`` trains with ``--config`` (``configs/demo.txt``) for ``--budget`` seconds
+   of training time (``--time_budget``; held-out evaluation every ``--eval_every`` steps, not
+   timed) and its final held-out PSNR becomes the target.
+2. ``torch_grid`` trains with ``--grid_config`` (``configs/demo_grid.txt``: the same network,
+   rays per step and learning rate, plus the grid's settings) until a periodic held-out
+   evaluation (every ``--grid_eval_every`` steps) reaches that PSNR (``--stop_at_psnr``) or
+   ``--cap`` seconds pass; reported: the training time when it got there, and the mean
+   network queries per training ray of both runs up to that point (all points sent to the
+   field while rendering training rays), and separately the points the grid updates sent to
+   the field per training ray.
 3. Conditioning overhead under torch_grid: a ``--conditioning row`` field and a ``none``
    field, same initial weights, each with its own optimizer, occupancy grid (copied from
    run 2's trained grid) and ray batch, take full training steps (grid update, march,
@@ -19,7 +21,8 @@ Three measurements, printed as a table and written to ``<basedir>/bench_marcher.
 Wall-clock figures are only meaningful on an otherwise idle machine; in this project run it
 as ``flock /tmp/enerf-cpu.lock python tools/bench_marcher.py``.
 
-    python tools/bench_marcher.py                       # about 12 minutes on 2 CPU cores
+    python tools/bench_marcher.py                       # about 10 minutes on 2 CPU cores
+    python tools/bench_marcher.py --reuse_hierarchical  # keep run 1 from --basedir, redo 2 and 3
     python tools/bench_marcher.py --budget 60 --cap 60 --overhead_reps 10   # a quick look
 """
 
@@ -39,6 +42,7 @@ from enerf.checkpoint import atomic_write_text, load_checkpoint
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import RunConfig
 from enerf.data.sampler import RaySampler, training_rays
+from enerf.nn.conditioning import conditioned_weights_once
 from enerf.render.renderer import make_renderer
 from enerf.train.components import build_fields, field_fns, load_scene
 from enerf.train.nerf import nerf_losses, train_nerf
@@ -49,7 +53,8 @@ DATA_ROOT = Path("data")
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/demo.txt")
+    parser.add_argument("--config", default="configs/demo.txt", help="hierarchical run")
+    parser.add_argument("--grid_config", default="configs/demo_grid.txt", help="torch_grid run (same network)")
     parser.add_argument("--budget", type=float, default=300.0, help="hierarchical training seconds")
     parser.add_argument("--eval_every", type=int, default=250, help="hierarchical: steps between evaluations")
     parser.add_argument("--grid_eval_every", type=int, default=100, help="torch_grid: steps between evaluations")
@@ -59,12 +64,24 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--overhead_warmup", type=int, default=5)
     parser.add_argument("--basedir", default="runs/bench_marcher")
     parser.add_argument("--skip_training", action="store_true", help="reuse runs 1 and 2 from --basedir")
+    parser.add_argument("--reuse_hierarchical", action="store_true", help="reuse run 1 from --basedir")
     return parser.parse_args()
 
 
-def make_config(args: argparse.Namespace, *flags: str) -> RunConfig:
-    argv = ["--config", args.config, "--basedir", args.basedir, "--no_lpips", "--quiet", "--kappa_every", "0", *flags]
+def make_config(args: argparse.Namespace, config: str, *flags: str) -> RunConfig:
+    argv = ["--config", config, "--basedir", args.basedir, "--no_lpips", "--quiet", "--kappa_every", "0", *flags]
     return run_config_from_args(build_train_parser().parse_args(argv))
+
+
+def check_same_model(hier: RunConfig, grid: RunConfig) -> None:
+    """The comparison is fair only for the same network, data, rays per step and learning rate."""
+    same = {"field": (hier.field, grid.field), "data": (hier.data, grid.data), "N_rand": (hier.train.n_rand, grid.train.n_rand),
+            "lrate": (hier.train.lrate, grid.train.lrate), "lrate_decay": (hier.train.lrate_decay, grid.train.lrate_decay),
+            "raw_noise_std": (hier.render.raw_noise_std, grid.render.raw_noise_std)}
+    differ = [name for name, (a, b) in same.items() if a != b]
+    if differ:
+        raise SystemExit(f"bench_marcher: --config and --grid_config differ in {', '.join(differ)}; "
+                         "they must train the same network the same way")
 
 
 def reached(history: list[dict], target: float) -> dict | None:
@@ -107,10 +124,11 @@ def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) ->
 
     def step(s: dict) -> float:
         tic = time.perf_counter()
-        s["renderer"].update(s["step"], s["fns"], s["generator"])
-        s["sampler"].batch_size = s["batch"].n_rays
-        batch, target = s["sampler"].sample()
-        out = s["renderer"].render_rays(batch, s["fns"], train=True, generator=s["generator"])
+        with conditioned_weights_once(*s["fields"].values()):  # as the trainer
+            s["renderer"].update(s["step"], s["fns"], s["generator"])
+            s["sampler"].batch_size = s["batch"].n_rays
+            batch, target = s["sampler"].sample()
+            out = s["renderer"].render_rays(batch, s["fns"], train=True, generator=s["generator"])
         loss = sum(nerf_losses(out, target).values())
         s["optimizer"].zero_grad(set_to_none=True)
         loss.backward()
@@ -141,18 +159,19 @@ def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) ->
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(torch.get_num_threads())
-    hier_cfg = make_config(args, "--expname", "hierarchical", "--renderer", "hierarchical",
+    hier_cfg = make_config(args, args.config, "--expname", "hierarchical", "--renderer", "hierarchical",
                            "--time_budget", str(args.budget), "--eval_every", str(args.eval_every), "--iters", "100000")
     grid_flags = shlex.split(args.grid_flags)
-    if args.skip_training:
+    if args.skip_training or args.reuse_hierarchical:
         hier = json.loads((Path(args.basedir) / "hierarchical" / "metrics.json").read_text())
     else:
         print(f"[1/3] hierarchical, {args.budget:.0f} s of training ...", flush=True)
         hier = train_run(hier_cfg)
     target = hier["psnr"]
-    grid_cfg = make_config(args, "--expname", "torch_grid", "--renderer", "torch_grid", "--time_budget", str(args.cap),
+    grid_cfg = make_config(args, args.grid_config, "--expname", "torch_grid", "--renderer", "torch_grid", "--time_budget", str(args.cap),
                            "--eval_every", str(args.grid_eval_every), "--iters", "100000",
                            "--stop_at_psnr", f"{target:.6f}", *grid_flags)
+    check_same_model(hier_cfg, grid_cfg)
     if args.skip_training:
         grid = json.loads((Path(args.basedir) / "torch_grid" / "metrics.json").read_text())
     else:
@@ -172,6 +191,8 @@ def main() -> None:
             "seconds_to_target": hit["train_seconds"] if hit else None,
             "steps_to_target": hit["step"] if hit else None,
             "queries_per_ray_to_target": hit.get("queries_per_ray") if hit else None,
+            "grid_update_queries_per_ray_to_target": hit.get("grid_update_queries_per_ray") if hit else None,
+            "grid_occupied_at_target": hit.get("grid_occupied") if hit else None,
             "final_psnr": grid["psnr"],
             "final_train_seconds": grid["train_seconds"],
             "queries_per_ray": grid.get("queries_per_ray"),
@@ -180,6 +201,7 @@ def main() -> None:
             "steps": grid["steps"],
         },
         "overhead": over,
+        "grid_config": args.grid_config,
         "grid_flags": args.grid_flags,
         "threads": torch.get_num_threads(),
     }
@@ -192,7 +214,8 @@ def main() -> None:
         print(f"torch_grid   : reached {target:.2f} dB after {g['seconds_to_target']:.0f} s ({g['steps_to_target']} steps) "
               f"= {g['seconds_to_target'] / h['train_seconds']:.2f}x the time; "
               f"{g['queries_per_ray_to_target']:.1f} queries / ray = {h['queries_per_ray'] / g['queries_per_ray_to_target']:.2f}x fewer "
-              f"(rendered samples / ray {g['samples_per_ray']:.1f}, rays / step {g['rays_per_step']:.0f})")
+              f"(grid updates: {g['grid_update_queries_per_ray_to_target']:.1f} more / ray; "
+              f"{g['grid_occupied_at_target']:.0%} of the grid occupied; rays / step {g['rays_per_step']:.0f})")
     else:
         print(f"torch_grid   : did NOT reach {target:.2f} dB within {args.cap:.0f} s (final {g['final_psnr']:.2f} dB, "
               f"{g['queries_per_ray']:.1f} queries / ray)")

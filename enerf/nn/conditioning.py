@@ -54,9 +54,10 @@ by the paper without it, carries a factor: κ(EA) ≤ sqrt(m) · min_D κ(DA) fo
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -67,6 +68,7 @@ __all__ = [
     "CONDITIONERS",
     "PARAMETRIZATIONS",
     "ConditionedLinear",
+    "conditioned_weights_once",
     "condition_number",
     "condition_numbers",
     "fold_module",
@@ -222,9 +224,20 @@ class ConditionedLinear(nn.Linear):
             return self.parametrizations.weight.original1
         return self.weight
 
+    _weight_cache: dict[bool, Tensor] | None = None  # set by ``conditioned_weights_once``
+
     def conditioned_weight(self) -> Tensor:
-        """The paper's (E W)^T in torch layout: Tensor  # [out_features, in_features]."""
-        return CONDITIONERS[self.conditioning](self.weight, self.eps, self.passes, detach=self.detach_conditioner)
+        """The paper's (E W)^T in torch layout: Tensor  # [out_features, in_features].
+
+        Inside ``conditioned_weights_once`` it is computed once per grad mode and reused.
+        """
+        cache = self._weight_cache
+        if cache is None:
+            return CONDITIONERS[self.conditioning](self.weight, self.eps, self.passes, detach=self.detach_conditioner)
+        grad = torch.is_grad_enabled()
+        if grad not in cache:
+            cache[grad] = CONDITIONERS[self.conditioning](self.weight, self.eps, self.passes, detach=self.detach_conditioner)
+        return cache[grad]
 
     def forward(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., in_features] -> Tensor  # [..., out_features]."""
@@ -249,6 +262,25 @@ class ConditionedLinear(nn.Linear):
         if self.detach_conditioner:
             text += ", detach_conditioner=True"
         return text
+
+
+@contextlib.contextmanager
+def conditioned_weights_once(*modules: nn.Module) -> Iterator[None]:
+    """Compute each ``ConditionedLinear``'s E W once for all forward passes inside the block.
+
+    E W depends on W alone, so within one training step (several forward passes over the same
+    weights: a grid update, front-to-back rounds) it can be shared; gradients of all passes
+    meet in the one E W and flow to W once. Nothing inside the block may change the weights
+    (call ``optimizer.step()`` after it). Without conditioning this changes nothing.
+    """
+    layers = [m for module in modules for m in module.modules() if isinstance(m, ConditionedLinear)]
+    for layer in layers:
+        layer._weight_cache = {}
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer._weight_cache = None
 
 
 def _kappa(matrix: Tensor) -> float:

@@ -7,9 +7,11 @@ ops so that it runs on CPU (and on CUDA without nerfacc's extension):
    (the lattice ``t_k = near + k * step_size``, shifted by one uniform jitter per ray while
    training); step k is kept when its midpoint lies inside the grid's box and ray range, in
    an occupied cell. Empty cells cost a grid lookup, never a network query.
-2. **Early stop** (``visibility_mask``, optional): the density at the kept samples is
-   queried once without gradients; samples behind transmittance ``< early_stop_eps`` (or
-   with opacity ``< alpha_thre``) are dropped before the rendering pass.
+2. **Early stop** (optional): samples behind transmittance ``< early_stop_eps`` (or with
+   opacity ``< alpha_thre``) are dropped, either as nerfacc does (``visibility_mask``: one
+   density pre-pass without gradients over all marched samples, then the rendering pass) or
+   front to back (``query_front_to_back``: colour and density in rounds of growing size, with
+   gradients, stopping each ray at its early stop; every sample queried once).
 3. **Render** (``composite_packed``): samples are *packed* (a flat list sorted by ray, with
    ``ray_indices``); per-ray transmittance is an exclusive segment sum of ``sigma * delta``
    (``torch.cumsum`` minus each ray's offset, found with ``torch.bincount``), and per-ray
@@ -30,6 +32,7 @@ import torch
 from torch import Tensor
 
 from .occupancy_grid import OccupancyGrid, ray_aabb_intersect
+from .volume import RgbSigmaFn
 
 __all__ = [
     "march_rays",
@@ -37,7 +40,7 @@ __all__ = [
     "exclusive_segment_sum",
     "packed_transmittance",
     "visibility_mask",
-    "front_to_back_visibility",
+    "query_front_to_back",
     "composite_packed",
     "SigmaFn",
 ]
@@ -186,64 +189,77 @@ def visibility_mask(
     return keep
 
 
-@torch.no_grad()
-def front_to_back_visibility(
+def query_front_to_back(
     points: Tensor,
+    viewdirs: Tensor,
     t_starts: Tensor,
     t_ends: Tensor,
     ray_indices: Tensor,
     n_rays: int,
     dir_norm: Tensor,
-    sigma_fn: SigmaFn,
+    rgb_sigma_fn: RgbSigmaFn,
     early_stop_eps: float,
     alpha_thre: float,
     block: int,
-) -> tuple[Tensor, int]:
-    """``visibility_mask`` computed front to back, ``block`` samples per ray at a time.
+) -> tuple[Tensor, Tensor, Tensor, int]:
+    """Colour and density of the visible samples, queried front to back in rounds.
 
-    The density is queried for the first ``block`` samples of every ray, then the next
-    ``block`` of the rays still visible (transmittance >= ``early_stop_eps``), and so on: the
-    samples behind a ray's early stop are never sent to the field (Instant-NGP's compaction).
-    Transmittance only falls along a ray, so the mask equals ``visibility_mask`` of the full
-    density; only the number of queries differs.
+    The field is asked for the first ``block`` samples of every ray, then the next ``2 block``
+    of the rays still visible (transmittance >= ``early_stop_eps``), then ``4 block``, and so
+    on (few rounds: each one costs a pass of its own): samples well behind a ray's early stop
+    are never sent to the field (Instant-NGP's compaction; a ray whose last visible sample is
+    its L-th gets at most 2 L + ``block`` samples queried), and no
+    separate density pre-pass is needed — each round keeps its autograd graph when gradients
+    are on, and every queried sample is queried once. Transmittance only falls along a ray, so
+    the samples kept are exactly those ``visibility_mask`` keeps given the density the field
+    returns here (noise included, when it adds any while training).
 
     Args:
-        points: Tensor  # [n_samples, 3] sample positions (midpoints)
+        points, viewdirs: Tensor  # [n_samples, 3] sample midpoints and their rays' unit directions
         t_starts, t_ends: Tensor  # [n_samples]
         ray_indices: Tensor  # [n_samples] int64, non-decreasing
         dir_norm: Tensor  # [n_rays] |directions|
-        sigma_fn: points [n, 3] -> density [n]
-        block: samples per ray per round (>= 1)
+        rgb_sigma_fn: (points [m, 3], viewdirs [m, 3]) -> (rgb [m, 3], sigma [m])
+        block: samples per ray in the first round (>= 1); each later round doubles it
 
     Returns:
-        keep: Tensor  # [n_samples] bool
-        queried: int, points sent to ``sigma_fn``
+        kept: Tensor  # [k] int64 indices of the visible samples, increasing (packed order)
+        rgb: Tensor  # [k, 3] their colour
+        sigma: Tensor  # [k] their density
+        queried: int, points sent to ``rgb_sigma_fn``
     """
     n = ray_indices.numel()
-    keep = torch.zeros(n, dtype=torch.bool, device=ray_indices.device)
     if n == 0:
-        return keep, 0
+        return ray_indices.new_zeros(0), points.new_zeros(0, 3), points.new_zeros(0), 0
     starts, counts = segment_starts(ray_indices, n_rays)
     rank = torch.arange(n, device=ray_indices.device) - starts[ray_indices]  # position along the ray
     depth = torch.zeros(n_rays, dtype=torch.float64, device=ray_indices.device)  # optical depth so far
     alive = torch.ones(n_rays, dtype=torch.bool, device=ray_indices.device)
     stop_depth = -math.log(early_stop_eps) if early_stop_eps > 0 else math.inf
-    queried = 0
-    for lo in range(0, int(counts.max()), block):
-        index = torch.nonzero((rank >= lo) & (rank < lo + block) & alive[ray_indices])[:, 0]
+    rounds: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []  # index, visible, rgb, sigma
+    lo, size, most = 0, block, int(counts.max())
+    while lo < most:
+        index = torch.nonzero((rank >= lo) & (rank < lo + size) & alive[ray_indices])[:, 0]
+        lo, size = lo + size, 2 * size
         if index.numel() == 0:
             break
-        rays = ray_indices[index]
-        sigma_delta = (sigma_fn(points[index]) * (t_ends[index] - t_starts[index]) * dir_norm[rays]).double()
-        before = depth[rays] + exclusive_segment_sum(sigma_delta, rays, n_rays)
-        visible = before <= stop_depth  # exp(-before) >= early_stop_eps
-        if alpha_thre > 0:
-            visible &= (1.0 - torch.exp(-sigma_delta)) >= alpha_thre
-        keep[index] = visible
-        depth.index_add_(0, rays, sigma_delta)
-        alive &= depth <= stop_depth
-        queried += index.numel()
-    return keep, queried
+        rgb, sigma = rgb_sigma_fn(points[index], viewdirs[index])
+        with torch.no_grad():
+            rays = ray_indices[index]
+            sigma_delta = (sigma * (t_ends[index] - t_starts[index]) * dir_norm[rays]).double()
+            before = depth[rays] + exclusive_segment_sum(sigma_delta, rays, n_rays)
+            visible = before <= stop_depth  # exp(-before) >= early_stop_eps
+            if alpha_thre > 0:
+                visible &= (1.0 - torch.exp(-sigma_delta)) >= alpha_thre
+            depth.index_add_(0, rays, sigma_delta)
+            alive &= depth <= stop_depth
+        rounds.append((index, visible, rgb, sigma))
+    queried = sum(r[0].numel() for r in rounds)
+    index, visible = torch.cat([r[0] for r in rounds]), torch.cat([r[1] for r in rounds])
+    order = torch.argsort(index)
+    order = order[visible[order]]  # the visible samples, in packed order
+    rgb, sigma = torch.cat([r[2] for r in rounds]), torch.cat([r[3] for r in rounds])
+    return index[order], rgb[order], sigma[order], queried
 
 
 def composite_packed(

@@ -27,7 +27,7 @@ from torch import Tensor
 from ..config import RENDERERS, RenderConfig
 from ..data.rays import Rays, flatten_rays, index_rays
 from ..errors import CheckpointError, ConfigError
-from .marching import SigmaFn, composite_packed, front_to_back_visibility, march_rays, visibility_mask
+from .marching import SigmaFn, composite_packed, march_rays, query_front_to_back, visibility_mask
 from .occupancy_grid import OccupancyGrid, rays_aabb
 from .volume import RgbSigmaFn, render_image, render_rays
 
@@ -140,6 +140,7 @@ class GridRenderer:
         self.grid = grid
         self.occ_scale = float(occ_scale)
         self.name = "nerfacc" if use_nerfacc else "torch_grid"
+        self.update_queries = 0  # points sent to the field by grid updates so far
         self._nerfacc = None
         if use_nerfacc:
             from .nerfacc_backend import NerfaccGrid
@@ -148,7 +149,8 @@ class GridRenderer:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
-        return {"grid": {k: v.detach().cpu().clone() for k, v in self.grid.state_dict().items()}, "occ_scale": self.occ_scale}
+        return {"grid": {k: v.detach().cpu().clone() for k, v in self.grid.state_dict().items()}, "occ_scale": self.occ_scale,
+                "update_queries": self.update_queries}
 
     def load_state_dict(self, state: dict) -> None:
         grid_state = state["grid"]
@@ -159,14 +161,21 @@ class GridRenderer:
             )
         self.grid.load_state_dict(grid_state)
         self.occ_scale = float(state.get("occ_scale", 1.0))
+        self.update_queries = int(state.get("update_queries", 0))
         if self._nerfacc is not None:
             self._nerfacc.load_from_grid()
 
     # ---------------------------------------------------------------- updates
     def occ_eval_fn(self, fns: FieldFns) -> Callable[[Tensor], Tensor]:
-        """points [n, 3] -> occupancy [n] = density * render_step_size * occ_scale (nerfacc's examples)."""
+        """points [n, 3] -> occupancy [n] = density * render_step_size * occ_scale (nerfacc's examples);
+        counts the points in ``update_queries``."""
         scale = self.cfg.render_step_size * self.occ_scale
-        return lambda x: fns.sigma(x) * scale
+
+        def occupancy(points: Tensor) -> Tensor:
+            self.update_queries += points.shape[0]
+            return fns.sigma(points) * scale
+
+        return occupancy
 
     @torch.no_grad()
     def update(self, step: int, fns: FieldFns, generator: torch.Generator | None = None) -> None:
@@ -180,42 +189,47 @@ class GridRenderer:
             self.grid.update(step, self.occ_eval_fn(fns), cfg.occ_thre, cfg.grid_ema_decay, cfg.grid_warmup, generator)
 
     # -------------------------------------------------------------- rendering
+    def _alpha_thre(self) -> float:
+        """As nerfacc: never threshold opacity above the grid's mean occupancy."""
+        return min(self.cfg.alpha_thre, float(self.grid.occs.mean())) if self.cfg.alpha_thre > 0 else 0.0
+
+    def _early_stop(self, fns: FieldFns) -> bool:
+        return fns.sigma is not None and (self.cfg.early_stop_eps > 0 or self.cfg.alpha_thre > 0)
+
+    def _front_to_back(self, fns: FieldFns) -> bool:
+        """torch_grid with ``early_stop_block > 0``: early stop while rendering, no pre-pass."""
+        return self._nerfacc is None and self.cfg.early_stop_block > 0 and self._early_stop(fns)
+
+    def _march(self, rays: Rays, train: bool, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
+        """torch_grid's marching: ray_indices, t_starts, t_ends of the steps in occupied cells."""
+        jitter = None
+        if train and self.cfg.perturb:
+            gen_device = generator.device if generator is not None else rays.origins.device
+            jitter = torch.rand(rays.origins.shape[0], generator=generator, device=gen_device).to(rays.origins.device)
+        return march_rays(rays.origins, rays.directions, rays.near, rays.far, self.grid, self.cfg.render_step_size, jitter)
+
     def sample(self, rays: Rays, fns: FieldFns, train: bool, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor, int]:
-        """March ``rays`` (and drop occluded samples); returns ray_indices, t_starts, t_ends, pre-pass queries."""
+        """March ``rays`` and drop occluded samples with a density pre-pass over all of them (nerfacc's way).
+
+        Returns ray_indices, t_starts, t_ends and the pre-pass queries.
+        """
         cfg = self.cfg
         n_rays = rays.origins.shape[0]
         dir_norm = rays.directions.norm(dim=-1)
-        stratified = bool(train and cfg.perturb)
-        prepass = fns.sigma is not None and (cfg.early_stop_eps > 0 or cfg.alpha_thre > 0)
-        # As nerfacc: never threshold opacity above the grid's mean occupancy.
-        alpha_thre = min(cfg.alpha_thre, float(self.grid.occs.mean())) if cfg.alpha_thre > 0 else 0.0
+        prepass = self._early_stop(fns)
         if self._nerfacc is not None:
             return self._nerfacc.sample(
                 rays.origins, rays.directions, rays.near, rays.far, dir_norm, fns.sigma if prepass else None,
-                cfg.render_step_size, cfg.early_stop_eps, alpha_thre, stratified,
+                cfg.render_step_size, cfg.early_stop_eps, self._alpha_thre(), bool(train and cfg.perturb),
             )
-        jitter = None
-        if stratified:
-            gen_device = generator.device if generator is not None else rays.origins.device
-            jitter = torch.rand(n_rays, generator=generator, device=gen_device).to(rays.origins.device)
-        ray_indices, t_starts, t_ends = march_rays(
-            rays.origins, rays.directions, rays.near, rays.far, self.grid, cfg.render_step_size, jitter
-        )
-        queried = 0
-        if prepass and ray_indices.numel():
-            with torch.no_grad():
-                mids = rays.origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * rays.directions[ray_indices]
-                if cfg.early_stop_block > 0:
-                    keep, queried = front_to_back_visibility(
-                        mids, t_starts, t_ends, ray_indices, n_rays, dir_norm, fns.sigma, cfg.early_stop_eps,
-                        alpha_thre, cfg.early_stop_block,
-                    )
-                else:
-                    sigma = fns.sigma(mids)
-                    keep = visibility_mask(t_starts, t_ends, sigma, ray_indices, n_rays, dir_norm, cfg.early_stop_eps, alpha_thre)
-                    queried = ray_indices.numel()
-            ray_indices, t_starts, t_ends = ray_indices[keep], t_starts[keep], t_ends[keep]
-        return ray_indices, t_starts, t_ends, queried
+        ray_indices, t_starts, t_ends = self._march(rays, train, generator)
+        if not prepass or ray_indices.numel() == 0:
+            return ray_indices, t_starts, t_ends, 0
+        with torch.no_grad():
+            sigma = fns.sigma(_midpoints(rays, ray_indices, t_starts, t_ends))
+            keep = visibility_mask(t_starts, t_ends, sigma, ray_indices, n_rays, dir_norm, cfg.early_stop_eps,
+                                   self._alpha_thre())
+        return ray_indices[keep], t_starts[keep], t_ends[keep], ray_indices.numel()
 
     def render_rays(self, rays: Rays, fns: FieldFns, train: bool, generator: torch.Generator | None = None) -> dict:
         """Render a batch of rays [n_rays].
@@ -223,21 +237,30 @@ class GridRenderer:
         Returns:
             dict with rgb [n_rays, 3], depth [n_rays], acc [n_rays]; n_samples (int, points
             rendered with gradients) and n_queries (int, all points sent to the field,
-            including the early-stop pre-pass).
+            including a density pre-pass's).
         """
         n_rays = rays.origins.shape[0]
-        ray_indices, t_starts, t_ends, queried = self.sample(rays, fns, train, generator)
-        mids = rays.origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * rays.directions[ray_indices]
-        rgb, sigma = fns.rgb_sigma(mids, rays.viewdirs[ray_indices])
         dir_norm = rays.directions.norm(dim=-1)
+        if self._front_to_back(fns):
+            ray_indices, t_starts, t_ends = self._march(rays, train, generator)
+            kept, rgb, sigma, queried = query_front_to_back(
+                _midpoints(rays, ray_indices, t_starts, t_ends), rays.viewdirs[ray_indices], t_starts, t_ends,
+                ray_indices, n_rays, dir_norm, fns.rgb_sigma, self.cfg.early_stop_eps, self._alpha_thre(),
+                self.cfg.early_stop_block,
+            )
+            ray_indices, t_starts, t_ends = ray_indices[kept], t_starts[kept], t_ends[kept]
+        else:
+            ray_indices, t_starts, t_ends, prepass = self.sample(rays, fns, train, generator)
+            rgb, sigma = fns.rgb_sigma(_midpoints(rays, ray_indices, t_starts, t_ends), rays.viewdirs[ray_indices])
+            queried = ray_indices.numel() + prepass
         if self._nerfacc is not None:
             from .nerfacc_backend import NerfaccGrid
 
             out = NerfaccGrid.render(t_starts, t_ends, ray_indices, n_rays, (rgb, sigma), dir_norm, self.cfg.white_bkgd)
         else:
             out = composite_packed(rgb, sigma, t_starts, t_ends, ray_indices, n_rays, dir_norm, self.cfg.white_bkgd)
-        n_samples = int(ray_indices.numel())
-        return {"rgb": out["rgb"], "depth": out["depth"], "acc": out["acc"], "n_samples": n_samples, "n_queries": n_samples + queried}
+        return {"rgb": out["rgb"], "depth": out["depth"], "acc": out["acc"], "n_samples": int(ray_indices.numel()),
+                "n_queries": int(queried)}
 
     @torch.no_grad()
     def render_image(self, rays: Rays, fns: FieldFns, chunk: int | None = None) -> dict[str, Tensor]:
@@ -260,6 +283,11 @@ class GridRenderer:
 
 
 Renderer = HierarchicalRenderer | GridRenderer
+
+
+def _midpoints(rays: Rays, ray_indices: Tensor, t_starts: Tensor, t_ends: Tensor) -> Tensor:
+    """Tensor  # [n_samples, 3] the midpoints of packed intervals."""
+    return rays.origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * rays.directions[ray_indices]
 
 
 def make_renderer(

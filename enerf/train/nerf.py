@@ -25,7 +25,7 @@ from ..config import RunConfig
 from ..data.sampler import RaySampler, center_mask, training_rays
 from ..errors import CheckpointError, EnerfError
 from ..metrics import make_lpips, mse_to_psnr
-from ..nn.conditioning import condition_numbers
+from ..nn.conditioning import condition_numbers, conditioned_weights_once
 from ..render.renderer import make_renderer
 from .components import build_fields, field_fns, load_scene, run_dir, select_device
 from .evaluate import evaluate_views, summarize, write_metrics
@@ -46,6 +46,16 @@ def nerf_losses(out: dict, target: torch.Tensor) -> dict[str, torch.Tensor]:
     if "rgb_coarse" in out:
         losses["mse_coarse"] = torch.mean((out["rgb_coarse"] - target) ** 2)
     return losses
+
+
+def _grid_record(renderer, ray_batch: RayBatch) -> dict:
+    """For grid renderers: the fraction of occupied cells and the points grid updates have sent
+    to the field per training ray so far (not part of ``queries_per_ray``); {} otherwise."""
+    grid = getattr(renderer, "grid", None)
+    if grid is None:
+        return {}
+    return {"grid_occupied": float(grid.binaries.float().mean()),
+            "grid_update_queries_per_ray": renderer.update_queries / max(ray_batch.rays, 1)}
 
 
 def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
@@ -108,10 +118,11 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
         lr = learning_rate(step, cfg.train.lrate, cfg.train.lrate_decay)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        renderer.update(step, fns, generator)  # occupancy grid, every grid_update_every steps
-        sampler.batch_size = ray_batch.n_rays
-        batch_rays, target = sampler.sample(center_only=step < cfg.train.precrop_iters)
-        out = renderer.render_rays(batch_rays, fns, train=True, generator=generator)
+        with conditioned_weights_once(*fields.values()):  # one E W per layer for all of this step's passes
+            renderer.update(step, fns, generator)  # occupancy grid, every grid_update_every steps
+            sampler.batch_size = ray_batch.n_rays
+            batch_rays, target = sampler.sample(center_only=step < cfg.train.precrop_iters)
+            out = renderer.render_rays(batch_rays, fns, train=True, generator=generator)
         ray_batch.record(target.shape[0], out["n_samples"], out["n_queries"])
         losses = nerf_losses(out, target)
         losses.update(optimizer.penalties())
@@ -141,7 +152,7 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
             per_image = evaluate_views(scene, eval_views, fields, cfg.render, device, renderer=renderer)
             psnr = float(np.mean([p["psnr"] for p in per_image]))
             history.append({"step": done, "train_seconds": train_seconds, "psnr": psnr,
-                            "queries_per_ray": ray_batch.queries_per_ray})
+                            "queries_per_ray": ray_batch.queries_per_ray, **_grid_record(renderer, ray_batch)})
             writer.add_scalar("test/psnr", psnr, done)
             bar.write(f"step {done}: held-out PSNR {psnr:.2f} dB")
             tic = time.perf_counter()
@@ -174,9 +185,10 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
         "seed": cfg.train.seed,
         "device": str(device),
         "history": history + [{"step": steps, "train_seconds": train_seconds, "psnr": summarize(per_image, None)["psnr"],
-                               "queries_per_ray": ray_batch.queries_per_ray}],
+                               "queries_per_ray": ray_batch.queries_per_ray, **_grid_record(renderer, ray_batch)}],
         "renderer": renderer.name,
         **ray_batch.summary(),  # queries_per_ray (network queries per training ray), samples_per_ray, rays_per_step
+        **_grid_record(renderer, ray_batch),  # grid renderers: grid_occupied, grid_update_queries_per_ray
         "kappa": {k: list(v) for k, v in condition_numbers(fields["coarse"]).items()},
         "kappa_history": kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
         "checkpoint": str(ckpt_path),
