@@ -208,9 +208,9 @@ def query_front_to_back(
     of the rays still visible (transmittance >= ``early_stop_eps``), then ``4 block``, and so
     on (few rounds: each one costs a pass of its own): samples well behind a ray's early stop
     are never sent to the field (Instant-NGP's compaction; a ray whose last visible sample is
-    its L-th gets at most 2 L + ``block`` samples queried), and no
-    separate density pre-pass is needed — each round keeps its autograd graph when gradients
-    are on, and every queried sample is queried once. Transmittance only falls along a ray, so
+    its L-th gets at most 2 L + ``block`` samples queried). No separate density pre-pass is
+    needed: each round keeps its autograd graph when gradients are on, and every queried
+    sample is queried once. Transmittance only falls along a ray, so
     the samples kept are exactly those ``visibility_mask`` keeps given the density the field
     returns here (noise included, when it adds any while training).
 
