@@ -277,6 +277,20 @@ def test_front_to_back_rendering_equals_prepass_rendering_with_gradients():
     assert ftb["n_samples"] <= ftb["n_queries"] <= 2 * ftb["n_samples"] + 48 < marched
 
 
+@pytest.mark.parametrize("block", [0, 4])
+def test_an_empty_grid_renders_black_and_still_backpropagates(block):
+    """No marched sample at all (a grid that has emptied): zero colour and opacity, and a loss
+    on them still has a graph (zero gradients), so a training step does not fail."""
+    rays = _random_rays(16, seed=2)
+    field = NeRFField(netdepth=2, netwidth=16, skips=(), multires=2, multires_views=1, view_width=8)
+    cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 32, early_stop_eps=1e-2, early_stop_block=block)
+    out = GridRenderer(cfg, _random_grid(8, 1.0, seed=0).fill(False)).render_rays(rays, field_fns({"coarse": field}), train=True)
+    assert out["n_samples"] == out["n_queries"] == 0
+    assert float(out["rgb"].detach().abs().max()) == 0.0 and float(out["acc"].detach().abs().max()) == 0.0
+    (out["rgb"] - 0.5).square().mean().backward()
+    assert all(p.grad is None or float(p.grad.abs().max()) == 0.0 for p in field.parameters())
+
+
 # ----------------------------------------------------------------------------- grid updates
 
 

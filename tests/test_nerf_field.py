@@ -186,3 +186,23 @@ def test_positional_encoding_against_numpy_and_identity():
     np.testing.assert_allclose(got.numpy(), numpy_encoding(x.astype(np.float64), 10), atol=1e-5)
     torch.testing.assert_close(PositionalEncoding(0)(torch.from_numpy(x)), torch.from_numpy(x))
     assert PositionalEncoding(0).out_dim == 3
+
+
+def test_mean_density_is_the_expected_noisy_relu():
+    """E[relu(raw + N(0, s^2))] against numerical integration (scipy), and relu(raw) at s = 0."""
+    from scipy import integrate, stats
+
+    torch.manual_seed(0)
+    field = NeRFField(netdepth=2, netwidth=16, skips=(), multires=2, multires_views=1, view_width=8).double()
+    x = torch.randn(6, 3, dtype=torch.float64)
+    with torch.no_grad():
+        field.density_head.weight.mul_(30.0)  # raw densities of both signs, a few units apart
+        field.density_head.bias.fill_(-0.3)
+        raw = field._raw_density(x).numpy()
+        for s in (0.3, 1.0):
+            expected = [integrate.quad(lambda n, r=r: max(r + n, 0.0) * stats.norm.pdf(n, scale=s), -12 * s, 12 * s,
+                                       points=[-r], limit=200)[0] for r in raw]
+            np.testing.assert_allclose(field.mean_density(x, s).numpy(), expected, rtol=1e-7, atol=1e-10)
+            assert (field.mean_density(x, s) > 0).all()
+        np.testing.assert_allclose(field.mean_density(x, 0.0).numpy(), np.maximum(raw, 0.0))
+        assert (raw < 0).any() and (raw > 0).any()

@@ -111,7 +111,7 @@ def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) ->
         renderer = make_renderer(cfg.render, device, state=grid_state)
         sessions[mode] = {
             "fields": fields,
-            "fns": field_fns(fields),
+            "fns": field_fns(fields, cfg.render.raw_noise_std),  # as the trainer
             "optimizer": torch.optim.Adam(fields["coarse"].parameters(), lr=cfg.train.lrate),
             "renderer": renderer,
             "sampler": RaySampler(rays, rgb, cfg.train.n_rand, generator),

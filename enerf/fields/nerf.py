@@ -23,6 +23,8 @@ becomes sign(W) and loses its scale; under ``col`` a layer with a single input d
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
@@ -149,11 +151,26 @@ class NeRFField(nn.Module):
             raw = raw + torch.randn_like(raw) * noise_std
         return torch.relu(raw)
 
+    def _raw_density(self, x: Tensor) -> Tensor:
+        h = self._trunk(x)
+        return self.density_head(h)[..., 0] if self.use_viewdirs else self.output(h)[..., 3]
+
     def query_density(self, x: Tensor, density_noise_std: float = 0.0) -> Tensor:
         """x: Tensor  # [..., 3] -> sigma: Tensor  # [...], >= 0."""
-        h = self._trunk(x)
-        raw = self.density_head(h)[..., 0] if self.use_viewdirs else self.output(h)[..., 3]
-        return self._activate(raw, density_noise_std)
+        return self._activate(self._raw_density(x), density_noise_std)
+
+    def mean_density(self, x: Tensor, density_noise_std: float = 0.0) -> Tensor:
+        """The density training renders on average: E[relu(raw + N(0, s^2))], s = ``density_noise_std``.
+
+        = s phi(raw / s) + raw Phi(raw / s) (phi, Phi: the standard normal pdf and cdf), always
+        > 0 for s > 0; relu(raw) for s = 0. x: Tensor  # [..., 3] -> Tensor  # [...].
+        """
+        raw = self._raw_density(x)
+        if density_noise_std <= 0:
+            return torch.relu(raw)
+        z = raw / density_noise_std
+        pdf = torch.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+        return density_noise_std * pdf + raw * torch.special.ndtr(z)
 
     def forward(self, x: Tensor, dirs: Tensor, density_noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
         """x: Tensor  # [..., 3], dirs: Tensor  # [..., 3] (unit; unused without use_viewdirs)

@@ -229,8 +229,9 @@ def query_front_to_back(
         queried: int, points sent to ``rgb_sigma_fn``
     """
     n = ray_indices.numel()
-    if n == 0:
-        return ray_indices.new_zeros(0), points.new_zeros(0, 3), points.new_zeros(0), 0
+    if n == 0:  # no sample: still a (zero-size) pass, so a loss on the result has a graph
+        rgb, sigma = rgb_sigma_fn(points, viewdirs)
+        return ray_indices.new_zeros(0), rgb, sigma, 0
     starts, counts = segment_starts(ray_indices, n_rays)
     rank = torch.arange(n, device=ray_indices.device) - starts[ray_indices]  # position along the ray
     depth = torch.zeros(n_rays, dtype=torch.float64, device=ray_indices.device)  # optical depth so far

@@ -69,11 +69,16 @@ def render_fn(field: NeRFField | None, density_noise_std: float = 0.0) -> RgbSig
 
 def field_fns(fields: dict[str, NeRFField], density_noise_std: float = 0.0) -> FieldFns:
     """The renderer's callables for ``fields``: coarse rgb_sigma (with ``density_noise_std``),
-    its noise-free density (grid updates, early stop) and the fine field's rgb_sigma if any."""
+    its density for grid updates and the early-stop pre-pass, and the fine field's rgb_sigma if any.
+
+    That density is the one rendering sees on average, E[relu(raw + noise)]: with noise it is
+    never exactly zero, so a ReLU density head that has gone negative everywhere (which the
+    noise lets training recover from) does not empty the occupancy grid for good.
+    """
     coarse = fields["coarse"]
 
     def sigma_fn(points: Tensor) -> Tensor:
-        return coarse.query_density(points)
+        return coarse.mean_density(points, density_noise_std)
 
     return FieldFns(
         rgb_sigma=render_fn(coarse, density_noise_std),
