@@ -42,11 +42,11 @@ from enerf.checkpoint import atomic_write_text, load_checkpoint
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import RunConfig
 from enerf.data.sampler import RaySampler, training_rays
-from enerf.nn.conditioning import conditioned_weights_once
 from enerf.render.renderer import make_renderer
 from enerf.train.components import build_fields, field_fns, load_scene
-from enerf.train.nerf import nerf_losses, train_nerf
+from enerf.train.nerf import train_nerf, training_step
 from enerf.train.ray_batch import RayBatch
+from enerf.train.state import optimizer_from_config
 
 DATA_ROOT = Path("data")
 
@@ -71,6 +71,15 @@ def parse_args() -> argparse.Namespace:
 def make_config(args: argparse.Namespace, config: str, *flags: str) -> RunConfig:
     argv = ["--config", config, "--basedir", args.basedir, "--no_lpips", "--quiet", "--kappa_every", "0", *flags]
     return run_config_from_args(build_train_parser().parse_args(argv))
+
+
+def earlier_run(args: argparse.Namespace, name: str) -> dict:
+    """metrics.json of an earlier run in --basedir (for --reuse_hierarchical / --skip_training)."""
+    path = Path(args.basedir) / name / "metrics.json"
+    if not path.is_file():
+        raise SystemExit(f"bench_marcher: {path} does not exist; run once without --reuse_hierarchical / "
+                         "--skip_training, or point --basedir at a folder that holds that run")
+    return json.loads(path.read_text())
 
 
 def check_same_model(hier: RunConfig, grid: RunConfig) -> None:
@@ -112,7 +121,7 @@ def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) ->
         sessions[mode] = {
             "fields": fields,
             "fns": field_fns(fields, cfg.render.raw_noise_std),  # as the trainer
-            "optimizer": torch.optim.Adam(fields["coarse"].parameters(), lr=cfg.train.lrate),
+            "optimizer": optimizer_from_config(fields.values(), cfg.train),  # as the trainer
             "renderer": renderer,
             "sampler": RaySampler(rays, rgb, cfg.train.n_rand, generator),
             "generator": generator,
@@ -123,19 +132,12 @@ def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) ->
         }
 
     def step(s: dict) -> float:
+        before = s["batch"].samples
         tic = time.perf_counter()
-        with conditioned_weights_once(*s["fields"].values()):  # as the trainer
-            s["renderer"].update(s["step"], s["fns"], s["generator"])
-            s["sampler"].batch_size = s["batch"].n_rays
-            batch, target = s["sampler"].sample()
-            out = s["renderer"].render_rays(batch, s["fns"], train=True, generator=s["generator"])
-        loss = sum(nerf_losses(out, target).values())
-        s["optimizer"].zero_grad(set_to_none=True)
-        loss.backward()
-        s["optimizer"].step()
-        s["batch"].record(target.shape[0], out["n_samples"], out["n_queries"])
+        training_step(s["step"], s["fields"], s["fns"], s["renderer"], s["sampler"], s["batch"], s["optimizer"],
+                      s["generator"])
         s["step"] += 1
-        s["samples"].append(out["n_samples"])
+        s["samples"].append(s["batch"].samples - before)
         return time.perf_counter() - tic
 
     ratios = []
@@ -163,7 +165,7 @@ def main() -> None:
                            "--time_budget", str(args.budget), "--eval_every", str(args.eval_every), "--iters", "100000")
     grid_flags = shlex.split(args.grid_flags)
     if args.skip_training or args.reuse_hierarchical:
-        hier = json.loads((Path(args.basedir) / "hierarchical" / "metrics.json").read_text())
+        hier = earlier_run(args, "hierarchical")
     else:
         print(f"[1/3] hierarchical, {args.budget:.0f} s of training ...", flush=True)
         hier = train_run(hier_cfg)
@@ -173,7 +175,7 @@ def main() -> None:
                            "--stop_at_psnr", f"{target:.6f}", *grid_flags)
     check_same_model(hier_cfg, grid_cfg)
     if args.skip_training:
-        grid = json.loads((Path(args.basedir) / "torch_grid" / "metrics.json").read_text())
+        grid = earlier_run(args, "torch_grid")
     else:
         print(f"[2/3] torch_grid until {target:.2f} dB (cap {args.cap:.0f} s) ...", flush=True)
         grid = train_run(grid_cfg)

@@ -32,7 +32,7 @@ from .evaluate import evaluate_views, summarize, write_metrics
 from .ray_batch import RayBatch
 from .state import optimizer_from_config, restore_loop_state, seed_everything
 
-__all__ = ["train_nerf", "learning_rate", "nerf_losses"]
+__all__ = ["train_nerf", "training_step", "learning_rate", "nerf_losses"]
 
 
 def learning_rate(step: int, lrate: float, lrate_decay: float) -> float:
@@ -46,6 +46,25 @@ def nerf_losses(out: dict, target: torch.Tensor) -> dict[str, torch.Tensor]:
     if "rgb_coarse" in out:
         losses["mse_coarse"] = torch.mean((out["rgb_coarse"] - target) ** 2)
     return losses
+
+
+def training_step(step: int, fields: dict, fns, renderer, sampler: RaySampler, ray_batch: RayBatch, optimizer,
+                  generator: torch.Generator, center_only: bool = False) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """One optimizer step: grid update (grid renderers), a ray batch of ``ray_batch.n_rays``, render,
+    loss (+ the optimizer's penalties), backward, step. Returns the named losses and their sum."""
+    with conditioned_weights_once(*fields.values()):  # one E W per layer for all of this step's passes
+        renderer.update(step, fns, generator)  # occupancy grid, every grid_update_every steps
+        sampler.batch_size = ray_batch.n_rays
+        batch_rays, target = sampler.sample(center_only=center_only)
+        out = renderer.render_rays(batch_rays, fns, train=True, generator=generator)
+    ray_batch.record(target.shape[0], out["n_samples"], out["n_queries"])
+    losses = nerf_losses(out, target)
+    losses.update(optimizer.penalties())
+    loss = sum(losses.values())
+    optimizer.zero_grad(set_to_none=True)
+    optimizer.backward(loss)
+    optimizer.step()
+    return losses, loss
 
 
 def _grid_record(renderer, ray_batch: RayBatch) -> dict:
@@ -118,18 +137,8 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
         lr = learning_rate(step, cfg.train.lrate, cfg.train.lrate_decay)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        with conditioned_weights_once(*fields.values()):  # one E W per layer for all of this step's passes
-            renderer.update(step, fns, generator)  # occupancy grid, every grid_update_every steps
-            sampler.batch_size = ray_batch.n_rays
-            batch_rays, target = sampler.sample(center_only=step < cfg.train.precrop_iters)
-            out = renderer.render_rays(batch_rays, fns, train=True, generator=generator)
-        ray_batch.record(target.shape[0], out["n_samples"], out["n_queries"])
-        losses = nerf_losses(out, target)
-        losses.update(optimizer.penalties())
-        loss = sum(losses.values())
-        optimizer.zero_grad(set_to_none=True)
-        optimizer.backward(loss)
-        optimizer.step()
+        losses, loss = training_step(step, fields, fns, renderer, sampler, ray_batch, optimizer, generator,
+                                     center_only=step < cfg.train.precrop_iters)
 
         done = step + 1
         if done % cfg.train.log_every == 0 or done == cfg.train.iters:
