@@ -63,6 +63,7 @@ FLAG_TO_FIELD = {
     "early_stop_eps": ("render", "early_stop_eps"),
     "alpha_thre": ("render", "alpha_thre"),
     "early_stop_block": ("render", "early_stop_block"),
+    "cull_occluded": ("render", "cull_occluded"),
     "target_sample_batch_size": ("render", "target_sample_batch_size"),
     "iters": ("train", "iters"),
     "N_rand": ("train", "n_rand"),
@@ -114,6 +115,8 @@ HELP = {
     "early_stop_block": "torch_grid: query colour and density front to back, this many samples per ray in the "
                         "first round and twice as many in each next one, stopping each ray at its early stop "
                         "(0: nerfacc's way, a density pre-pass over all samples, then the rendering pass)",
+    "cull_occluded": "torch_grid: occlusion culling; a cell no training ray reached with transmittance >= "
+                     "--early_stop_eps since the last grid update is empty (needs --early_stop_eps > 0)",
     "target_sample_batch_size": "grid renderers: samples per step; rays per step adapt to it "
                                 "(0: N_rand * N_samples; -1: N_rand rays every step)",
     "stop_at_psnr": "stop once a periodic held-out evaluation (--eval_every) reaches this PSNR (0: never)",

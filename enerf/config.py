@@ -101,6 +101,7 @@ class RenderConfig:
     grid_ema_decay: float = 0.95  # decay of the running occupancy per update
     early_stop_eps: float = 1e-4  # drop samples behind transmittance below this (0: no early stop)
     alpha_thre: float = 0.0  # drop samples with opacity below this (needs the density pre-pass)
+    cull_occluded: bool = False  # torch_grid: empty cells no training ray reaches with transmittance >= early_stop_eps
     early_stop_block: int = 4  # torch_grid: samples per ray in the first front-to-back round, doubling (0: pre-pass, as nerfacc)
     target_sample_batch_size: int = 0  # samples per training step; rays per step adapt (0: N_rand * N_samples; -1: N_rand rays)
 

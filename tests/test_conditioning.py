@@ -346,3 +346,35 @@ def test_conditioned_weights_once_shares_e_w_and_keeps_the_gradients(mode):
     torch.testing.assert_close(shared[1], expected[1])
     for got, want in zip(shared[2], expected[2]):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["row", "col", "rowcol", "none"])
+def test_leaf_grads_give_the_gradients_of_backprop_through_e_w(mode):
+    """``leaf_grads=True`` (E W a leaf, its gradient carried to W by a hook): the same weight
+    gradients as plain autograd through E W, also where a norm is clamped (a zero row and
+    column), with a penalty on W itself in the loss, and added to gradients already there."""
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(ConditionedLinear(5, 7, conditioning=mode), torch.nn.Tanh(),
+                              ConditionedLinear(7, 3, conditioning=mode)).double()
+    with torch.no_grad():
+        net[0].weight[:, 2] = 0.0  # a zero input column (row mode clamps its norm)
+        net[2].weight[1, :] = 0.0  # a zero output row (col mode clamps its norm)
+    xs = [torch.randn(n, 5, dtype=torch.float64) for n in (6, 3)]
+
+    def grads(leaf_grads: bool | None) -> list[torch.Tensor]:
+        for p in net.parameters():
+            p.grad = torch.full_like(p, 0.5)  # earlier gradients: the new ones are added
+        if leaf_grads is None:
+            loss = sum((net(x) ** 2).sum() for x in xs)
+        else:
+            with conditioned_weights_once(net, leaf_grads=leaf_grads):
+                loss = sum((net(x) ** 2).sum() for x in xs)
+        (loss + 0.1 * sum((p ** 2).sum() for p in net.parameters())).backward()
+        return [p.grad.clone() for p in net.parameters()]
+
+    expected = grads(None)
+    for got, want in zip(grads(True), expected):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    if mode in ("row", "col"):  # E W really entered as a leaf
+        with conditioned_weights_once(net, leaf_grads=True):
+            assert net[0].conditioned_weight().is_leaf and net[0].conditioned_weight().requires_grad

@@ -25,6 +25,7 @@ from enerf.render import nerfacc_backend
 from enerf.render.marching import (
     composite_packed,
     exclusive_segment_sum,
+    lattice_transmittance,
     march_rays,
     packed_transmittance,
     query_front_to_back,
@@ -176,6 +177,81 @@ def test_march_rays_matches_brute_force_lattice():
     assert bool((ray_indices[1:] >= ray_indices[:-1]).all())
 
 
+def test_lattice_transmittance_matches_brute_force():
+    """Transmittance at every lattice step (occupied cell or not) = exp(-sum of the optical
+    thickness of the ray's rendered samples in front of it), summed by hand per ray."""
+    rays = _random_rays(30, seed=7)
+    grid = _random_grid((9, 11, 10), 0.4, seed=8)
+    dt = 1 / 40
+    ray_indices, t_starts, _ = march_rays(rays.origins, rays.directions, rays.near, rays.far, grid, dt)
+    thickness = torch.rand(ray_indices.shape[0], generator=torch.Generator().manual_seed(9)) * 0.5
+    points, trans = lattice_transmittance(rays.origins, rays.directions, rays.near, rays.far, grid.aabb, dt, None,
+                                          ray_indices, t_starts, thickness)
+    lattice = _brute_force_march(rays, _random_grid((9, 11, 10), 1.0, seed=0), dt)  # every step in the box
+    expected_points, expected_trans = [], []
+    for r, steps in enumerate(lattice):
+        mine = ray_indices == r
+        for t0 in steps:
+            expected_points.append((rays.origins[r] + (t0 + dt / 2) * rays.directions[r]).numpy())
+            expected_trans.append(math.exp(-float(thickness[mine & (t_starts < t0 - dt / 2)].sum())))
+    assert len(expected_trans) > 300 and min(expected_trans) < 0.05 < 0.9 < max(expected_trans)
+    np.testing.assert_allclose(points.numpy(), np.array(expected_points), atol=1e-5)
+    np.testing.assert_allclose(trans.numpy(), expected_trans, rtol=1e-5, atol=1e-7)
+
+
+def test_occlusion_culling_empties_the_cells_behind_an_opaque_wall():
+    """Rays along +z through a box with a dense wall at z in [0, 0.25) (two cells deep; its first
+    cell already absorbs all light): after a training render and a grid update with
+    --cull_occluded, every cell behind the wall's first cell is empty (dense as it is), every
+    cell up to it stays occupied; without culling all stay. Once the wall is gone, the next
+    render and update bring the cells behind it back."""
+    n = 16  # one ray through the middle of every (x, y) column of a 16^3 grid over [-1, 1]^3
+    xy = (torch.stack(torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij"), -1).reshape(-1, 2) + 0.5) / n * 2 - 1
+    origins = torch.cat([xy, torch.full((n * n, 1), -1.5)], dim=-1)
+    directions = torch.tensor([[0.0, 0.0, 1.0]]).expand(n * n, 3)
+    rays = Rays(origins=origins, directions=directions, viewdirs=directions, near=torch.zeros(n * n, 1),
+                far=torch.full((n * n, 1), 3.0))
+    wall = {"density": 1000.0}
+
+    def sigma(points):  # 1 everywhere (occupied: 1 * step > occ_thre), the wall far denser
+        inside = (points[..., 2] >= 0.0) & (points[..., 2] < 0.25)
+        return torch.where(inside, wall["density"], 1.0)
+
+    fns = FieldFns(rgb_sigma=lambda p, v: (torch.full(p.shape, 0.5), sigma(p)), sigma=sigma)
+    behind = (torch.arange(n) + 0.5) / n * 2 - 1 > 0.125  # cells behind the wall's first cell (z in [0, 0.125))
+    for cull in (True, False):
+        cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-2, cull_occluded=cull,
+                           grid_warmup=100, occ_thre=0.01)
+        renderer = GridRenderer(cfg, OccupancyGrid([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0], n).fill(True))
+        wall["density"] = 1000.0
+        renderer.render_rays(rays, fns, train=True, generator=torch.Generator().manual_seed(0))
+        renderer.update(0, fns, torch.Generator().manual_seed(1))
+        occupied = renderer.grid.binaries  # [x, y, z]
+        assert bool(occupied[:, :, ~behind].all())  # in front of the wall and its first cell: reached
+        assert bool((~occupied[:, :, behind]).all()) if cull else bool(occupied.all())
+        renderer.update(16, fns, torch.Generator().manual_seed(2))  # no render in between: verdict kept
+        assert bool((~renderer.grid.binaries[:, :, behind]).all()) if cull else bool(renderer.grid.binaries.all())
+        wall["density"] = 1.0  # the wall is gone: rays reach the space behind it again
+        renderer.render_rays(rays, fns, train=True, generator=torch.Generator().manual_seed(3))
+        renderer.update(32, fns, torch.Generator().manual_seed(4))
+        assert bool(renderer.grid.binaries.all())
+
+
+def test_cull_occluded_needs_torch_grid_with_early_stop():
+    grid = _random_grid(4, 1.0, seed=0)
+    with pytest.raises(ConfigError, match="--cull_occluded"):
+        GridRenderer(RenderConfig(renderer="torch_grid", early_stop_eps=0.0, cull_occluded=True), grid)
+
+
+def test_grid_state_saved_before_culling_loads_with_every_cell_visible():
+    grid = _random_grid(4, 0.5, seed=1)
+    old = {k: v for k, v in grid.state_dict().items() if k not in ("seen", "visible")}
+    fresh = OccupancyGrid([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0], 4)
+    fresh.visible.fill_(False)
+    fresh.load_state_dict(old)
+    assert bool(fresh.visible.all()) and torch.equal(fresh.binaries, grid.binaries)
+
+
 def test_ray_aabb_intersect_hand_computed():
     aabb = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
     origins = torch.tensor([[0.0, 0.0, -3.0], [0.5, 2.0, 0.0], [0.0, 0.0, 0.0]])
@@ -236,8 +312,9 @@ def test_front_to_back_queries_keep_the_same_samples_with_fewer_queries(block):
     for eps, alpha_thre in ((1e-4, 0.0), (1e-2, 0.05)):
         expected = visibility_mask(t_starts, t_ends, dense, ray_indices, n_rays, dir_norm, eps, alpha_thre)
         calls.clear()
-        kept, rgb, sigma, queried = query_front_to_back(
+        found = query_front_to_back(
             points, viewdirs, t_starts, t_ends, ray_indices, n_rays, dir_norm, rgb_sigma_fn, eps, alpha_thre, block)
+        kept, rgb, sigma, queried = found.kept, found.rgb, found.sigma, found.queried
         assert torch.equal(kept, torch.nonzero(expected)[:, 0]) and queried == sum(calls)
         torch.testing.assert_close(rgb, colour[kept]) and torch.testing.assert_close(sigma, dense[kept])
         # Queried: every sample up to its ray's early stop (the L-th), at most 2 L + block in all

@@ -1,28 +1,32 @@
 """Occupancy-grid ray marching (torch_grid) against NeRF's hierarchical sampler, on the CPU demo.
 
-Three measurements, printed as a table and written to ``<basedir>/bench_marcher.json``:
+Two measurements, printed and written to ``<basedir>/bench_marcher.json``:
 
-1. ``hierarchical`` trains with ``--config`` (``configs/demo.txt``) for ``--budget`` seconds
-   of training time (``--time_budget``; held-out evaluation every ``--eval_every`` steps, not
-   timed) and its final held-out PSNR becomes the target.
-2. ``torch_grid`` trains with ``--grid_config`` (``configs/demo_grid.txt``: the same network,
-   rays per step and learning rate, plus the grid's settings) until a periodic held-out
-   evaluation (every ``--grid_eval_every`` steps) reaches that PSNR (``--stop_at_psnr``) or
-   ``--cap`` seconds pass; reported: the training time when it got there, and the mean
-   network queries per training ray of both runs up to that point (all points sent to the
-   field while rendering training rays), and separately the points the grid updates sent to
-   the field per training ray.
-3. Conditioning overhead under torch_grid: a ``--conditioning row`` field and a ``none``
-   field, same initial weights, each with its own optimizer, occupancy grid (copied from
-   run 2's trained grid) and ray batch, take full training steps (grid update, march,
-   render, backward, Adam) interleaved in one process (order flipped every repetition,
-   after warm-up). Reported: the median of per-repetition time ratios row / none.
+1. A race, in one process: ``hierarchical`` (``--config``, ``configs/demo.txt``) and
+   ``torch_grid`` (``--grid_config``, ``configs/demo_grid.txt``: the same network, rays per
+   step, learning rate and noise, plus the grid's settings) take training steps in turn, one
+   step each, each with its own clock (only its own steps are timed; held-out evaluations
+   every ``--eval_every`` / ``--grid_eval_every`` steps are not). Alternating steps makes
+   both runs see the same machine: this CPU's speed drifts by tens of per cent within
+   minutes, and runs timed one after the other compared a fast stretch with a slow one.
+   ``hierarchical`` stops after ``--budget`` seconds of its own training time, and its
+   held-out PSNR then is the target; ``torch_grid`` goes on until an evaluation reaches it
+   or ``--cap`` seconds of its own time pass. Reported: the grid's training time to the
+   target, the mean network queries per training ray of both runs to that point (all points
+   sent to the field while rendering training rays), and separately the points the grid
+   updates sent to the field per training ray.
+2. Conditioning overhead under torch_grid: a ``--conditioning row`` field and a ``none``
+   field holding its folded weights (E W: both compute the same function at the start, so
+   they march and query the same samples), each with its own optimizer, occupancy grid
+   (copied from the race's trained grid) and ray batch, take full training steps (grid
+   update, march, render, backward, Adam) interleaved in one process (order flipped every
+   repetition, after warm-up). Reported: the median of per-repetition time ratios row / none.
 
-Wall-clock figures are only meaningful on an otherwise idle machine; in this project run it
-as ``flock /tmp/enerf-cpu.lock python tools/bench_marcher.py``.
+Wall-clock figures are only meaningful with nothing else running; in this project run it as
+``flock /tmp/enerf-cpu.lock python tools/bench_marcher.py``.
 
-    python tools/bench_marcher.py                       # about 10 minutes on 2 CPU cores
-    python tools/bench_marcher.py --reuse_hierarchical  # keep run 1 from --basedir, redo 2 and 3
+    python tools/bench_marcher.py                       # about 12 minutes on 2 CPU cores
+    python tools/bench_marcher.py --seed 1              # both runs with another seed
     python tools/bench_marcher.py --budget 60 --cap 60 --overhead_reps 10   # a quick look
 """
 
@@ -38,13 +42,15 @@ from pathlib import Path
 
 import torch
 
-from enerf.checkpoint import atomic_write_text, load_checkpoint
+from enerf.checkpoint import atomic_write_text
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import RunConfig
 from enerf.data.sampler import RaySampler, training_rays
+from enerf.nn.conditioning import fold_module
 from enerf.render.renderer import make_renderer
 from enerf.train.components import build_fields, field_fns, load_scene
-from enerf.train.nerf import train_nerf, training_step
+from enerf.train.evaluate import evaluate_views, summarize
+from enerf.train.nerf import NerfRun, grid_record, prepare_run, step_run, training_step
 from enerf.train.ray_batch import RayBatch
 from enerf.train.state import optimizer_from_config
 
@@ -55,31 +61,21 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/demo.txt", help="hierarchical run")
     parser.add_argument("--grid_config", default="configs/demo_grid.txt", help="torch_grid run (same network)")
-    parser.add_argument("--budget", type=float, default=300.0, help="hierarchical training seconds")
+    parser.add_argument("--budget", type=float, default=300.0, help="hierarchical: seconds of its own training time")
     parser.add_argument("--eval_every", type=int, default=250, help="hierarchical: steps between evaluations")
     parser.add_argument("--grid_eval_every", type=int, default=100, help="torch_grid: steps between evaluations")
-    parser.add_argument("--cap", type=float, default=300.0, help="torch_grid: give up after this many seconds")
+    parser.add_argument("--cap", type=float, default=300.0, help="torch_grid: give up after this many seconds of its own training time")
     parser.add_argument("--grid_flags", default="", help="extra enerf train flags for the torch_grid run")
-    parser.add_argument("--overhead_reps", type=int, default=30, help="timed steps per field in measurement 3")
+    parser.add_argument("--overhead_reps", type=int, default=30, help="timed steps per field in measurement 2")
     parser.add_argument("--overhead_warmup", type=int, default=5)
-    parser.add_argument("--basedir", default="runs/bench_marcher")
-    parser.add_argument("--skip_training", action="store_true", help="reuse runs 1 and 2 from --basedir")
-    parser.add_argument("--reuse_hierarchical", action="store_true", help="reuse run 1 from --basedir")
+    parser.add_argument("--seed", type=int, default=0, help="seed of both runs")
+    parser.add_argument("--basedir", default="runs/bench_marcher", help="where bench_marcher.json goes")
     return parser.parse_args()
 
 
 def make_config(args: argparse.Namespace, config: str, *flags: str) -> RunConfig:
     argv = ["--config", config, "--basedir", args.basedir, "--no_lpips", "--quiet", "--kappa_every", "0", *flags]
     return run_config_from_args(build_train_parser().parse_args(argv))
-
-
-def earlier_run(args: argparse.Namespace, name: str) -> dict:
-    """metrics.json of an earlier run in --basedir (for --reuse_hierarchical / --skip_training)."""
-    path = Path(args.basedir) / name / "metrics.json"
-    if not path.is_file():
-        raise SystemExit(f"bench_marcher: {path} does not exist; run once without --reuse_hierarchical / "
-                         "--skip_training, or point --basedir at a folder that holds that run")
-    return json.loads(path.read_text())
 
 
 def check_same_model(hier: RunConfig, grid: RunConfig) -> None:
@@ -98,9 +94,40 @@ def reached(history: list[dict], target: float) -> dict | None:
     return next((h for h in history if h["psnr"] >= target - 1e-9), None)
 
 
-def train_run(cfg: RunConfig) -> dict:
-    metrics = train_nerf(cfg, data_root=DATA_ROOT, progress=False)
-    return metrics
+def evaluate(run: NerfRun, step: int, seconds: float) -> dict:
+    """Held-out PSNR of ``run`` now, with its queries per ray so far (and its grid's record)."""
+    per_image = evaluate_views(run.scene, run.eval_views, run.fields, run.cfg.render, run.device, renderer=run.renderer)
+    return {"step": step, "train_seconds": seconds, "psnr": summarize(per_image, None)["psnr"],
+            "queries_per_ray": run.ray_batch.queries_per_ray, **grid_record(run.renderer, run.ray_batch)}
+
+
+def race(hier_cfg: RunConfig, grid_cfg: RunConfig, budget: float, cap: float) -> dict:
+    """Measurement 1: both runs step in turn, each timed on its own clock (see the module doc)."""
+    runs = {"hierarchical": prepare_run(hier_cfg, DATA_ROOT), "torch_grid": prepare_run(grid_cfg, DATA_ROOT)}
+    every = {"hierarchical": hier_cfg.train.eval_every, "torch_grid": grid_cfg.train.eval_every}
+    limit = {"hierarchical": budget, "torch_grid": cap}
+    clock = {name: 0.0 for name in runs}
+    steps = {name: 0 for name in runs}
+    history: dict[str, list[dict]] = {name: [] for name in runs}
+    target = None
+    running = list(runs)
+    while running:
+        for name in list(running):
+            run = runs[name]
+            tic = time.perf_counter()
+            step_run(run, steps[name])
+            clock[name] += time.perf_counter() - tic
+            steps[name] += 1
+            out_of_time = clock[name] >= limit[name]
+            if steps[name] % every[name] == 0 or out_of_time:
+                history[name].append(evaluate(run, steps[name], clock[name]))
+                print(f"  {name:12s} step {steps[name]:5d}, {clock[name]:5.0f} s: {history[name][-1]['psnr']:.2f} dB", flush=True)
+            if name == "hierarchical" and out_of_time:
+                target = history[name][-1]["psnr"]
+                print(f"  target: {target:.2f} dB", flush=True)
+            if out_of_time or (name == "torch_grid" and target is not None and reached(history[name], target)):
+                running.remove(name)
+    return {"runs": runs, "history": history, "steps": steps, "clock": clock, "target": target}
 
 
 def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) -> dict:
@@ -110,12 +137,14 @@ def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) ->
     rays, rgb = training_rays(scene, scene.i_train, device)
     sessions = {}
     torch.manual_seed(0)
-    base = build_fields(grid_cfg.field, with_fine=False, device=device)
-    for mode in ("none", "row"):
+    start = {}  # the row field's initial weights, and for none their folded form: both compute the same
+    for mode in ("row", "none"):  # function at the start, so both march and query the same samples
         cfg = copy.deepcopy(grid_cfg)
         cfg = RunConfig(**{**cfg.__dict__, "field": type(cfg.field)(**{**cfg.field.__dict__, "conditioning": mode})})
         fields = build_fields(cfg.field, with_fine=False, device=device)
-        fields["coarse"].load_state_dict(base["coarse"].state_dict())
+        if mode == "none":
+            fields["coarse"].load_state_dict(fold_module(start["row"]).state_dict())
+        start[mode] = fields["coarse"]
         generator = torch.Generator().manual_seed(1)
         renderer = make_renderer(cfg.render, device, state=grid_state)
         sessions[mode] = {
@@ -128,16 +157,18 @@ def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) ->
             "batch": RayBatch.for_run(cfg, rays.origins.shape[0], renderer.name),
             "times": [],
             "samples": [],
+            "queries": [],
             "step": grid_cfg.render.grid_warmup,  # past warm-up: updates touch half the cells, as in training
         }
 
     def step(s: dict) -> float:
-        before = s["batch"].samples
+        before, queried = s["batch"].samples, s["batch"].queries
         tic = time.perf_counter()
         training_step(s["step"], s["fields"], s["fns"], s["renderer"], s["sampler"], s["batch"], s["optimizer"],
                       s["generator"])
         s["step"] += 1
         s["samples"].append(s["batch"].samples - before)
+        s["queries"].append(s["batch"].queries - queried)
         return time.perf_counter() - tic
 
     ratios = []
@@ -154,39 +185,33 @@ def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) ->
         "ratio_row_over_none": statistics.median(ratios),
         "samples_per_step_none": statistics.mean(sessions["none"]["samples"][args.overhead_warmup:]),
         "samples_per_step_row": statistics.mean(sessions["row"]["samples"][args.overhead_warmup:]),
+        "queries_per_step_none": statistics.mean(sessions["none"]["queries"][args.overhead_warmup:]),
+        "queries_per_step_row": statistics.mean(sessions["row"]["queries"][args.overhead_warmup:]),
         "reps": args.overhead_reps,
     }
 
 
 def main() -> None:
     args = parse_args()
-    torch.set_num_threads(torch.get_num_threads())
+    seed = ["--seed", str(args.seed)]
     hier_cfg = make_config(args, args.config, "--expname", "hierarchical", "--renderer", "hierarchical",
-                           "--time_budget", str(args.budget), "--eval_every", str(args.eval_every), "--iters", "100000")
-    grid_flags = shlex.split(args.grid_flags)
-    if args.skip_training or args.reuse_hierarchical:
-        hier = earlier_run(args, "hierarchical")
-    else:
-        print(f"[1/3] hierarchical, {args.budget:.0f} s of training ...", flush=True)
-        hier = train_run(hier_cfg)
-    target = hier["psnr"]
-    grid_cfg = make_config(args, args.grid_config, "--expname", "torch_grid", "--renderer", "torch_grid", "--time_budget", str(args.cap),
-                           "--eval_every", str(args.grid_eval_every), "--iters", "100000",
-                           "--stop_at_psnr", f"{target:.6f}", *grid_flags)
+                           "--eval_every", str(args.eval_every), *seed)
+    grid_cfg = make_config(args, args.grid_config, "--expname", "torch_grid", "--renderer", "torch_grid",
+                           "--eval_every", str(args.grid_eval_every), *seed, *shlex.split(args.grid_flags))
     check_same_model(hier_cfg, grid_cfg)
-    if args.skip_training:
-        grid = earlier_run(args, "torch_grid")
-    else:
-        print(f"[2/3] torch_grid until {target:.2f} dB (cap {args.cap:.0f} s) ...", flush=True)
-        grid = train_run(grid_cfg)
-    hit = reached(grid["history"], target)
-    payload, _ = load_checkpoint(Path(args.basedir) / "torch_grid" / "checkpoints" / "latest.pt")
-    print("[3/3] conditioning overhead under torch_grid ...", flush=True)
-    over = overhead(args, grid_cfg, payload["extra"]["estimator"])
+    print(f"[1/2] race: hierarchical for {args.budget:.0f} s of its training time, torch_grid until its PSNR "
+          f"(cap {args.cap:.0f} s), one step each in turn ...", flush=True)
+    out = race(hier_cfg, grid_cfg, args.budget, args.cap)
+    target, hier_hist, grid_hist = out["target"], out["history"]["hierarchical"], out["history"]["torch_grid"]
+    hit = reached(grid_hist, target)
+    grid_run = out["runs"]["torch_grid"]
+    print("[2/2] conditioning overhead under torch_grid ...", flush=True)
+    over = overhead(args, grid_cfg, grid_run.renderer.state_dict())
 
+    last = grid_hist[-1]
     result = {
-        "hierarchical": {"psnr": hier["psnr"], "train_seconds": hier["train_seconds"], "steps": hier["steps"],
-                         "queries_per_ray": hier.get("queries_per_ray")},
+        "hierarchical": {"psnr": target, "train_seconds": out["clock"]["hierarchical"], "steps": out["steps"]["hierarchical"],
+                         "queries_per_ray": hier_hist[-1]["queries_per_ray"], "history": hier_hist},
         "torch_grid": {
             "target_psnr": target,
             "reached": hit is not None,
@@ -195,18 +220,19 @@ def main() -> None:
             "queries_per_ray_to_target": hit.get("queries_per_ray") if hit else None,
             "grid_update_queries_per_ray_to_target": hit.get("grid_update_queries_per_ray") if hit else None,
             "grid_occupied_at_target": hit.get("grid_occupied") if hit else None,
-            "final_psnr": grid["psnr"],
-            "final_train_seconds": grid["train_seconds"],
-            "queries_per_ray": grid.get("queries_per_ray"),
-            "samples_per_ray": grid.get("samples_per_ray"),
-            "rays_per_step": grid.get("rays_per_step"),
-            "steps": grid["steps"],
+            "final_psnr": last["psnr"],
+            "final_train_seconds": last["train_seconds"],
+            **grid_run.ray_batch.summary(),  # queries_per_ray, samples_per_ray, rays_per_step over the whole run
+            "steps": out["steps"]["torch_grid"],
+            "history": grid_hist,
         },
         "overhead": over,
         "grid_config": args.grid_config,
         "grid_flags": args.grid_flags,
+        "seed": args.seed,
         "threads": torch.get_num_threads(),
     }
+    Path(args.basedir).mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.basedir) / "bench_marcher.json", json.dumps(result, indent=2) + "\n")
 
     h, g = result["hierarchical"], result["torch_grid"]
@@ -223,7 +249,8 @@ def main() -> None:
               f"{g['queries_per_ray']:.1f} queries / ray)")
     print(f"conditioning : row / none step time under torch_grid = {over['ratio_row_over_none']:.3f} "
           f"(median of {over['reps']}; {over['step_seconds_none'] * 1e3:.0f} ms vs {over['step_seconds_row'] * 1e3:.0f} ms; "
-          f"samples / step {over['samples_per_step_none']:.0f} vs {over['samples_per_step_row']:.0f})")
+          f"samples / step {over['samples_per_step_none']:.0f} vs {over['samples_per_step_row']:.0f}, "
+          f"queries / step {over['queries_per_step_none']:.0f} vs {over['queries_per_step_row']:.0f})")
 
 
 if __name__ == "__main__":

@@ -103,8 +103,14 @@ class _Equilibrate(torch.autograd.Function):
             unit = weight / norms
             along = (grad * unit).sum(ctx.dim, keepdim=True) * (norms > ctx.eps)
             return (grad - unit * along) / norms, None, None
-        along = (grad * unit).sum(ctx.dim, keepdim=True).masked_fill_(norms <= ctx.eps, 0.0)
-        return torch.addcmul(grad, unit, along, value=-1.0).div_(norms), None, None
+        return _equilibrate_vjp(grad, unit, norms, ctx.dim, ctx.eps), None, None
+
+
+def _equilibrate_vjp(grad: Tensor, unit: Tensor, norms: Tensor, dim: int, eps: float) -> Tensor:
+    """The gradient w.r.t. w of ``w / max(||w||, eps)`` (along ``dim``) given the gradient
+    w.r.t. its output: (I - ûûᵀ) grad / n per vector, grad / eps where the norm was clamped."""
+    along = (grad * unit).sum(dim, keepdim=True).masked_fill_(norms <= eps, 0.0)
+    return torch.addcmul(grad, unit, along, value=-1.0).div_(norms)
 
 
 def _equilibrate(weight: Tensor, dim: int, eps: float, detach: bool) -> Tensor:
@@ -168,6 +174,9 @@ CONDITIONERS: dict[str, Callable[..., Tensor]] = {
     "ws": _ws,
 }
 
+# modes whose E W is w / ||w|| along one dimension of weight [out, in] (``conditioned_weights_once``'s leaf_grads)
+_LEAF_DIMS = {"row": 0, "col": 1}
+
 # mode -> f(layer) registering a torch parametrization on ``layer.weight`` at construction
 # (the modes whose reparameterisation owns extra parameters).
 PARAMETRIZATIONS: dict[str, Callable[[nn.Module], None]] = {
@@ -224,7 +233,7 @@ class ConditionedLinear(nn.Linear):
             return self.parametrizations.weight.original1
         return self.weight
 
-    _weight_cache: dict[bool, Tensor] | None = None  # set by ``conditioned_weights_once``
+    _weight_cache: dict | None = None  # set by ``conditioned_weights_once``: {grad mode: E W, "leaf_grads": bool}
 
     def conditioned_weight(self) -> Tensor:
         """The paper's (E W)^T in torch layout: Tensor  # [out_features, in_features].
@@ -236,8 +245,31 @@ class ConditionedLinear(nn.Linear):
             return CONDITIONERS[self.conditioning](self.weight, self.eps, self.passes, detach=self.detach_conditioner)
         grad = torch.is_grad_enabled()
         if grad not in cache:
-            cache[grad] = CONDITIONERS[self.conditioning](self.weight, self.eps, self.passes, detach=self.detach_conditioner)
+            leaf = grad and cache.get("leaf_grads", False) and self.conditioning in _LEAF_DIMS and not self.detach_conditioner
+            cache[grad] = self._leaf_conditioned_weight() if leaf else CONDITIONERS[self.conditioning](
+                self.weight, self.eps, self.passes, detach=self.detach_conditioner)
         return cache[grad]
+
+    def _leaf_conditioned_weight(self) -> Tensor:
+        """E W (``row`` / ``col``) as a leaf of the autograd graph; once ``backward()`` has
+        accumulated its gradient, a hook adds the gradient w.r.t. W (``_equilibrate_vjp``)
+        to ``weight.grad``: the same gradient as backpropagating through E W, with fewer
+        autograd nodes (on a CPU the backward through E W's small ops is a visible part of a
+        short training step; tools/bench_marcher.py prints the overhead that remains)."""
+        dim, eps, weight = _LEAF_DIMS[self.conditioning], self.eps, self.weight
+        with torch.no_grad():
+            norms = torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
+            unit = weight / norms
+        unit.requires_grad_(True)
+
+        def carry_to_weight(leaf: Tensor) -> None:  # takes the leaf as its argument: no reference cycle
+            with torch.no_grad():
+                grad = _equilibrate_vjp(leaf.grad, leaf.detach(), norms, dim, eps)
+                weight.grad = grad if weight.grad is None else weight.grad.add_(grad)
+            leaf.grad = None
+
+        unit.register_post_accumulate_grad_hook(carry_to_weight)
+        return unit
 
     def forward(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., in_features] -> Tensor  # [..., out_features]."""
@@ -265,17 +297,22 @@ class ConditionedLinear(nn.Linear):
 
 
 @contextlib.contextmanager
-def conditioned_weights_once(*modules: nn.Module) -> Iterator[None]:
+def conditioned_weights_once(*modules: nn.Module, leaf_grads: bool = False) -> Iterator[None]:
     """Compute each ``ConditionedLinear``'s E W once for all forward passes inside the block.
 
     E W depends on W alone, so within one training step (several forward passes over the same
     weights: a grid update, front-to-back rounds) it can be shared; gradients of all passes
     meet in the one E W and flow to W once. Nothing inside the block may change the weights
     (call ``optimizer.step()`` after it). Without conditioning this changes nothing.
+
+    leaf_grads: ``row`` / ``col`` layers put E W in the graph as a leaf whose gradient a hook
+        carries to W when ``backward()`` accumulates it (same gradients, a cheaper backward on
+        CPU). Only for ``loss.backward()``: ``torch.autograd.grad`` (e.g. double backprop)
+        never accumulates into leaves, so W would get no gradient.
     """
     layers = [m for module in modules for m in module.modules() if isinstance(m, ConditionedLinear)]
     for layer in layers:
-        layer._weight_cache = {}
+        layer._weight_cache = {"leaf_grads": bool(leaf_grads)}
     try:
         yield
     finally:

@@ -26,7 +26,7 @@ parameter ``sum_i w_i t_i`` at the sample midpoints (not normalised by opacity),
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 from torch import Tensor
@@ -41,6 +41,9 @@ __all__ = [
     "packed_transmittance",
     "visibility_mask",
     "query_front_to_back",
+    "FrontToBack",
+    "ray_lattice",
+    "lattice_transmittance",
     "composite_packed",
     "SigmaFn",
 ]
@@ -48,6 +51,35 @@ __all__ = [
 SigmaFn = Callable[[Tensor], Tensor]  # points [n, 3] -> density [n]
 
 _LATTICE_BUDGET = 1 << 22  # candidate steps examined at once (rays are marched in slices)
+
+
+@torch.no_grad()
+def ray_lattice(
+    origins: Tensor, directions: Tensor, near: Tensor, far: Tensor, aabb: Tensor, step_size: float, jitter: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The marching lattice of each ray: steps ``[t_k, t_k + step_size)`` with
+    ``t_k = start + k * step_size``, ``k = k_first ... k_first + count - 1`` (the steps whose
+    midpoint lies inside ``aabb`` and the ray's [near, far]), occupied cells or not.
+
+    Args: as ``march_rays`` (``aabb``: Tensor  # [6]).
+
+    Returns:
+        start: Tensor  # [n_rays] lattice origin (near, shifted by the jitter)
+        k_first: Tensor  # [n_rays] float, index of the first step inside
+        count: Tensor  # [n_rays] int64, steps inside (0 for rays that miss the box)
+    """
+    if step_size <= 0:
+        raise ValueError(f"step_size must be positive, got {step_size}")
+    near, far = near.reshape(-1), far.reshape(-1)
+    t_min, t_max, hit = ray_aabb_intersect(origins, directions, aabb)
+    lo = torch.maximum(t_min, near)
+    hi = torch.minimum(t_max, far)
+    start = near if jitter is None else near + jitter.to(near) * step_size
+    # Step k is inside iff its midpoint start + (k + 1/2) dt lies in [lo, hi).
+    k_first = torch.ceil((lo - start) / step_size - 0.5).clamp(min=0)
+    k_end = torch.ceil((hi - start) / step_size - 0.5)
+    count = torch.where(hit & (hi > lo), (k_end - k_first).clamp(min=0), torch.zeros_like(k_end)).long()
+    return start, k_first, count
 
 
 @torch.no_grad()
@@ -75,18 +107,7 @@ def march_rays(
         t_starts: Tensor  # [n_samples] sorted within each ray
         t_ends: Tensor  # [n_samples] = t_starts + step_size
     """
-    if step_size <= 0:
-        raise ValueError(f"step_size must be positive, got {step_size}")
-    near, far = near.reshape(-1), far.reshape(-1)
-    t_min, t_max, hit = ray_aabb_intersect(origins, directions, grid.aabb)
-    lo = torch.maximum(t_min, near)
-    hi = torch.minimum(t_max, far)
-    start = near if jitter is None else near + jitter.to(near) * step_size
-    # Step k is kept iff its midpoint start + (k + 1/2) dt lies in [lo, hi).
-    k_first = torch.ceil((lo - start) / step_size - 0.5).clamp(min=0)
-    k_end = torch.ceil((hi - start) / step_size - 0.5)
-    count = torch.where(hit & (hi > lo), (k_end - k_first).clamp(min=0), torch.zeros_like(k_end)).long()
-
+    start, k_first, count = ray_lattice(origins, directions, near, far, grid.aabb, step_size, jitter)
     parts: list[tuple[Tensor, Tensor]] = []
     n_rays = origins.shape[0]
     max_count = int(count.max()) if n_rays else 0
@@ -110,6 +131,51 @@ def march_rays(
     ray_indices = torch.cat([p[0] for p in parts]) if parts else torch.zeros(0, dtype=torch.long, device=origins.device)
     t_starts = torch.cat([p[1] for p in parts]) if parts else origins.new_zeros(0)
     return ray_indices, t_starts, t_starts + step_size
+
+
+@torch.no_grad()
+def lattice_transmittance(
+    origins: Tensor,
+    directions: Tensor,
+    near: Tensor,
+    far: Tensor,
+    aabb: Tensor,
+    step_size: float,
+    jitter: Tensor | None,
+    ray_indices: Tensor,
+    t_starts: Tensor,
+    sigma_delta: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """Transmittance at the midpoint of every lattice step of every ray, in an occupied cell or not.
+
+    The rays were marched with the same lattice (``march_rays`` with the same ``jitter``) and
+    their samples in occupied cells were rendered; light is lost only in those samples, so
+    before lattice step k the transmittance is ``exp(-sum sigma_delta)`` over the ray's
+    rendered samples in front of k. Where a ray was not queried further (its samples behind
+    an early stop) this is an upper bound, below the early stop already.
+
+    Args:
+        origins, directions, near, far, aabb, step_size, jitter: as ``ray_lattice``.
+        ray_indices: Tensor  # [n_samples] the rendered samples (packed, sorted by ray and t)
+        t_starts: Tensor  # [n_samples] their starts, on the lattice
+        sigma_delta: Tensor  # [n_samples] their optical thickness sigma * delta * |direction|
+
+    Returns:
+        points: Tensor  # [m, 3] midpoints of all lattice steps
+        trans: Tensor  # [m] transmittance in front of each
+    """
+    start, k_first, count = ray_lattice(origins, directions, near, far, aabb, step_size, jitter)
+    width = int(count.max()) if count.numel() else 0
+    valid = torch.arange(width, device=origins.device) < count[:, None]  # [n_rays, width]
+    ray, col = valid.nonzero(as_tuple=True)
+    thickness = torch.zeros(count.shape[0], width + 1, dtype=torch.float64, device=origins.device)
+    if ray_indices.numel():
+        sample_col = torch.round((t_starts - start[ray_indices]) / step_size - k_first[ray_indices]).long()
+        thickness.index_put_((ray_indices, sample_col.clamp(0, width - 1) + 1), sigma_delta.double(), accumulate=True)
+    before = torch.cumsum(thickness, dim=1)[:, :width]  # optical depth in front of each step
+    t0 = start[ray] + (k_first[ray] + col) * step_size
+    points = origins[ray] + (t0 + 0.5 * step_size)[:, None] * directions[ray]
+    return points, torch.exp(-before[ray, col]).to(origins.dtype)
 
 
 def segment_starts(ray_indices: Tensor, n_rays: int) -> tuple[Tensor, Tensor]:
@@ -189,6 +255,28 @@ def visibility_mask(
     return keep
 
 
+class FrontToBack(NamedTuple):
+    """What ``query_front_to_back`` returns.
+
+    kept: Tensor  # [k] int64 indices of the visible samples, increasing (packed order)
+    rgb: Tensor  # [k, 3] their colour
+    sigma: Tensor  # [k] their density
+    queried_index: Tensor  # [q] int64 indices of all samples sent to the field, increasing
+    thickness: Tensor  # [q] their optical thickness sigma * delta * |direction| (no gradient)
+    """
+
+    kept: Tensor
+    rgb: Tensor
+    sigma: Tensor
+    queried_index: Tensor
+    thickness: Tensor
+
+    @property
+    def queried(self) -> int:
+        """Points sent to the field."""
+        return int(self.queried_index.numel())
+
+
 def query_front_to_back(
     points: Tensor,
     viewdirs: Tensor,
@@ -201,7 +289,7 @@ def query_front_to_back(
     early_stop_eps: float,
     alpha_thre: float,
     block: int,
-) -> tuple[Tensor, Tensor, Tensor, int]:
+) -> "FrontToBack":
     """Colour and density of the visible samples, queried front to back in rounds.
 
     The field is asked for the first ``block`` samples of every ray, then the next ``2 block``
@@ -223,21 +311,19 @@ def query_front_to_back(
         block: samples per ray in the first round (>= 1); each later round doubles it
 
     Returns:
-        kept: Tensor  # [k] int64 indices of the visible samples, increasing (packed order)
-        rgb: Tensor  # [k, 3] their colour
-        sigma: Tensor  # [k] their density
-        queried: int, points sent to ``rgb_sigma_fn``
+        FrontToBack: the visible samples (``kept``, ``rgb``, ``sigma``) and all queried ones
+        (``queried_index``, ``thickness``).
     """
     n = ray_indices.numel()
     if n == 0:  # no sample: still a (zero-size) pass, so a loss on the result has a graph
         rgb, sigma = rgb_sigma_fn(points, viewdirs)
-        return ray_indices.new_zeros(0), rgb, sigma, 0
+        return FrontToBack(ray_indices.new_zeros(0), rgb, sigma, ray_indices.new_zeros(0), t_starts.new_zeros(0))
     starts, counts = segment_starts(ray_indices, n_rays)
     rank = torch.arange(n, device=ray_indices.device) - starts[ray_indices]  # position along the ray
     depth = torch.zeros(n_rays, dtype=torch.float64, device=ray_indices.device)  # optical depth so far
     alive = torch.ones(n_rays, dtype=torch.bool, device=ray_indices.device)
     stop_depth = -math.log(early_stop_eps) if early_stop_eps > 0 else math.inf
-    rounds: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []  # index, visible, rgb, sigma
+    rounds: list[tuple[Tensor, Tensor, Tensor, Tensor, Tensor]] = []  # index, visible, rgb, sigma, sigma_delta
     lo, size, most = 0, block, int(counts.max())
     while lo < most:
         index = torch.nonzero((rank >= lo) & (rank < lo + size) & alive[ray_indices])[:, 0]
@@ -254,13 +340,14 @@ def query_front_to_back(
                 visible &= (1.0 - torch.exp(-sigma_delta)) >= alpha_thre
             depth.index_add_(0, rays, sigma_delta)
             alive &= depth <= stop_depth
-        rounds.append((index, visible, rgb, sigma))
-    queried = sum(r[0].numel() for r in rounds)
+        rounds.append((index, visible, rgb, sigma, sigma_delta))
     index, visible = torch.cat([r[0] for r in rounds]), torch.cat([r[1] for r in rounds])
-    order = torch.argsort(index)
+    order = torch.argsort(index)  # all queried samples, in packed order
+    thickness = torch.cat([r[4] for r in rounds])[order].to(t_starts.dtype)
+    queried_index = index[order]
     order = order[visible[order]]  # the visible samples, in packed order
     rgb, sigma = torch.cat([r[2] for r in rounds]), torch.cat([r[3] for r in rounds])
-    return index[order], rgb[order], sigma[order], queried
+    return FrontToBack(index[order], rgb[order], sigma[order], queried_index, thickness)
 
 
 def composite_packed(

@@ -7,7 +7,10 @@ update rule (Instant-NGP's, via nerfacc ``_update``):
   during the first ``warmup_steps`` steps the chosen cells are all cells, afterwards
   ``n_cells // 4`` uniformly drawn cells plus up to ``n_cells // 4`` of the occupied ones;
 * ``occs[cell] = max(occs[cell] * ema_decay, occ)`` (an exponential moving maximum);
-* ``binaries = occs > min(mean(occs), occ_thre)``.
+* ``binaries = occs > min(mean(occs), occ_thre)``;
+* optionally (occlusion culling, not in nerfacc) ``binaries &= visible``, where a cell is
+  visible when some training ray since the last update reached it with transmittance at least
+  the early-stop threshold (``record_visibility``; cells no ray crossed keep their verdict).
 
 Cells are indexed ``[ix, iy, iz]`` with ``ix = floor((x - xmin) / (xmax - xmin) * res_x)``,
 as nerfacc's ``binaries[level, ix, iy, iz]``, so a grid converts to and from an
@@ -90,6 +93,9 @@ class OccupancyGrid(nn.Module):
         resolution: Tensor  # [3] int64
         occs: Tensor  # [n_cells] running occupancy (flattened [ix, iy, iz], C order)
         binaries: Tensor  # [res_x, res_y, res_z] bool, True where occupied
+        seen: Tensor  # [n_cells] most transmittance a training ray had in the cell since the last
+            update (-1: none crossed it); only written with occlusion culling
+        visible: Tensor  # [n_cells] bool, some training ray reached the cell (occlusion culling)
     """
 
     def __init__(self, aabb: Tensor | Sequence[float], resolution: int | Sequence[int] = 64) -> None:
@@ -105,6 +111,17 @@ class OccupancyGrid(nn.Module):
         n_cells = res[0] * res[1] * res[2]
         self.register_buffer("occs", torch.zeros(n_cells))
         self.register_buffer("binaries", torch.zeros(res, dtype=torch.bool))
+        # Occlusion culling (update's visibility_eps): the most transmittance any training ray had
+        # in each cell since the last update (-1: no ray crossed it), and whether a ray reached it.
+        self.register_buffer("seen", torch.full((n_cells,), -1.0))
+        self.register_buffer("visible", torch.ones(n_cells, dtype=torch.bool))
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """As ``nn.Module``'s; a state saved before occlusion culling existed has every cell visible."""
+        state = dict(state_dict)
+        state.setdefault("seen", torch.full_like(self.seen, -1.0))
+        state.setdefault("visible", torch.ones_like(self.visible))
+        return super().load_state_dict(state, strict=strict, assign=assign)
 
     @property
     def n_cells(self) -> int:
@@ -143,6 +160,13 @@ class OccupancyGrid(nn.Module):
         index, inside = self.cell_index(points)
         return self.binaries.reshape(-1)[index] & inside
 
+    @torch.no_grad()
+    def record_visibility(self, points: Tensor, trans: Tensor) -> None:
+        """Note the transmittance training rays had at ``points`` [m, 3] (``trans`` [m]); the next
+        ``update`` with ``visibility_eps > 0`` empties the cells no ray reached with at least that."""
+        index, inside = self.cell_index(points)
+        self.seen.scatter_reduce_(0, index[inside], trans[inside].to(self.seen.dtype), reduce="amax")
+
     def cell_points(self, flat: Tensor, jitter: Tensor) -> Tensor:
         """Points inside cells: ``aabb_min + (ijk + jitter) / res * extent``; jitter [n, 3] in [0, 1)."""
         res = self.resolution.to(jitter.device).to(jitter.dtype)
@@ -158,6 +182,7 @@ class OccupancyGrid(nn.Module):
         ema_decay: float = 0.95,
         warmup_steps: int = 256,
         generator: torch.Generator | None = None,
+        visibility_eps: float = 0.0,
     ) -> None:
         """One update of the occupancy (nerfacc ``OccGridEstimator._update``, one level).
 
@@ -166,6 +191,10 @@ class OccupancyGrid(nn.Module):
             occ_eval_fn: points [n, 3] -> occupancy [n] (nerfacc's examples: density * step size).
             generator: source of the cell choice and the jitter (default: torch's global one);
                 numbers are drawn on the generator's device and moved to the grid's.
+            visibility_eps: > 0: occlusion culling. A cell some training ray crossed since the
+                last update (``record_visibility``) is visible iff one had transmittance >=
+                ``visibility_eps`` there; cells no ray crossed keep their last verdict; only
+                visible cells can be occupied. 0: every cell counts as visible.
         """
         device = self.occs.device
         gen_device = generator.device if generator is not None else device
@@ -190,7 +219,13 @@ class OccupancyGrid(nn.Module):
         self.occs[cells] = torch.maximum(self.occs[cells] * ema_decay, occ.to(self.occs.dtype))
         seen = self.occs[self.occs >= 0]
         thre = torch.clamp(seen.mean(), max=occ_thre) if seen.numel() else self.occs.new_tensor(occ_thre)
-        self.binaries = (self.occs > thre).reshape(self.binaries.shape)
+        binaries = self.occs > thre
+        if visibility_eps > 0:
+            crossed = self.seen >= 0
+            self.visible[crossed] = self.seen[crossed] >= visibility_eps
+            self.seen.fill_(-1.0)
+            binaries &= self.visible
+        self.binaries = binaries.reshape(self.binaries.shape)
 
     def extra_repr(self) -> str:
         return f"resolution={self.resolution.tolist()}, aabb={[round(v, 4) for v in self.aabb.tolist()]}"

@@ -27,7 +27,7 @@ from torch import Tensor
 from ..config import RENDERERS, RenderConfig
 from ..data.rays import Rays, flatten_rays, index_rays
 from ..errors import CheckpointError, ConfigError
-from .marching import SigmaFn, composite_packed, march_rays, query_front_to_back, visibility_mask
+from .marching import SigmaFn, composite_packed, lattice_transmittance, march_rays, query_front_to_back, visibility_mask
 from .occupancy_grid import OccupancyGrid, rays_aabb
 from .volume import RgbSigmaFn, render_image, render_rays
 
@@ -136,6 +136,11 @@ class GridRenderer:
                 f"--renderer {cfg.renderer} renders one field; --N_importance {cfg.n_importance} asks for a fine "
                 "network: set --N_importance 0 or use --renderer hierarchical"
             )
+        if cfg.cull_occluded and (use_nerfacc or cfg.early_stop_eps <= 0):
+            raise ConfigError(
+                "--cull_occluded needs --renderer torch_grid and --early_stop_eps > 0 (it empties the cells no "
+                "training ray reaches with transmittance above it)"
+            )
         self.cfg = cfg
         self.grid = grid
         self.occ_scale = float(occ_scale)
@@ -186,7 +191,8 @@ class GridRenderer:
         if self._nerfacc is not None:
             self._nerfacc.update(step, self.occ_eval_fn(fns), cfg.occ_thre, cfg.grid_ema_decay, cfg.grid_warmup, cfg.grid_update_every)
         elif step % cfg.grid_update_every == 0:
-            self.grid.update(step, self.occ_eval_fn(fns), cfg.occ_thre, cfg.grid_ema_decay, cfg.grid_warmup, generator)
+            self.grid.update(step, self.occ_eval_fn(fns), cfg.occ_thre, cfg.grid_ema_decay, cfg.grid_warmup, generator,
+                             visibility_eps=cfg.early_stop_eps if cfg.cull_occluded else 0.0)
 
     # -------------------------------------------------------------- rendering
     def _alpha_thre(self) -> float:
@@ -200,13 +206,23 @@ class GridRenderer:
         """torch_grid with ``early_stop_block > 0``: early stop while rendering, no pre-pass."""
         return self._nerfacc is None and self.cfg.early_stop_block > 0 and self._early_stop(fns)
 
-    def _march(self, rays: Rays, train: bool, generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
+    def _jitter(self, rays: Rays, train: bool, generator: torch.Generator | None) -> Tensor | None:
+        """Tensor  # [n_rays] lattice shift of each ray while training (None: no jitter)."""
+        if not (train and self.cfg.perturb):
+            return None
+        gen_device = generator.device if generator is not None else rays.origins.device
+        return torch.rand(rays.origins.shape[0], generator=generator, device=gen_device).to(rays.origins.device)
+
+    def _march(self, rays: Rays, jitter: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
         """torch_grid's marching: ray_indices, t_starts, t_ends of the steps in occupied cells."""
-        jitter = None
-        if train and self.cfg.perturb:
-            gen_device = generator.device if generator is not None else rays.origins.device
-            jitter = torch.rand(rays.origins.shape[0], generator=generator, device=gen_device).to(rays.origins.device)
         return march_rays(rays.origins, rays.directions, rays.near, rays.far, self.grid, self.cfg.render_step_size, jitter)
+
+    def _record_visibility(self, rays: Rays, jitter: Tensor | None, ray_indices: Tensor, t_starts: Tensor,
+                           thickness: Tensor) -> None:
+        """Occlusion culling: note the transmittance these training rays had along their whole lattice."""
+        points, trans = lattice_transmittance(rays.origins, rays.directions, rays.near, rays.far, self.grid.aabb,
+                                              self.cfg.render_step_size, jitter, ray_indices, t_starts, thickness)
+        self.grid.record_visibility(points, trans)
 
     def sample(self, rays: Rays, fns: FieldFns, train: bool, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor, int]:
         """March ``rays`` and drop occluded samples with a density pre-pass over all of them (nerfacc's way).
@@ -222,11 +238,15 @@ class GridRenderer:
                 rays.origins, rays.directions, rays.near, rays.far, dir_norm, fns.sigma if prepass else None,
                 cfg.render_step_size, cfg.early_stop_eps, self._alpha_thre(), bool(train and cfg.perturb),
             )
-        ray_indices, t_starts, t_ends = self._march(rays, train, generator)
+        jitter = self._jitter(rays, train, generator)
+        ray_indices, t_starts, t_ends = self._march(rays, jitter)
         if not prepass or ray_indices.numel() == 0:
             return ray_indices, t_starts, t_ends, 0
         with torch.no_grad():
             sigma = fns.sigma(_midpoints(rays, ray_indices, t_starts, t_ends))
+            if train and cfg.cull_occluded:
+                thickness = sigma * (t_ends - t_starts) * dir_norm[ray_indices]
+                self._record_visibility(rays, jitter, ray_indices, t_starts, thickness)
             keep = visibility_mask(t_starts, t_ends, sigma, ray_indices, n_rays, dir_norm, cfg.early_stop_eps,
                                    self._alpha_thre())
         return ray_indices[keep], t_starts[keep], t_ends[keep], ray_indices.numel()
@@ -242,12 +262,17 @@ class GridRenderer:
         n_rays = rays.origins.shape[0]
         dir_norm = rays.directions.norm(dim=-1)
         if self._front_to_back(fns):
-            ray_indices, t_starts, t_ends = self._march(rays, train, generator)
-            kept, rgb, sigma, queried = query_front_to_back(
+            jitter = self._jitter(rays, train, generator)
+            ray_indices, t_starts, t_ends = self._march(rays, jitter)
+            found = query_front_to_back(
                 _midpoints(rays, ray_indices, t_starts, t_ends), rays.viewdirs[ray_indices], t_starts, t_ends,
                 ray_indices, n_rays, dir_norm, fns.rgb_sigma, self.cfg.early_stop_eps, self._alpha_thre(),
                 self.cfg.early_stop_block,
             )
+            if train and self.cfg.cull_occluded:
+                self._record_visibility(rays, jitter, ray_indices[found.queried_index], t_starts[found.queried_index],
+                                        found.thickness)
+            kept, rgb, sigma, queried = found.kept, found.rgb, found.sigma, found.queried
             ray_indices, t_starts, t_ends = ray_indices[kept], t_starts[kept], t_ends[kept]
         else:
             ray_indices, t_starts, t_ends, prepass = self.sample(rays, fns, train, generator)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,16 +24,19 @@ from tqdm import tqdm
 from ..checkpoint import atomic_write_text, load_checkpoint, save_checkpoint
 from ..config import RunConfig
 from ..data.sampler import RaySampler, center_mask, training_rays
+from ..data.scene import Scene
 from ..errors import CheckpointError, EnerfError
+from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers, conditioned_weights_once
-from ..render.renderer import make_renderer
+from ..optim import PreconditionedOptimizer
+from ..render.renderer import FieldFns, Renderer, make_renderer
 from .components import build_fields, field_fns, load_scene, run_dir, select_device
 from .evaluate import evaluate_views, summarize, write_metrics
 from .ray_batch import RayBatch
-from .state import optimizer_from_config, restore_loop_state, seed_everything
+from .state import LoopState, optimizer_from_config, restore_loop_state, seed_everything
 
-__all__ = ["train_nerf", "training_step", "learning_rate", "nerf_losses"]
+__all__ = ["train_nerf", "NerfRun", "prepare_run", "step_run", "training_step", "grid_record", "learning_rate", "nerf_losses"]
 
 
 def learning_rate(step: int, lrate: float, lrate_decay: float) -> float:
@@ -52,7 +56,9 @@ def training_step(step: int, fields: dict, fns, renderer, sampler: RaySampler, r
                   generator: torch.Generator, center_only: bool = False) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """One optimizer step: grid update (grid renderers), a ray batch of ``ray_batch.n_rays``, render,
     loss (+ the optimizer's penalties), backward, step. Returns the named losses and their sum."""
-    with conditioned_weights_once(*fields.values()):  # one E W per layer for all of this step's passes
+    # One E W per layer for all of this step's passes; as a leaf whose gradient a hook carries
+    # to W (cheaper on CPU) unless gradient regularization needs the whole graph.
+    with conditioned_weights_once(*fields.values(), leaf_grads=optimizer.grad_reg == 0):
         renderer.update(step, fns, generator)  # occupancy grid, every grid_update_every steps
         sampler.batch_size = ray_batch.n_rays
         batch_rays, target = sampler.sample(center_only=center_only)
@@ -67,7 +73,7 @@ def training_step(step: int, fields: dict, fns, renderer, sampler: RaySampler, r
     return losses, loss
 
 
-def _grid_record(renderer, ray_batch: RayBatch) -> dict:
+def grid_record(renderer, ray_batch: RayBatch) -> dict:
     """For grid renderers: the fraction of occupied cells and the points grid updates have sent
     to the field per training ray so far (not part of ``queries_per_ray``); {} otherwise."""
     grid = getattr(renderer, "grid", None)
@@ -75,6 +81,60 @@ def _grid_record(renderer, ray_batch: RayBatch) -> dict:
         return {}
     return {"grid_occupied": float(grid.binaries.float().mean()),
             "grid_update_queries_per_ray": renderer.update_queries / max(ray_batch.rays, 1)}
+
+
+@dataclass
+class NerfRun:
+    """Everything a NeRF training run steps with (``prepare_run``; ``step_run`` takes one step)."""
+
+    cfg: RunConfig
+    device: torch.device
+    scene: Scene
+    fields: dict[str, NeRFField]
+    optimizer: PreconditionedOptimizer
+    generator: torch.Generator
+    sampler: RaySampler
+    fns: FieldFns
+    renderer: Renderer
+    ray_batch: RayBatch
+    eval_views: list[int]
+    loop: LoopState
+
+
+def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfRun:
+    """Seed, load the scene, build fields, optimizer, ray sampler, renderer (and its grid) and
+    ray batch for ``cfg``; restored from a checkpoint ``payload`` when given."""
+    device = select_device(cfg.train.device)
+    generator = seed_everything(cfg.train.seed)
+    scene = load_scene(cfg.data, data_root)
+    fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=device)
+    optimizer = optimizer_from_config(fields.values(), cfg.train)
+    loop = restore_loop_state(payload, fields, optimizer, generator)
+    rays, rgb = training_rays(scene, scene.i_train, device)
+    mask = center_mask(len(scene.i_train), scene.height, scene.width, cfg.train.precrop_frac)
+    sampler = RaySampler(rays, rgb, cfg.train.n_rand, generator, center_mask=mask)
+    if payload is not None:
+        sampler.load_state_dict(payload["extra"]["sampler"])
+    eval_views = scene.i_test if cfg.train.eval_views <= 0 else scene.i_test[: cfg.train.eval_views]
+    fns = field_fns(fields, cfg.render.raw_noise_std)
+    # Renderer (and its occupancy grid, restored on resume); rays per step sized for a sample budget.
+    saved_extra = payload["extra"] if payload is not None else {}
+    renderer = make_renderer(cfg.render, device, state=saved_extra.get("estimator"), training_rays=rays)
+    ray_batch = RayBatch.for_run(cfg, len(sampler), renderer.name)
+    ray_batch.load_state_dict(saved_extra.get("ray_batch"))
+    return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, fns, renderer, ray_batch, list(eval_views), loop)
+
+
+def step_run(run: NerfRun, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Training step ``step`` of ``run`` at its scheduled learning rate; returns (losses, loss)."""
+    train = run.cfg.train
+    for f in run.fields.values():
+        f.train()
+    lr = learning_rate(step, train.lrate, train.lrate_decay)
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    return training_step(step, run.fields, run.fns, run.renderer, run.sampler, run.ray_batch, run.optimizer,
+                         run.generator, center_only=step < train.precrop_iters)
 
 
 def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
@@ -88,33 +148,18 @@ def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
 
 def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True) -> dict:
     """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json)."""
-    device = select_device(cfg.train.device)
     out_dir = run_dir(cfg)
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
     payload = _resume_state(ckpt_path, cfg) if resume else None
-    generator = seed_everything(cfg.train.seed)
-
-    scene = load_scene(cfg.data, data_root)
-    fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=device)
-    optimizer = optimizer_from_config(fields.values(), cfg.train)
-    loop = restore_loop_state(payload, fields, optimizer, generator)
+    run = prepare_run(cfg, data_root, payload)
+    scene, fields, optimizer, generator, sampler, renderer, ray_batch = (
+        run.scene, run.fields, run.optimizer, run.generator, run.sampler, run.renderer, run.ray_batch)
+    device, eval_views = run.device, run.eval_views
+    loop = run.loop
     start_step, history, train_seconds, kappa_history = loop.start_step, loop.history, loop.train_seconds, loop.kappa_history
-
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
-    rays, rgb = training_rays(scene, scene.i_train, device)
-    mask = center_mask(len(scene.i_train), scene.height, scene.width, cfg.train.precrop_frac)
-    sampler = RaySampler(rays, rgb, cfg.train.n_rand, generator, center_mask=mask)
-    if payload is not None:
-        sampler.load_state_dict(payload["extra"]["sampler"])
     writer = SummaryWriter(log_dir=str(out_dir / "tb"))
-    eval_views = scene.i_test if cfg.train.eval_views <= 0 else scene.i_test[: cfg.train.eval_views]
-    fns = field_fns(fields, cfg.render.raw_noise_std)
-    # Renderer (and its occupancy grid, restored on resume); rays per step sized for a sample budget.
-    saved_extra = payload["extra"] if payload is not None else {}
-    renderer = make_renderer(cfg.render, device, state=saved_extra.get("estimator"), training_rays=rays)
-    ray_batch = RayBatch.for_run(cfg, len(sampler), renderer.name)
-    ray_batch.load_state_dict(saved_extra.get("ray_batch"))
 
     def checkpoint(step: int) -> None:
         save_checkpoint(
@@ -132,13 +177,8 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
     done = start_step
     tic = time.perf_counter()
     for step in bar:
-        for f in fields.values():
-            f.train()
+        losses, loss = step_run(run, step)
         lr = learning_rate(step, cfg.train.lrate, cfg.train.lrate_decay)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        losses, loss = training_step(step, fields, fns, renderer, sampler, ray_batch, optimizer, generator,
-                                     center_only=step < cfg.train.precrop_iters)
 
         done = step + 1
         if done % cfg.train.log_every == 0 or done == cfg.train.iters:
@@ -161,7 +201,7 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
             per_image = evaluate_views(scene, eval_views, fields, cfg.render, device, renderer=renderer)
             psnr = float(np.mean([p["psnr"] for p in per_image]))
             history.append({"step": done, "train_seconds": train_seconds, "psnr": psnr,
-                            "queries_per_ray": ray_batch.queries_per_ray, **_grid_record(renderer, ray_batch)})
+                            "queries_per_ray": ray_batch.queries_per_ray, **grid_record(renderer, ray_batch)})
             writer.add_scalar("test/psnr", psnr, done)
             bar.write(f"step {done}: held-out PSNR {psnr:.2f} dB")
             tic = time.perf_counter()
@@ -194,10 +234,10 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
         "seed": cfg.train.seed,
         "device": str(device),
         "history": history + [{"step": steps, "train_seconds": train_seconds, "psnr": summarize(per_image, None)["psnr"],
-                               "queries_per_ray": ray_batch.queries_per_ray, **_grid_record(renderer, ray_batch)}],
+                               "queries_per_ray": ray_batch.queries_per_ray, **grid_record(renderer, ray_batch)}],
         "renderer": renderer.name,
         **ray_batch.summary(),  # queries_per_ray (network queries per training ray), samples_per_ray, rays_per_step
-        **_grid_record(renderer, ray_batch),  # grid renderers: grid_occupied, grid_update_queries_per_ray
+        **grid_record(renderer, ray_batch),  # grid renderers: grid_occupied, grid_update_queries_per_ray
         "kappa": {k: list(v) for k, v in condition_numbers(fields["coarse"]).items()},
         "kappa_history": kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
         "checkpoint": str(ckpt_path),
