@@ -243,6 +243,18 @@ def test_cull_occluded_needs_torch_grid_with_early_stop():
         GridRenderer(RenderConfig(renderer="torch_grid", early_stop_eps=0.0, cull_occluded=True), grid)
 
 
+def test_cli_cull_occluded_without_early_stop_is_one_line_and_exit_2(tmp_path):
+    scene = make_synthetic_scene(tmp_path / "s", n_views=3, width=16, height=12, seed=0)
+    proc = subprocess.run(
+        [sys.executable, "-m", "enerf.cli", "train", "--renderer", "torch_grid", "--cull_occluded", "--early_stop_eps", "0",
+         "--device", "cpu", "--datadir", str(scene), "--basedir", str(tmp_path / "runs"), "--llffhold", "0", "--factor", "1"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "--cull_occluded needs" in lines[0], proc.stderr
+    assert not (tmp_path / "runs").exists()  # nothing half-written
+
+
 def test_grid_state_saved_before_culling_loads_with_every_cell_visible():
     grid = _random_grid(4, 0.5, seed=1)
     old = {k: v for k, v in grid.state_dict().items() if k not in ("seen", "visible")}

@@ -33,7 +33,7 @@ Wall-clock figures are only meaningful with nothing else running; in this projec
 from __future__ import annotations
 
 import argparse
-import copy
+import dataclasses
 import json
 import shlex
 import statistics
@@ -45,14 +45,9 @@ import torch
 from enerf.checkpoint import atomic_write_text
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import RunConfig
-from enerf.data.sampler import RaySampler, training_rays
 from enerf.nn.conditioning import fold_module
-from enerf.render.renderer import make_renderer
-from enerf.train.components import build_fields, field_fns, load_scene
 from enerf.train.evaluate import evaluate_views, summarize
-from enerf.train.nerf import NerfRun, grid_record, prepare_run, step_run, training_step
-from enerf.train.ray_batch import RayBatch
-from enerf.train.state import optimizer_from_config
+from enerf.train.nerf import NerfRun, grid_record, prepare_run, step_run
 
 DATA_ROOT = Path("data")
 
@@ -131,45 +126,28 @@ def race(hier_cfg: RunConfig, grid_cfg: RunConfig, budget: float, cap: float) ->
 
 
 def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) -> dict:
-    """Measurement 3: per-step time of row vs none conditioning under torch_grid, interleaved."""
-    device = torch.device("cpu")
-    scene = load_scene(grid_cfg.data, DATA_ROOT)
-    rays, rgb = training_rays(scene, scene.i_train, device)
+    """Measurement 2: per-step time of row vs none conditioning under torch_grid, interleaved."""
     sessions = {}
-    torch.manual_seed(0)
-    start = {}  # the row field's initial weights, and for none their folded form: both compute the same
-    for mode in ("row", "none"):  # function at the start, so both march and query the same samples
-        cfg = copy.deepcopy(grid_cfg)
-        cfg = RunConfig(**{**cfg.__dict__, "field": type(cfg.field)(**{**cfg.field.__dict__, "conditioning": mode})})
-        fields = build_fields(cfg.field, with_fine=False, device=device)
-        if mode == "none":
-            fields["coarse"].load_state_dict(fold_module(start["row"]).state_dict())
-        start[mode] = fields["coarse"]
-        generator = torch.Generator().manual_seed(1)
-        renderer = make_renderer(cfg.render, device, state=grid_state)
-        sessions[mode] = {
-            "fields": fields,
-            "fns": field_fns(fields, cfg.render.raw_noise_std),  # as the trainer
-            "optimizer": optimizer_from_config(fields.values(), cfg.train),  # as the trainer
-            "renderer": renderer,
-            "sampler": RaySampler(rays, rgb, cfg.train.n_rand, generator),
-            "generator": generator,
-            "batch": RayBatch.for_run(cfg, rays.origins.shape[0], renderer.name),
-            "times": [],
-            "samples": [],
-            "queries": [],
-            "step": grid_cfg.render.grid_warmup,  # past warm-up: updates touch half the cells, as in training
-        }
+    for mode in ("row", "none"):
+        cfg = RunConfig(**{**grid_cfg.__dict__, "field": dataclasses.replace(grid_cfg.field, conditioning=mode)})
+        run = prepare_run(cfg, DATA_ROOT)  # as the trainer: fields, optimizer, sampler, renderer, ray batch
+        run.renderer.load_state_dict(grid_state)  # the race's trained grid
+        if mode == "none":  # the row field's weights, folded: both compute the same function at the
+            # start, so both march and query the same samples
+            run.fields["coarse"].load_state_dict(fold_module(sessions["row"]["run"].fields["coarse"]).state_dict())
+        # from past warm-up: grid updates touch half the cells, as in training
+        sessions[mode] = {"run": run, "step": grid_cfg.render.grid_warmup, "times": [], "samples": [], "queries": []}
 
     def step(s: dict) -> float:
-        before, queried = s["batch"].samples, s["batch"].queries
+        batch = s["run"].ray_batch
+        before, queried = batch.samples, batch.queries
         tic = time.perf_counter()
-        training_step(s["step"], s["fields"], s["fns"], s["renderer"], s["sampler"], s["batch"], s["optimizer"],
-                      s["generator"])
+        step_run(s["run"], s["step"])
+        seconds = time.perf_counter() - tic
         s["step"] += 1
-        s["samples"].append(s["batch"].samples - before)
-        s["queries"].append(s["batch"].queries - queried)
-        return time.perf_counter() - tic
+        s["samples"].append(batch.samples - before)
+        s["queries"].append(batch.queries - queried)
+        return seconds
 
     ratios = []
     for rep in range(args.overhead_warmup + args.overhead_reps):

@@ -87,8 +87,7 @@ class _Equilibrate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, weight: Tensor, dim: int, eps: float) -> Tensor:
-        norms = torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
-        unit = weight / norms
+        unit, norms = _unit_and_norms(weight, dim, eps)
         ctx.save_for_backward(unit, norms, weight)
         ctx.dim, ctx.eps = dim, eps
         return unit
@@ -104,6 +103,12 @@ class _Equilibrate(torch.autograd.Function):
             along = (grad * unit).sum(ctx.dim, keepdim=True) * (norms > ctx.eps)
             return (grad - unit * along) / norms, None, None
         return _equilibrate_vjp(grad, unit, norms, ctx.dim, ctx.eps), None, None
+
+
+def _unit_and_norms(weight: Tensor, dim: int, eps: float) -> tuple[Tensor, Tensor]:
+    """``weight / max(||weight||, eps)`` along ``dim``, and those clamped norms (keepdim)."""
+    norms = torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
+    return weight / norms, norms
 
 
 def _equilibrate_vjp(grad: Tensor, unit: Tensor, norms: Tensor, dim: int, eps: float) -> Tensor:
@@ -122,14 +127,19 @@ def _equilibrate(weight: Tensor, dim: int, eps: float, detach: bool) -> Tensor:
     return _Equilibrate.apply(weight, dim, eps)
 
 
+# modes whose E W is w / ||w|| along one dimension of weight [out, in] (also what
+# ``conditioned_weights_once``'s leaf_grads handles)
+_EQUILIBRATED_DIM = {"row": 0, "col": 1}
+
+
 def _row(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
     """Paper's E W (rows of W = inputs): unit-norm input columns of weight [out, in]."""
-    return _equilibrate(weight, 0, eps, detach)
+    return _equilibrate(weight, _EQUILIBRATED_DIM["row"], eps, detach)
 
 
 def _col(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
     """Paper's W E (columns of W = outputs): unit-norm output rows of weight [out, in]."""
-    return _equilibrate(weight, 1, eps, detach)
+    return _equilibrate(weight, _EQUILIBRATED_DIM["col"], eps, detach)
 
 
 def _rowcol(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
@@ -173,9 +183,6 @@ CONDITIONERS: dict[str, Callable[..., Tensor]] = {
     "wn": _wn,
     "ws": _ws,
 }
-
-# modes whose E W is w / ||w|| along one dimension of weight [out, in] (``conditioned_weights_once``'s leaf_grads)
-_LEAF_DIMS = {"row": 0, "col": 1}
 
 # mode -> f(layer) registering a torch parametrization on ``layer.weight`` at construction
 # (the modes whose reparameterisation owns extra parameters).
@@ -245,7 +252,7 @@ class ConditionedLinear(nn.Linear):
             return CONDITIONERS[self.conditioning](self.weight, self.eps, self.passes, detach=self.detach_conditioner)
         grad = torch.is_grad_enabled()
         if grad not in cache:
-            leaf = grad and cache.get("leaf_grads", False) and self.conditioning in _LEAF_DIMS and not self.detach_conditioner
+            leaf = grad and cache.get("leaf_grads", False) and self.conditioning in _EQUILIBRATED_DIM and not self.detach_conditioner
             cache[grad] = self._leaf_conditioned_weight() if leaf else CONDITIONERS[self.conditioning](
                 self.weight, self.eps, self.passes, detach=self.detach_conditioner)
         return cache[grad]
@@ -256,10 +263,9 @@ class ConditionedLinear(nn.Linear):
         to ``weight.grad``: the same gradient as backpropagating through E W, with fewer
         autograd nodes (on a CPU the backward through E W's small ops is a visible part of a
         short training step; tools/bench_marcher.py prints the overhead that remains)."""
-        dim, eps, weight = _LEAF_DIMS[self.conditioning], self.eps, self.weight
+        dim, eps, weight = _EQUILIBRATED_DIM[self.conditioning], self.eps, self.weight
         with torch.no_grad():
-            norms = torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
-            unit = weight / norms
+            unit, norms = _unit_and_norms(weight, dim, eps)
         unit.requires_grad_(True)
 
         def carry_to_weight(leaf: Tensor) -> None:  # takes the leaf as its argument: no reference cycle
