@@ -350,31 +350,54 @@ def test_conditioned_weights_once_shares_e_w_and_keeps_the_gradients(mode):
 
 @pytest.mark.parametrize("mode", ["row", "col", "rowcol", "none"])
 def test_leaf_grads_give_the_gradients_of_backprop_through_e_w(mode):
-    """``leaf_grads=True`` (E W a leaf, its gradient carried to W by a hook): the same weight
-    gradients as plain autograd through E W, also where a norm is clamped (a zero row and
-    column), with a penalty on W itself in the loss, and added to gradients already there."""
+    """``leaf_grads=True`` (E W of stackable layers one leaf, its gradient carried to each W by
+    a hook): the weight gradients of plain autograd through w / max(||w||, eps), also where a
+    norm is clamped (zero and tiny rows and columns), with a no-grad pass first (as a grid update), a
+    penalty on W itself in the loss, and added to gradients already there."""
     torch.manual_seed(1)
     net = torch.nn.Sequential(ConditionedLinear(5, 7, conditioning=mode), torch.nn.Tanh(),
+                              ConditionedLinear(7, 7, conditioning=mode), torch.nn.Tanh(),
                               ConditionedLinear(7, 3, conditioning=mode)).double()
+    layers = [net[0], net[2], net[4]]
     with torch.no_grad():
         net[0].weight[:, 2] = 0.0  # a zero input column (row mode clamps its norm)
-        net[2].weight[1, :] = 0.0  # a zero output row (col mode clamps its norm)
+        net[4].weight[1, :] = 0.0  # a zero output row (col mode clamps its norm)
+        net[0].weight[:, 3] = 1e-9  # norms ~2.6e-9 and ~2.2e-9, below eps = 1e-8: clamped, not zero
+        net[4].weight[2, :] = 1e-9
     xs = [torch.randn(n, 5, dtype=torch.float64) for n in (6, 3)]
+    eps = net[0].eps
 
-    def grads(leaf_grads: bool | None) -> list[torch.Tensor]:
-        for p in net.parameters():
-            p.grad = torch.full_like(p, 0.5)  # earlier gradients: the new ones are added
-        if leaf_grads is None:
-            loss = sum((net(x) ** 2).sum() for x in xs)
-        else:
-            with conditioned_weights_once(net, leaf_grads=leaf_grads):
-                loss = sum((net(x) ** 2).sum() for x in xs)
-        (loss + 0.1 * sum((p ** 2).sum() for p in net.parameters())).backward()
-        return [p.grad.clone() for p in net.parameters()]
+    def plain(w: torch.Tensor, dim: int) -> torch.Tensor:
+        return w / torch.linalg.vector_norm(w, dim=dim, keepdim=True).clamp_min(eps)
 
-    expected = grads(None)
-    for got, want in zip(grads(True), expected):
+    reference = {"row": lambda w: plain(w, 0), "col": lambda w: plain(w, 1),
+                 "rowcol": lambda w: plain(plain(w, 0), 1), "none": lambda w: w}[mode]
+
+    def loss_of(weights: list[torch.Tensor], biases: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        h = x
+        for i, (w, b) in enumerate(zip(weights, biases)):
+            h = torch.nn.functional.linear(h, reference(w), b)
+            h = torch.tanh(h) if i < 2 else h
+        return (h ** 2).sum()
+
+    weights = [layer.weight.detach().clone().requires_grad_() for layer in layers]
+    biases = [layer.bias.detach().clone().requires_grad_() for layer in layers]
+    params = [t for pair in zip(weights, biases) for t in pair]
+    (sum(loss_of(weights, biases, x) for x in xs) + 0.1 * sum((p ** 2).sum() for p in params)).backward()
+    expected = [p.grad + 0.5 for p in params]
+
+    for p in net.parameters():
+        p.grad = torch.full_like(p, 0.5)  # earlier gradients: the new ones are added
+    with conditioned_weights_once(net, leaf_grads=True):
+        with torch.no_grad():
+            net(xs[0])
+        loss = sum((net(x) ** 2).sum() for x in xs)
+        if mode in ("row", "col"):  # E W really entered as (part of) a leaf, stacked where shapes allow
+            leaf_weights = [layer.conditioned_weight() for layer in layers]
+            assert all(w.requires_grad and w._base is not None and w._base.is_leaf for w in leaf_weights)
+            shared = (0, 1) if mode == "row" else (1, 2)  # same out_features / same in_features
+            assert leaf_weights[shared[0]]._base is leaf_weights[shared[1]]._base
+            assert leaf_weights[3 - sum(shared)]._base is not leaf_weights[shared[0]]._base
+    (loss + 0.1 * sum((p ** 2).sum() for p in net.parameters())).backward()
+    for got, want in zip([p.grad for p in net.parameters()], expected):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
-    if mode in ("row", "col"):  # E W really entered as a leaf
-        with conditioned_weights_once(net, leaf_grads=True):
-            assert net[0].conditioned_weight().is_leaf and net[0].conditioned_weight().requires_grad

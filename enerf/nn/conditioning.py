@@ -80,21 +80,21 @@ class _Equilibrate(torch.autograd.Function):
     """w / max(||w||_2 along ``dim``, eps), with a hand-written backward.
 
     Same values and gradients as the autograd graph of ``w / norm(w).clamp_min(eps)``, in
-    fewer kernels (3 forward, 4 backward instead of about 12), which is what the per-step
-    overhead on a GPU is made of. Backward, per normalised vector with n = ||w|| > eps:
-    d(w/n) = (I - ŵŵᵀ) dw / n; where the norm is clamped to eps, n is a constant: dw / eps.
+    fewer kernels, which is what the per-step overhead on a GPU is made of. Backward, per
+    normalised vector with n = ||w|| > eps: d(w/n) = (I - ŵŵᵀ) dw / n; where the norm is
+    clamped to eps, n is a constant: dw / eps.
     """
 
     @staticmethod
     def forward(ctx, weight: Tensor, dim: int, eps: float) -> Tensor:
-        unit, norms = _unit_and_norms(weight, dim, eps)
-        ctx.save_for_backward(unit, norms, weight)
+        unit, projector, inverse = _equilibration(weight, dim, eps)
+        ctx.save_for_backward(projector, inverse, weight)
         ctx.dim, ctx.eps = dim, eps
         return unit
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        unit, norms, weight = ctx.saved_tensors
+        projector, inverse, weight = ctx.saved_tensors
         if torch.is_grad_enabled():
             # create_graph=True (double backprop, e.g. gradient regularization): recompute the
             # same formula from the input with differentiable ops, so the graph reaches weight.
@@ -102,27 +102,38 @@ class _Equilibrate(torch.autograd.Function):
             unit = weight / norms
             along = (grad * unit).sum(ctx.dim, keepdim=True) * (norms > ctx.eps)
             return (grad - unit * along) / norms, None, None
-        return _equilibrate_vjp(grad, unit, norms, ctx.dim, ctx.eps), None, None
+        return _equilibrate_vjp(grad, projector, inverse, ctx.dim), None, None
 
 
-def _unit_and_norms(weight: Tensor, dim: int, eps: float) -> tuple[Tensor, Tensor]:
-    """``weight / max(||weight||, eps)`` along ``dim``, and those clamped norms (keepdim)."""
-    norms = torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
-    return weight / norms, norms
+def _equilibration(weight: Tensor, dim: int, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``weight / max(||weight||, eps)`` along ``dim`` and what its gradient needs.
+
+    Returns (unit, projector, inverse): unit = weight * inverse; inverse = 1 / max(||w||, eps)
+    (keepdim); projector = unit where the norm is above eps and 0 where it was clamped (there
+    E is the constant 1/eps, so the vjp projects nothing out). Norms come from sums of
+    squares: on a CPU ``vector_norm`` along dim 0 of a 96 x 96 matrix costs three times as much.
+    """
+    squares = (weight * weight).sum(dim, keepdim=True)
+    inverse = squares.clamp_min(eps * eps).rsqrt_()
+    unit = weight * inverse
+    return unit, unit * (squares > eps * eps), inverse
 
 
-def _equilibrate_vjp(grad: Tensor, unit: Tensor, norms: Tensor, dim: int, eps: float) -> Tensor:
+def _equilibrate_vjp(grad: Tensor, projector: Tensor, inverse: Tensor, dim: int, out: Tensor | None = None) -> Tensor:
     """The gradient w.r.t. w of ``w / max(||w||, eps)`` (along ``dim``) given the gradient
-    w.r.t. its output: (I - ûûᵀ) grad / n per vector, grad / eps where the norm was clamped."""
-    along = (grad * unit).sum(dim, keepdim=True).masked_fill_(norms <= eps, 0.0)
-    return torch.addcmul(grad, unit, along, value=-1.0).div_(norms)
+    ``grad`` w.r.t. its output: (I - ûûᵀ) grad / n per vector (``_equilibration``'s projector
+    and inverse). ``out``: a tensor to write into (may be ``grad`` itself)."""
+    along = (grad * projector).sum(dim, keepdim=True)
+    if out is None:
+        return torch.addcmul(grad, projector, along, value=-1.0).mul_(inverse)
+    return torch.addcmul(grad, projector, along, value=-1.0, out=out).mul_(inverse)
 
 
 def _equilibrate(weight: Tensor, dim: int, eps: float, detach: bool) -> Tensor:
     """Unit 2-norm slices of ``weight`` along ``dim`` (norms clamped to >= eps)."""
     if detach:  # E's diagonal computed under detach: a constant scaling in backprop
         with torch.no_grad():
-            scale = 1.0 / torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
+            scale = (weight * weight).sum(dim, keepdim=True).clamp_min_(eps * eps).rsqrt_()
         return weight * scale
     return _Equilibrate.apply(weight, dim, eps)
 
@@ -240,42 +251,30 @@ class ConditionedLinear(nn.Linear):
             return self.parametrizations.weight.original1
         return self.weight
 
-    _weight_cache: dict | None = None  # set by ``conditioned_weights_once``: {grad mode: E W, "leaf_grads": bool}
+    _weight_cache: dict | None = None  # set by ``conditioned_weights_once``: {grad mode: E W, "leaves": _LeafGroup}
 
     def conditioned_weight(self) -> Tensor:
         """The paper's (E W)^T in torch layout: Tensor  # [out_features, in_features].
 
-        Inside ``conditioned_weights_once`` it is computed once per grad mode and reused.
+        Inside ``conditioned_weights_once`` it is computed once per grad mode and reused (once
+        for both, as part of a leaf, with ``leaf_grads``).
         """
         cache = self._weight_cache
         if cache is None:
             return CONDITIONERS[self.conditioning](self.weight, self.eps, self.passes, detach=self.detach_conditioner)
+        if "leaves" in cache:
+            return cache["leaves"].conditioned_weight(self)
         grad = torch.is_grad_enabled()
         if grad not in cache:
-            leaf = grad and cache.get("leaf_grads", False) and self.conditioning in _EQUILIBRATED_DIM and not self.detach_conditioner
-            cache[grad] = self._leaf_conditioned_weight() if leaf else CONDITIONERS[self.conditioning](
-                self.weight, self.eps, self.passes, detach=self.detach_conditioner)
+            cache[grad] = CONDITIONERS[self.conditioning](self.weight, self.eps, self.passes, detach=self.detach_conditioner)
         return cache[grad]
 
-    def _leaf_conditioned_weight(self) -> Tensor:
-        """E W (``row`` / ``col``) as a leaf of the autograd graph; once ``backward()`` has
-        accumulated its gradient, a hook adds the gradient w.r.t. W (``_equilibrate_vjp``)
-        to ``weight.grad``: the same gradient as backpropagating through E W, with fewer
-        autograd nodes (on a CPU the backward through E W's small ops is a visible part of a
-        short training step; tools/bench_marcher.py prints the overhead that remains)."""
-        dim, eps, weight = _EQUILIBRATED_DIM[self.conditioning], self.eps, self.weight
-        with torch.no_grad():
-            unit, norms = _unit_and_norms(weight, dim, eps)
-        unit.requires_grad_(True)
-
-        def carry_to_weight(leaf: Tensor) -> None:  # takes the leaf as its argument: no reference cycle
-            with torch.no_grad():
-                grad = _equilibrate_vjp(leaf.grad, leaf.detach(), norms, dim, eps)
-                weight.grad = grad if weight.grad is None else weight.grad.add_(grad)
-            leaf.grad = None
-
-        unit.register_post_accumulate_grad_hook(carry_to_weight)
-        return unit
+    def equilibrated_along(self) -> int | None:
+        """The dimension of ``weight`` [out, in] that E W normalises to unit length (``row``: 0,
+        ``col``: 1), or None when E W is not one such normalisation (other modes, detached E)."""
+        if self.detach_conditioner:
+            return None
+        return _EQUILIBRATED_DIM.get(self.conditioning)
 
     def forward(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., in_features] -> Tensor  # [..., out_features]."""
@@ -302,6 +301,67 @@ class ConditionedLinear(nn.Linear):
         return text
 
 
+class _LeafGroup:
+    """E W of several ``row`` / ``col`` layers as one leaf of the autograd graph.
+
+    Layers normalised along the same dimension, with the same length there (``row``: the same
+    out_features), stand side by side in one matrix (``row``: [out, sum of in]; ``col``:
+    [sum of out, in]); its equilibration is E W of every layer at once (the vectors being
+    normalised do not mix), and each layer reads its slice. When ``backward()`` has
+    accumulated the leaf's gradient, a hook carries it to every W: ``_equilibrate_vjp`` on the
+    whole matrix, split and added to each ``weight.grad``. The same gradients as backprop
+    through each E W, with a handful of operations per step instead of a handful per layer
+    (on a CPU, each small operation costs microseconds whatever its size, and a short training
+    step is made of them). The same leaf serves passes without grad (grid updates).
+    """
+
+    def __init__(self, layers: list[ConditionedLinear], dim: int) -> None:
+        self.layers, self.dim = layers, dim
+        self.slices: dict[int, Tensor] | None = None
+
+    def conditioned_weight(self, layer: ConditionedLinear) -> Tensor:
+        """``layer``'s E W, a slice of the group's leaf. Tensor  # [out_features, in_features]"""
+        if self.slices is None:
+            self.slices = self._equilibrate()
+        return self.slices[id(layer)]
+
+    def _equilibrate(self) -> dict[int, Tensor]:
+        dim, weights = self.dim, [layer.weight for layer in self.layers]
+        side = 1 - dim  # the layers' weights stand side by side along this dimension
+        sizes = [w.shape[side] for w in weights]
+        with torch.no_grad():
+            stacked = weights[0] if len(weights) == 1 else torch.cat(weights, dim=side)
+            unit, projector, inverse = _equilibration(stacked, dim, self.layers[0].eps)
+        unit.requires_grad_(True)
+
+        def carry_to_weights(leaf: Tensor) -> None:
+            # closes over the weights and no-grad tensors, never the leaf (a reference cycle
+            # per step would leave Python's cycle collector to slow every step); backward runs
+            # without grad mode, and none of these tensors requires grad
+            grad = _equilibrate_vjp(leaf.grad, projector, inverse, dim, out=leaf.grad)
+            for weight, part in zip(weights, grad.split(sizes, dim=side)):
+                weight.grad = part.contiguous() if weight.grad is None else weight.grad.add_(part)
+            leaf.grad = None
+
+        unit.register_post_accumulate_grad_hook(carry_to_weights)
+        with torch.enable_grad():  # slices that carry gradients, even when first read in a no-grad pass
+            parts = unit.split(sizes, dim=side)
+        return {id(layer): part for layer, part in zip(self.layers, parts)}
+
+
+def _leaf_groups(layers: list[ConditionedLinear]) -> list[_LeafGroup]:
+    """The layers whose E W can enter the graph as a leaf, grouped by what can be stacked
+    (same dimension normalised, same length along it, eps, dtype and device)."""
+    groups: dict[tuple, list[ConditionedLinear]] = {}
+    for layer in layers:
+        dim = layer.equilibrated_along()
+        if dim is None or not layer.weight.requires_grad:
+            continue
+        w = layer.weight
+        groups.setdefault((dim, w.shape[dim], layer.eps, w.dtype, w.device), []).append(layer)
+    return [_LeafGroup(members, key[0]) for key, members in groups.items()]
+
+
 @contextlib.contextmanager
 def conditioned_weights_once(*modules: nn.Module, leaf_grads: bool = False) -> Iterator[None]:
     """Compute each ``ConditionedLinear``'s E W once for all forward passes inside the block.
@@ -311,14 +371,19 @@ def conditioned_weights_once(*modules: nn.Module, leaf_grads: bool = False) -> I
     meet in the one E W and flow to W once. Nothing inside the block may change the weights
     (call ``optimizer.step()`` after it). Without conditioning this changes nothing.
 
-    leaf_grads: ``row`` / ``col`` layers put E W in the graph as a leaf whose gradient a hook
-        carries to W when ``backward()`` accumulates it (same gradients, a cheaper backward on
-        CPU). Only for ``loss.backward()``: ``torch.autograd.grad`` (e.g. double backprop)
-        never accumulates into leaves, so W would get no gradient.
+    leaf_grads: ``row`` / ``col`` layers' E W enter the graph as leaves (stacked where shapes
+        allow, ``_LeafGroup``) whose gradients a hook carries to W when ``backward()``
+        accumulates them (same gradients, fewer operations per step). Only for
+        ``loss.backward()``: ``torch.autograd.grad`` (e.g. double backprop) never accumulates
+        into leaves, so W would get no gradient.
     """
     layers = [m for module in modules for m in module.modules() if isinstance(m, ConditionedLinear)]
     for layer in layers:
-        layer._weight_cache = {"leaf_grads": bool(leaf_grads)}
+        layer._weight_cache = {}
+    if leaf_grads:
+        for group in _leaf_groups(layers):
+            for layer in group.layers:
+                layer._weight_cache["leaves"] = group
     try:
         yield
     finally:
