@@ -353,7 +353,7 @@ def test_leaf_grads_give_the_gradients_of_backprop_through_e_w(mode):
     """``leaf_grads=True`` (E W of stackable layers one leaf, its gradient carried to each W by
     a hook): the weight gradients of plain autograd through w / max(||w||, eps), also where a
     norm is clamped (zero and tiny rows and columns), with a no-grad pass first (as a grid update), a
-    penalty on W itself in the loss, and added to gradients already there."""
+    penalty on W itself in the loss, a layer named twice, and added to gradients already there."""
     torch.manual_seed(1)
     net = torch.nn.Sequential(ConditionedLinear(5, 7, conditioning=mode), torch.nn.Tanh(),
                               ConditionedLinear(7, 7, conditioning=mode), torch.nn.Tanh(),
@@ -388,7 +388,7 @@ def test_leaf_grads_give_the_gradients_of_backprop_through_e_w(mode):
 
     for p in net.parameters():
         p.grad = torch.full_like(p, 0.5)  # earlier gradients: the new ones are added
-    with conditioned_weights_once(net, leaf_grads=True):
+    with conditioned_weights_once(net, net[0], leaf_grads=True):  # overlapping modules: each layer once
         with torch.no_grad():
             net(xs[0])
         loss = sum((net(x) ** 2).sum() for x in xs)

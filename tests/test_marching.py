@@ -404,6 +404,35 @@ def test_grid_update_matches_nerfacc_estimator_rule():
     assert 0 < int(ours.binaries.sum()) < 512
 
 
+def test_grid_update_keeps_the_largest_value_of_a_cell_drawn_twice():
+    """Past warm-up, cells are drawn at random (uniform ones plus occupied ones), so a cell can
+    be drawn twice with different jitter: it keeps the larger of its values, recomputed here
+    from the points the field was asked about (nerfacc keeps whichever write lands last, which
+    on CPU changed from run to run)."""
+    aabb = [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    grid = OccupancyGrid(aabb, 4)
+    grid.occs.fill_(0.5)
+    grid.binaries.fill_(True)  # every cell occupied: the occupied draws overlap the uniform ones
+    asked = []
+
+    def occ_fn(points):
+        asked.append(points.clone())
+        return points[:, 0] * 3.0  # differs between two points of one cell
+
+    before = grid.occs.clone()
+    grid.update(10, occ_fn, occ_thre=0.01, ema_decay=0.5, warmup_steps=0, generator=torch.Generator().manual_seed(3))
+    points = torch.cat(asked).numpy()
+    cells = np.floor(points * 4).astype(int) @ np.array([16, 4, 1])  # x-major flat index of a 4^3 grid
+    expected = before.numpy().copy()
+    drawn = {}
+    for cell, value in zip(cells, np.maximum(before.numpy()[cells] * 0.5, points[:, 0] * 3.0)):
+        drawn.setdefault(cell, []).append(value)
+    for cell, values in drawn.items():
+        expected[cell] = max(values)
+    assert any(len(v) > 1 and max(v) != v[-1] for v in drawn.values())  # the case that matters occurs
+    np.testing.assert_allclose(grid.occs.numpy(), expected, rtol=1e-6)
+
+
 def test_ray_batch_keeps_samples_per_step_near_the_target():
     batch = RayBatch(n_rand=100, target_samples=1000, max_rays=10_000)
     batch.record(100, 400, 900)

@@ -87,14 +87,14 @@ class _Equilibrate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, weight: Tensor, dim: int, eps: float) -> Tensor:
-        unit, projector, inverse = _equilibration(weight, dim, eps)
-        ctx.save_for_backward(projector, inverse, weight)
+        unit, projector, norms = _equilibration(weight, dim, eps)
+        ctx.save_for_backward(projector, norms, weight)
         ctx.dim, ctx.eps = dim, eps
         return unit
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        projector, inverse, weight = ctx.saved_tensors
+        projector, norms, weight = ctx.saved_tensors
         if torch.is_grad_enabled():
             # create_graph=True (double backprop, e.g. gradient regularization): recompute the
             # same formula from the input with differentiable ops, so the graph reaches weight.
@@ -102,38 +102,34 @@ class _Equilibrate(torch.autograd.Function):
             unit = weight / norms
             along = (grad * unit).sum(ctx.dim, keepdim=True) * (norms > ctx.eps)
             return (grad - unit * along) / norms, None, None
-        return _equilibrate_vjp(grad, projector, inverse, ctx.dim), None, None
+        return _equilibrate_vjp(grad, projector, norms, ctx.dim), None, None
 
 
 def _equilibration(weight: Tensor, dim: int, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """``weight / max(||weight||, eps)`` along ``dim`` and what its gradient needs.
 
-    Returns (unit, projector, inverse): unit = weight * inverse; inverse = 1 / max(||w||, eps)
-    (keepdim); projector = unit where the norm is above eps and 0 where it was clamped (there
-    E is the constant 1/eps, so the vjp projects nothing out). Norms come from sums of
-    squares: on a CPU ``vector_norm`` along dim 0 of a 96 x 96 matrix costs three times as much.
+    Returns (unit, projector, norms): unit = weight / norms; norms = max(||w||, eps) (keepdim);
+    projector = unit where the norm is above eps and 0 where it was clamped (there E is the
+    constant 1/eps, so the vjp projects nothing out).
     """
-    squares = (weight * weight).sum(dim, keepdim=True)
-    inverse = squares.clamp_min(eps * eps).rsqrt_()
-    unit = weight * inverse
-    return unit, unit * (squares > eps * eps), inverse
+    norms = torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
+    unit = weight / norms
+    return unit, unit * (norms > eps), norms
 
 
-def _equilibrate_vjp(grad: Tensor, projector: Tensor, inverse: Tensor, dim: int, out: Tensor | None = None) -> Tensor:
+def _equilibrate_vjp(grad: Tensor, projector: Tensor, norms: Tensor, dim: int, out: Tensor | None = None) -> Tensor:
     """The gradient w.r.t. w of ``w / max(||w||, eps)`` (along ``dim``) given the gradient
     ``grad`` w.r.t. its output: (I - ûûᵀ) grad / n per vector (``_equilibration``'s projector
-    and inverse). ``out``: a tensor to write into (may be ``grad`` itself)."""
+    and norms). ``out``: a tensor to write into (may be ``grad`` itself)."""
     along = (grad * projector).sum(dim, keepdim=True)
-    if out is None:
-        return torch.addcmul(grad, projector, along, value=-1.0).mul_(inverse)
-    return torch.addcmul(grad, projector, along, value=-1.0, out=out).mul_(inverse)
+    return torch.addcmul(grad, projector, along, value=-1.0, out=out).div_(norms)
 
 
 def _equilibrate(weight: Tensor, dim: int, eps: float, detach: bool) -> Tensor:
     """Unit 2-norm slices of ``weight`` along ``dim`` (norms clamped to >= eps)."""
     if detach:  # E's diagonal computed under detach: a constant scaling in backprop
         with torch.no_grad():
-            scale = (weight * weight).sum(dim, keepdim=True).clamp_min_(eps * eps).rsqrt_()
+            scale = 1.0 / torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
         return weight * scale
     return _Equilibrate.apply(weight, dim, eps)
 
@@ -331,14 +327,14 @@ class _LeafGroup:
         sizes = [w.shape[side] for w in weights]
         with torch.no_grad():
             stacked = weights[0] if len(weights) == 1 else torch.cat(weights, dim=side)
-            unit, projector, inverse = _equilibration(stacked, dim, self.layers[0].eps)
+            unit, projector, norms = _equilibration(stacked, dim, self.layers[0].eps)
         unit.requires_grad_(True)
 
         def carry_to_weights(leaf: Tensor) -> None:
             # closes over the weights and no-grad tensors, never the leaf (a reference cycle
             # per step would leave Python's cycle collector to slow every step); backward runs
             # without grad mode, and none of these tensors requires grad
-            grad = _equilibrate_vjp(leaf.grad, projector, inverse, dim, out=leaf.grad)
+            grad = _equilibrate_vjp(leaf.grad, projector, norms, dim, out=leaf.grad)
             for weight, part in zip(weights, grad.split(sizes, dim=side)):
                 weight.grad = part.contiguous() if weight.grad is None else weight.grad.add_(part)
             leaf.grad = None
@@ -377,7 +373,8 @@ def conditioned_weights_once(*modules: nn.Module, leaf_grads: bool = False) -> I
         ``loss.backward()``: ``torch.autograd.grad`` (e.g. double backprop) never accumulates
         into leaves, so W would get no gradient.
     """
-    layers = [m for module in modules for m in module.modules() if isinstance(m, ConditionedLinear)]
+    # each layer once, even if modules overlap (a layer stacked twice would get its gradient twice)
+    layers = list({id(m): m for module in modules for m in module.modules() if isinstance(m, ConditionedLinear)}.values())
     for layer in layers:
         layer._weight_cache = {}
     if leaf_grads:

@@ -215,8 +215,11 @@ class OccupancyGrid(nn.Module):
         occ = torch.cat(
             [occ_eval_fn(points[i : i + _EVAL_CHUNK]).reshape(-1) for i in range(0, points.shape[0], _EVAL_CHUNK)]
         ) if points.shape[0] else points.new_zeros(0)
-        # As nerfacc: indexed assignment (a cell drawn twice keeps one of its values).
-        self.occs[cells] = torch.maximum(self.occs[cells] * ema_decay, occ.to(self.occs.dtype))
+        # nerfacc assigns by index, so a cell drawn twice keeps whichever of its values the write
+        # order leaves (on CPU it changes from run to run: training was not reproducible); here
+        # it keeps the larger one, one of nerfacc's outcomes, the same every run.
+        updated = torch.maximum(self.occs[cells] * ema_decay, occ.to(self.occs.dtype))
+        self.occs.scatter_reduce_(0, cells, updated, reduce="amax", include_self=False)
         seen = self.occs[self.occs >= 0]
         thre = torch.clamp(seen.mean(), max=occ_thre) if seen.numel() else self.occs.new_tensor(occ_thre)
         binaries = self.occs > thre
