@@ -61,7 +61,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--grid_eval_every", type=int, default=100, help="torch_grid: steps between evaluations")
     parser.add_argument("--cap", type=float, default=300.0, help="torch_grid: give up after this many seconds of its own training time")
     parser.add_argument("--grid_flags", default="", help="extra enerf train flags for the torch_grid run")
-    parser.add_argument("--overhead_reps", type=int, default=30, help="timed steps per field in measurement 2")
+    parser.add_argument("--overhead_reps", type=int, default=60, help="timed steps per field in measurement 2")
     parser.add_argument("--overhead_warmup", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0, help="seed of both runs")
     parser.add_argument("--basedir", default="runs/bench_marcher", help="where bench_marcher.json goes")
