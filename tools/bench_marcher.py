@@ -14,7 +14,11 @@ Two measurements, printed and written to ``<basedir>/bench_marcher.json``:
    or ``--cap`` seconds of its own time pass. Reported: the grid's training time to the
    target, the mean network queries per training ray of both runs to that point (all points
    sent to the field while rendering training rays), and separately the points the grid
-   updates sent to the field per training ray.
+   updates sent to the field per training ray. ``--probe NAME=FLAGS`` adds more torch_grid
+   runs to the same race (``--grid_flags`` plus FLAGS), each on its own clock: a way to compare
+   settings on one machine state. With more models in turn each step finds colder caches
+   (the hierarchical run, the target's maker, slows most), so compare probes with the
+   ``torch_grid`` run of the same race, not with the figures of a two-run race.
 2. Conditioning overhead under torch_grid: a ``--conditioning row`` field and a ``none``
    field holding its folded weights (E W: both compute the same function at the start, so
    they march and query the same samples), each with its own optimizer, occupancy grid
@@ -28,6 +32,7 @@ Wall-clock figures are only meaningful with nothing else running; in this projec
     python tools/bench_marcher.py                       # about 12 minutes on 2 CPU cores
     python tools/bench_marcher.py --seed 1              # both runs with another seed
     python tools/bench_marcher.py --budget 60 --cap 60 --overhead_reps 10   # a quick look
+    python tools/bench_marcher.py --probe b2048="--target_sample_batch_size 2048"   # one more grid run
 """
 
 from __future__ import annotations
@@ -61,6 +66,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--grid_eval_every", type=int, default=100, help="torch_grid: steps between evaluations")
     parser.add_argument("--cap", type=float, default=300.0, help="torch_grid: give up after this many seconds of its own training time")
     parser.add_argument("--grid_flags", default="", help="extra enerf train flags for the torch_grid run")
+    parser.add_argument("--probe", action="append", default=[], metavar="NAME=FLAGS",
+                        help="another torch_grid run in the race, with FLAGS added to --grid_flags (repeatable; "
+                             "more runs share the machine's caches, so compare probes within one race)")
     parser.add_argument("--overhead_reps", type=int, default=60, help="timed steps per field in measurement 2")
     parser.add_argument("--overhead_warmup", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0, help="seed of both runs")
@@ -96,11 +104,13 @@ def evaluate(run: NerfRun, step: int, seconds: float) -> dict:
             "queries_per_ray": run.ray_batch.queries_per_ray, **grid_record(run.renderer, run.ray_batch)}
 
 
-def race(hier_cfg: RunConfig, grid_cfg: RunConfig, budget: float, cap: float) -> dict:
-    """Measurement 1: both runs step in turn, each timed on its own clock (see the module doc)."""
-    runs = {"hierarchical": prepare_run(hier_cfg, DATA_ROOT), "torch_grid": prepare_run(grid_cfg, DATA_ROOT)}
-    every = {"hierarchical": hier_cfg.train.eval_every, "torch_grid": grid_cfg.train.eval_every}
-    limit = {"hierarchical": budget, "torch_grid": cap}
+def race(hier_cfg: RunConfig, grid_cfgs: dict[str, RunConfig], budget: float, cap: float) -> dict:
+    """Measurement 1: all runs step in turn, each timed on its own clock (see the module doc).
+    ``grid_cfgs``: name -> torch_grid config ("torch_grid" and any probes)."""
+    cfgs = {"hierarchical": hier_cfg, **grid_cfgs}
+    runs = {name: prepare_run(cfg, DATA_ROOT) for name, cfg in cfgs.items()}
+    every = {name: cfg.train.eval_every for name, cfg in cfgs.items()}
+    limit = {name: budget if name == "hierarchical" else cap for name in runs}
     clock = {name: 0.0 for name in runs}
     steps = {name: 0 for name in runs}
     history: dict[str, list[dict]] = {name: [] for name in runs}
@@ -120,9 +130,24 @@ def race(hier_cfg: RunConfig, grid_cfg: RunConfig, budget: float, cap: float) ->
             if name == "hierarchical" and out_of_time:
                 target = history[name][-1]["psnr"]
                 print(f"  target: {target:.2f} dB", flush=True)
-            if out_of_time or (name == "torch_grid" and target is not None and reached(history[name], target)):
+            if out_of_time or (name != "hierarchical" and target is not None and reached(history[name], target)):
                 running.remove(name)
     return {"runs": runs, "history": history, "steps": steps, "clock": clock, "target": target}
+
+
+def grid_result(history: list[dict], target: float, hier_seconds: float, hier_queries: float) -> dict:
+    """A grid run's figures at the first evaluation that reached ``target``."""
+    hit = reached(history, target)
+    if hit is None:
+        return {"reached": False, "seconds_to_target": None, "steps_to_target": None, "time_ratio": None,
+                "queries_per_ray_to_target": None, "fewer_queries": None,
+                "grid_update_queries_per_ray_to_target": None, "grid_occupied_at_target": None}
+    return {"reached": True, "seconds_to_target": hit["train_seconds"], "steps_to_target": hit["step"],
+            "time_ratio": hit["train_seconds"] / hier_seconds,
+            "queries_per_ray_to_target": hit["queries_per_ray"],
+            "fewer_queries": hier_queries / hit["queries_per_ray"],
+            "grid_update_queries_per_ray_to_target": hit.get("grid_update_queries_per_ray"),
+            "grid_occupied_at_target": hit.get("grid_occupied")}
 
 
 def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) -> dict:
@@ -169,41 +194,51 @@ def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) ->
     }
 
 
+def parse_probes(specs: list[str]) -> dict[str, str]:
+    """``--probe NAME=FLAGS`` values -> {name: flags}."""
+    probes = {}
+    for spec in specs:
+        name, sep, flags = spec.partition("=")
+        if not sep or not name or name in ("hierarchical", "torch_grid") or name in probes:
+            raise SystemExit(f"bench_marcher: --probe {spec!r} is not NAME=FLAGS with a new name; "
+                             "e.g. --probe b2048='--target_sample_batch_size 2048'")
+        probes[name] = flags
+    return probes
+
+
 def main() -> None:
     args = parse_args()
+    probes = parse_probes(args.probe)
     seed = ["--seed", str(args.seed)]
     hier_cfg = make_config(args, args.config, "--expname", "hierarchical", "--renderer", "hierarchical",
                            "--eval_every", str(args.eval_every), *seed)
-    grid_cfg = make_config(args, args.grid_config, "--expname", "torch_grid", "--renderer", "torch_grid",
-                           "--eval_every", str(args.grid_eval_every), *seed, *shlex.split(args.grid_flags))
-    check_same_model(hier_cfg, grid_cfg)
-    print(f"[1/2] race: hierarchical for {args.budget:.0f} s of its training time, torch_grid until its PSNR "
-          f"(cap {args.cap:.0f} s), one step each in turn ...", flush=True)
-    out = race(hier_cfg, grid_cfg, args.budget, args.cap)
-    target, hier_hist, grid_hist = out["target"], out["history"]["hierarchical"], out["history"]["torch_grid"]
-    hit = reached(grid_hist, target)
+    grid_cfgs = {name: make_config(args, args.grid_config, "--expname", name, "--renderer", "torch_grid",
+                                   "--eval_every", str(args.grid_eval_every), *seed, *shlex.split(args.grid_flags),
+                                   *shlex.split(flags))
+                 for name, flags in {"torch_grid": "", **probes}.items()}
+    for grid_cfg in grid_cfgs.values():
+        check_same_model(hier_cfg, grid_cfg)
+    print(f"[1/2] race: hierarchical for {args.budget:.0f} s of its training time, {', '.join(grid_cfgs)} until its "
+          f"PSNR (cap {args.cap:.0f} s), one step each in turn ...", flush=True)
+    out = race(hier_cfg, grid_cfgs, args.budget, args.cap)
+    target, hier_hist = out["target"], out["history"]["hierarchical"]
+    hier_seconds, hier_queries = out["clock"]["hierarchical"], hier_hist[-1]["queries_per_ray"]
     grid_run = out["runs"]["torch_grid"]
     print("[2/2] conditioning overhead under torch_grid ...", flush=True)
-    over = overhead(args, grid_cfg, grid_run.renderer.state_dict())
+    over = overhead(args, grid_cfgs["torch_grid"], grid_run.renderer.state_dict())
 
-    last = grid_hist[-1]
+    def grid_entry(name: str) -> dict:
+        history = out["history"][name]
+        return {"target_psnr": target, **grid_result(history, target, hier_seconds, hier_queries),
+                "final_psnr": history[-1]["psnr"], "final_train_seconds": history[-1]["train_seconds"],
+                **out["runs"][name].ray_batch.summary(),  # queries_per_ray, samples_per_ray, rays_per_step over the whole run
+                "steps": out["steps"][name], "history": history}
+
     result = {
-        "hierarchical": {"psnr": target, "train_seconds": out["clock"]["hierarchical"], "steps": out["steps"]["hierarchical"],
-                         "queries_per_ray": hier_hist[-1]["queries_per_ray"], "history": hier_hist},
-        "torch_grid": {
-            "target_psnr": target,
-            "reached": hit is not None,
-            "seconds_to_target": hit["train_seconds"] if hit else None,
-            "steps_to_target": hit["step"] if hit else None,
-            "queries_per_ray_to_target": hit.get("queries_per_ray") if hit else None,
-            "grid_update_queries_per_ray_to_target": hit.get("grid_update_queries_per_ray") if hit else None,
-            "grid_occupied_at_target": hit.get("grid_occupied") if hit else None,
-            "final_psnr": last["psnr"],
-            "final_train_seconds": last["train_seconds"],
-            **grid_run.ray_batch.summary(),  # queries_per_ray, samples_per_ray, rays_per_step over the whole run
-            "steps": out["steps"]["torch_grid"],
-            "history": grid_hist,
-        },
+        "hierarchical": {"psnr": target, "train_seconds": hier_seconds, "steps": out["steps"]["hierarchical"],
+                         "queries_per_ray": hier_queries, "history": hier_hist},
+        "torch_grid": grid_entry("torch_grid"),
+        "probes": {name: {"flags": flags, **grid_entry(name)} for name, flags in probes.items()},
         "overhead": over,
         "grid_config": args.grid_config,
         "grid_flags": args.grid_flags,
@@ -213,18 +248,18 @@ def main() -> None:
     Path(args.basedir).mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.basedir) / "bench_marcher.json", json.dumps(result, indent=2) + "\n")
 
-    h, g = result["hierarchical"], result["torch_grid"]
+    h = result["hierarchical"]
     print(f"hierarchical : {h['psnr']:.2f} dB after {h['train_seconds']:.0f} s ({h['steps']} steps), "
           f"{h['queries_per_ray']:.1f} queries / ray")
-    if hit:
-        print(f"torch_grid   : reached {target:.2f} dB after {g['seconds_to_target']:.0f} s ({g['steps_to_target']} steps) "
-              f"= {g['seconds_to_target'] / h['train_seconds']:.2f}x the time; "
-              f"{g['queries_per_ray_to_target']:.1f} queries / ray = {h['queries_per_ray'] / g['queries_per_ray_to_target']:.2f}x fewer "
-              f"(grid updates: {g['grid_update_queries_per_ray_to_target']:.1f} more / ray; "
-              f"{g['grid_occupied_at_target']:.0%} of the grid occupied; rays / step {g['rays_per_step']:.0f})")
-    else:
-        print(f"torch_grid   : did NOT reach {target:.2f} dB within {args.cap:.0f} s (final {g['final_psnr']:.2f} dB, "
-              f"{g['queries_per_ray']:.1f} queries / ray)")
+    for name, g in [("torch_grid", result["torch_grid"]), *result["probes"].items()]:
+        if g["reached"]:
+            print(f"{name:12s} : reached {target:.2f} dB after {g['seconds_to_target']:.0f} s ({g['steps_to_target']} steps) "
+                  f"= {g['time_ratio']:.2f}x the time; {g['queries_per_ray_to_target']:.1f} queries / ray = "
+                  f"{g['fewer_queries']:.2f}x fewer (grid updates: {g['grid_update_queries_per_ray_to_target']:.1f} more / ray; "
+                  f"{g['grid_occupied_at_target']:.0%} of the grid occupied; rays / step {g['rays_per_step']:.0f})")
+        else:
+            print(f"{name:12s} : did NOT reach {target:.2f} dB within {args.cap:.0f} s (final {g['final_psnr']:.2f} dB, "
+                  f"{g['queries_per_ray']:.1f} queries / ray)")
     print(f"conditioning : row / none step time under torch_grid = {over['ratio_row_over_none']:.3f} "
           f"(median of {over['reps']}; {over['step_seconds_none'] * 1e3:.0f} ms vs {over['step_seconds_row'] * 1e3:.0f} ms; "
           f"samples / step {over['samples_per_step_none']:.0f} vs {over['samples_per_step_row']:.0f}, "
