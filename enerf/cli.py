@@ -33,6 +33,8 @@ FLAG_TO_FIELD = {
     "scene": ("data", "scene"),
     "datadir": ("data", "datadir"),
     "dataset_type": ("data", "dataset_type"),
+    "half_res": ("data", "half_res"),
+    "testskip": ("data", "testskip"),
     "factor": ("data", "factor"),
     "llffhold": ("data", "llffhold"),
     "spherify": ("data", "spherify"),
@@ -47,6 +49,12 @@ FLAG_TO_FIELD = {
     "conditioned_layers": ("field", "conditioned_layers"),
     "detach_conditioner": ("field", "detach_conditioner"),
     "conditioning_passes": ("field", "conditioning_passes"),
+    "encoding": ("field", "encoding"),
+    "grid_resolutions": ("field", "grid_resolutions"),
+    "grid_components": ("field", "grid_components"),
+    "grid_aabb": ("field", "grid_aabb"),
+    "encoding_lrate": ("train", "encoding_lrate"),
+    "tv_weight": ("train", "tv_weight"),
     "N_samples": ("render", "n_samples"),
     "N_importance": ("render", "n_importance"),
     "lindisp": ("render", "lindisp"),
@@ -87,9 +95,14 @@ FLAG_TO_FIELD = {
 }
 
 HELP = {
-    "scene": "scene name: 'demo' (embedded, made on first use) or a folder under data/nerf_llff_data/",
-    "datadir": "scene folder in LLFF layout (overrides --scene)",
-    "factor": "image downscale factor (uses images_<f>/ if present, else resizes in process)",
+    "scene": "scene name: 'demo' (embedded, made on first use) or a folder under data/nerf_llff_data/ or "
+             "data/nerf_synthetic/ (e.g. fern, lego)",
+    "datadir": "scene folder in LLFF or Blender layout (overrides --scene)",
+    "dataset_type": "auto (blender if the folder has transforms_train.json, else llff), llff or blender",
+    "factor": "image downscale factor (LLFF: uses images_<f>/ if present, else resizes in process; "
+              "0: 8 for LLFF, 1 for Blender)",
+    "half_res": "Blender: halve the stored images",
+    "testskip": "Blender: keep every N-th test frame",
     "llffhold": "hold out every N-th image for testing",
     "conditioning": "weight conditioning of the linear layers: none (vanilla NeRF), E-NeRF's row / col / rowcol, "
                     "wn (weight normalization) or ws (weight standardization)",
@@ -134,7 +147,7 @@ ALIASES = {"N_iters": "iters", "i_print": "log_every", "i_weights": "ckpt_every"
 IGNORED_KEYS = (
     "netdepth_fine", "netwidth_fine", "netchunk", "no_batching", "no_reload", "ft_path",
     "render_only", "render_test", "render_factor", "i_img", "i_testset", "i_video",
-    "i_embed", "half_res", "testskip", "shape",
+    "i_embed", "shape",
 )
 
 
@@ -152,7 +165,14 @@ def _field_type(section: str, name: str):
     if cls is None:
         return str
     kind = {f.name: f.type for f in dataclasses.fields(cls)}[name]
+    if kind.startswith("tuple["):  # tuple[int, ...] / tuple[float, ...]: several values
+        kind = kind[len("tuple["):].split(",")[0]
     return {"int": int, "float": float, "bool": _bool, "str": str}[kind]
+
+
+def _is_tuple_field(section: str, name: str) -> bool:
+    cls = {"data": DataConfig, "field": FieldConfig, "render": RenderConfig, "train": TrainConfig}.get(section)
+    return cls is not None and {f.name: f.type for f in dataclasses.fields(cls)}[name].startswith("tuple[")
 
 
 def build_train_parser() -> configargparse.ArgumentParser:
@@ -167,6 +187,8 @@ def build_train_parser() -> configargparse.ArgumentParser:
         kwargs = {"type": kind, "default": None, "help": HELP.get(flag)}
         if kind is _bool:
             kwargs.update(nargs="?", const=True)
+        if _is_tuple_field(section, name):
+            kwargs["nargs"] = "+"
         if flag == "conditioning":
             kwargs["choices"] = CONDITIONING_MODES
         if flag == "precond":
@@ -199,7 +221,7 @@ def run_config_from_args(args) -> RunConfig:
     for flag, (section, name) in FLAG_TO_FIELD.items():
         value = getattr(args, flag)
         if value is not None:
-            sections[section][name] = value
+            sections[section][name] = tuple(value) if isinstance(value, list) else value
     if args.no_ndc is not None:
         sections["data"]["use_ndc"] = not args.no_ndc
     if args.perturb is not None:
@@ -300,7 +322,8 @@ def _cmd_render(argv: list[str]) -> int:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_dataclass_flags(parser, VideoConfig, {
-        "path": "camera path: spiral (LLFF), test (held-out views), train, interp (through the training cameras)",
+        "path": "camera path: spiral (LLFF; the orbit on Blender scenes), orbit (Blender: elevation -30 deg, "
+                "radius 4), test (held-out views), train, interp (through the training cameras)",
         "frames": "frames of the spiral / interp paths", "downscale": "render at 1/N of the training image size",
         "colormap": "matplotlib colormap for depth / disparity", "png": "also write every frame as PNG",
         "chunk": "rays per forward pass (0: the checkpoint's chunk); bounds the peak memory",
@@ -351,7 +374,9 @@ def _cmd_compare(argv: list[str]) -> int:
     parser = configargparse.ArgumentParser(
         prog="enerf compare", description="Run scenes x modes x seeds and write compare.md / .csv and plots.",
         epilog="Flags after -- go to every run, e.g. enerf compare --modes none row -- --iters 500")
-    parser.add_argument("--config", default=None, help="config file passed to every run")
+    parser.add_argument("--config", nargs="+", default=None,
+                        help="config file of every run, and / or SCENE=FILE for one scene's runs "
+                             "(e.g. fern=configs/fern_cpu.txt lego=configs/lego_cpu.txt)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_dataclass_flags(parser, CompareConfig, {
         "task": "nerf (enerf train) or shape (enerf shape train)",

@@ -19,6 +19,8 @@ __all__ = [
     "TrainConfig",
     "RunConfig",
     "CONDITIONING_MODES",
+    "ENCODINGS",
+    "DATASET_TYPES",
     "RENDERERS",
     "PRECOND_MODES",
     "DECAY_SPACES",
@@ -35,6 +37,8 @@ __all__ = [
     "shape_run_config_from_dict",
 ]
 
+DATASET_TYPES = ("auto", "llff", "blender")  # enerf.train.components.LOADERS
+ENCODINGS = ("frequency", "triplane")  # enerf.fields.nerf: how positions enter the MLP
 CONDITIONING_MODES = ("none", "row", "col", "rowcol", "wn", "ws")  # enerf.nn.conditioning.CONDITIONERS
 RENDERERS = ("auto", "nerfacc", "torch_grid", "hierarchical")  # enerf.render.renderer
 PRECOND_MODES = ("none", "bnp")  # gradient preconditioners (enerf.optim)
@@ -45,15 +49,24 @@ DECAY_SPACES = ("p", "z")  # where --weight_decay / --grad_reg regularize (enerf
 class DataConfig:
     """Where the scene lives and how it is loaded (LLFF conventions)."""
 
-    scene: str = "demo"  # a name under data/ ("demo" is made on first use) or "fern" etc.
+    scene: str = "demo"  # "demo" (made on first use), or a name under data/nerf_llff_data/ or data/nerf_synthetic/
     datadir: str = ""  # explicit scene folder; overrides `scene` when set
-    dataset_type: str = "llff"
-    factor: int = 8  # image downscale factor (images_<factor>/ or in-process resize)
+    dataset_type: str = "auto"  # one of DATASET_TYPES; auto: blender if transforms_train.json is there, else llff
+    factor: int = 0  # image downscale factor (LLFF: images_<factor>/ or in-process resize); 0: 8 for LLFF, 1 for Blender
+    half_res: bool = False  # Blender: halve the stored images (nerf-pytorch's half_res)
+    testskip: int = 1  # Blender: keep every testskip-th test frame (train keeps all)
     llffhold: int = 8  # every llffhold-th image is held out for testing (0: none)
     use_ndc: bool = True  # NDC rays for forward-facing scenes
     spherify: bool = False
     recenter: bool = True
     bd_factor: float = 0.75
+
+    def __post_init__(self) -> None:
+        if self.dataset_type not in DATASET_TYPES:
+            raise ConfigError(f"--dataset_type {self.dataset_type!r} is not one of {', '.join(DATASET_TYPES)}")
+        if self.factor < 0 or self.testskip < 1:
+            raise ConfigError(f"--factor must be >= 0 (0: the dataset's default) and --testskip >= 1, "
+                              f"got {self.factor} and {self.testskip}")
 
 
 @dataclass(frozen=True)
@@ -72,12 +85,18 @@ class FieldConfig:
     detach_conditioner: bool = False
     conditioning_passes: int = 1  # alternating passes for rowcol
     conditioning_eps: float = 1e-8
+    encoding: str = "frequency"  # positions: frequency (NeRF's sinusoids) | triplane (TensoRF VM grids)
+    grid_resolutions: tuple[int, ...] = (64, 256)  # triplane: plane side / line length per level
+    grid_components: int = 8  # triplane: channels per plane-line product (3 x this per level)
+    grid_aabb: tuple[float, ...] = (-1.5, -1.67, -1.0, 1.5, 1.67, 1.0)  # triplane: box on the grids (TensoRF's NDC box)
 
     def __post_init__(self) -> None:
         if self.conditioning not in CONDITIONING_MODES:
             raise ConfigError(
                 f"--conditioning {self.conditioning!r} is not one of {', '.join(CONDITIONING_MODES)}"
             )
+        if self.encoding not in ENCODINGS:
+            raise ConfigError(f"--encoding {self.encoding!r} is not one of {', '.join(ENCODINGS)}")
 
 
 @dataclass(frozen=True)
@@ -132,6 +151,8 @@ class TrainConfig:
     n_rand: int = 1024  # rays per step (N_rand)
     lrate: float = 5e-4
     lrate_decay: float = 250  # thousands of steps for a 10x decay (nerf-pytorch)
+    encoding_lrate: float = 0.0  # learning rate of a learned position encoding (triplane grids; 0: lrate)
+    tv_weight: float = 0.0  # weight of the total-variation loss on triplane grids (0: off)
     seed: int = 0
     precrop_iters: int = 0
     precrop_frac: float = 0.5
@@ -151,6 +172,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_optimizer_fields(self)
+        for name in ("encoding_lrate", "tv_weight"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"--{name} must be >= 0, got {getattr(self, name)}")
 
 
 def _check_optimizer_fields(train) -> None:
@@ -179,7 +203,7 @@ class RunConfig:
         return asdict(self)
 
 
-CAMERA_PATHS = ("spiral", "test", "train", "interp")
+CAMERA_PATHS = ("spiral", "orbit", "test", "train", "interp")
 
 
 @dataclass(frozen=True)
@@ -228,8 +252,9 @@ def _build(cls, values: dict):
     if unknown:
         raise ConfigError(f"unknown {cls.__name__} keys in checkpoint config: {', '.join(unknown)}")
     values = dict(values)
-    if "skips" in values:
-        values["skips"] = tuple(values["skips"])
+    for key in ("skips", "grid_resolutions", "grid_aabb"):
+        if key in values:
+            values[key] = tuple(values[key])
     return cls(**values)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 import pytest
+from scipy import stats
 
 from enerf.cli import main
 from enerf.compare.compare import run_compare
@@ -105,6 +106,10 @@ def test_table_numbers_equal_the_runs_metrics(tmp_path, scene_dir):
                 if m != "none":
                     base = np.mean(per_scene[(s, "none")])
                     assert float(row[f"{key}_delta_vs_none"]) == pytest.approx(np.mean(vals) - base, rel=1e-9)
+                    if None not in per_scene[(s, "none")]:  # paired t interval, as scipy computes it
+                        ci = stats.ttest_rel(vals, per_scene[(s, "none")]).confidence_interval(0.95)
+                        assert float(row[f"{key}_delta_ci95_low"]) == pytest.approx(ci.low, rel=1e-9)
+                        assert float(row[f"{key}_delta_ci95_high"]) == pytest.approx(ci.high, rel=1e-9)
                 else:
                     assert row[f"{key}_delta_vs_none"] == ""
             # Avg.: scenes averaged within each seed, then mean / std over seeds
@@ -121,8 +126,23 @@ def test_table_numbers_equal_the_runs_metrics(tmp_path, scene_dir):
     assert row_all.count("n/a") == 2  # room has the null lpips seed -> room and Avg. are n/a
     psnr_fern_row = f"{np.mean([_metrics(out, 'fern', 'row', k)['psnr'] for k in seeds]):.2f}"
     assert f"| row | {psnr_fern_row} ± " in md
+    low = float(table[("fern", "row")]["psnr_delta_ci95_low"])
+    assert f"[{low:+.2f}, " in md
     for name in ("psnr_curves.png", "side_by_side.png"):
         assert iio.imread(out / name).ndim == 3
+
+
+def test_each_scene_runs_with_its_own_config(tmp_path, scene_dir):
+    fern, other = tmp_path / "fern.txt", tmp_path / "all.txt"
+    fern.write_text("netwidth = 16\n")
+    other.write_text("netwidth = 8\n")
+    runner = FakeRunner("nerf", scene_dir)
+    cfg = CompareConfig(scenes=("fern", "room"), modes=("none",), seeds=(0,), out=str(tmp_path / "cmp"))
+    run_compare(cfg, [f"fern={fern}", str(other)], [], runner=runner, progress=False)
+    used = {_flag(cmd, "--scene"): _flag(cmd, "--config") for cmd, _ in runner.calls}
+    assert used == {"fern": str(fern), "room": str(other)}
+    with pytest.raises(ConfigError, match="lego"):
+        run_compare(cfg, [f"lego={fern}"], [], runner=runner, progress=False)
 
 
 def test_finished_runs_are_skipped_and_changed_ones_rerun(tmp_path, scene_dir):

@@ -30,15 +30,17 @@ def _known_precond() -> tuple[str, ...]:
     return tuple(getattr(config, "PRECOND_MODES", ()))
 
 
-def run_compare(cfg: CompareConfig, config_file: str | None = None, extra: list[str] | None = None,
+def run_compare(cfg: CompareConfig, config_file: list[str] | str | None = None, extra: list[str] | None = None,
                 runner: Runner = subprocess_runner, progress: bool = True, data_root: Path = Path("data")) -> dict:
-    """Run (or resume) the grid of ``cfg`` and write its report; returns {"outputs": [...], "rows": [...]}."""
+    """Run (or resume) the grid of ``cfg`` and write its report; returns {"outputs": [...], "rows": [...]}.
+
+    ``config_file``: ``--config`` items, a file for every scene and / or ``SCENE=FILE``."""
     task = get_task(cfg.task)
     known = tuple(CONDITIONING_MODES) if task.name == "nerf" else ()
     modes = [parse_mode(m, known, _known_precond()) for m in cfg.modes]
     extra = list(extra or [])
     runs = plan_grid(task, list(cfg.scenes), modes, list(cfg.seeds), Path(cfg.out), config_file, extra)
-    run_grid(task, runs, config_file, extra, cfg.jobs, runner, progress)
+    run_grid(task, runs, extra, cfg.jobs, runner, progress)
     return write_report(task, runs, cfg, data_root)
 
 
@@ -106,7 +108,7 @@ def _side_by_side_row(scene: str, modes: list[str], seed: int, runs: list[GridRu
         raise ConfigError(f"{grid[(scene, modes[0], seed)].metrics_path}: no per_image entries to show")
     view = int(first["per_image"][0]["view"])
     run_cfg = run_config_from_dict(json.loads((grid[(scene, modes[0], seed)].run_dir / "config.json").read_text()))
-    gt = load_scene(run_cfg.data, data_root).images[view]
+    gt = load_scene(run_cfg.data, data_root, run_cfg.render.white_bkgd).images[view]
     preds = {}
     for mode in modes:
         run = grid[(scene, mode, seed)]

@@ -30,7 +30,8 @@ from ..checkpoint import atomic_write_text
 from ..errors import ConfigError, EnerfError
 from .tasks import ModeSpec, Task
 
-__all__ = ["RunResult", "GridRun", "Runner", "subprocess_runner", "plan_grid", "run_grid", "threads_per_run"]
+__all__ = ["RunResult", "GridRun", "Runner", "subprocess_runner", "scene_configs", "plan_grid", "run_grid",
+           "threads_per_run"]
 
 
 class RunResult(NamedTuple):
@@ -64,6 +65,7 @@ class GridRun:
     basedir: Path
     expname: str
     signature: dict
+    config: str | None = None  # config file of this run's scene
     status: str = "pending"  # pending | skipped | done | failed
     record: dict = field(default_factory=dict)
 
@@ -97,23 +99,49 @@ def _config_digest(config: str | None) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def plan_grid(task: Task, scenes, modes: list[ModeSpec], seeds, out: Path, config: str | None,
+def scene_configs(scenes, items: list[str] | str | None) -> dict[str, str | None]:
+    """The config file of each scene from ``--config`` items: ``FILE`` (every scene without one
+    of its own) or ``SCENE=FILE`` (that scene), e.g. ``fern=configs/fern_cpu.txt lego=configs/lego_cpu.txt``.
+
+    Raises:
+        ConfigError: a ``SCENE=`` that names no scene of the grid, or two default files.
+    """
+    items = [items] if isinstance(items, str) else list(items or [])
+    default, own = None, {}
+    for item in items:
+        scene, sep, path = item.partition("=")
+        if not sep:
+            if default is not None:
+                raise ConfigError(f"--config names two files for every scene ({default}, {item}); use SCENE=FILE")
+            default = item
+        elif scene not in scenes:
+            raise ConfigError(f"--config {item}: {scene!r} is not one of --scenes ({' '.join(scenes)})")
+        else:
+            own[scene] = path
+    return {scene: own.get(scene, default) for scene in scenes}
+
+
+def plan_grid(task: Task, scenes, modes: list[ModeSpec], seeds, out: Path, config: list[str] | str | None,
               extra: list[str]) -> list[GridRun]:
-    """The runs of the grid, scene-major, with their recorded state (skipped when finished)."""
+    """The runs of the grid, scene-major, with their recorded state (skipped when finished).
+
+    ``config``: ``--config`` items (see ``scene_configs``)."""
     if not scenes or not modes or not seeds:
         raise ConfigError("enerf compare needs at least one scene, one mode and one seed")
     labels = [m.label for m in modes]
     if len(set(labels)) != len(labels):
         raise ConfigError(f"--modes lists a mode twice: {' '.join(m.spec for m in modes)}")
-    digest = _config_digest(config)
+    configs = scene_configs(scenes, config)
     basedir = Path(out) / "runs"
     runs = []
     for scene in scenes:
+        digest = _config_digest(configs[scene])
         for mode in modes:
             for seed in seeds:
                 signature = {"task": task.name, "scene": scene, "mode": mode.spec, "seed": int(seed),
                              "config_sha256": digest, "extra": list(extra)}
-                run = GridRun(scene, mode, int(seed), basedir, f"{scene_label(scene)}-{mode.label}-s{seed}", signature)
+                run = GridRun(scene, mode, int(seed), basedir, f"{scene_label(scene)}-{mode.label}-s{seed}", signature,
+                              configs[scene])
                 if run.record_path.is_file():
                     try:
                         run.record = json.loads(run.record_path.read_text())
@@ -131,10 +159,10 @@ def threads_per_run(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, jobs))
 
 
-def _launch(task: Task, run: GridRun, config: str | None, extra: list[str], env: dict, runner: Runner) -> GridRun:
+def _launch(task: Task, run: GridRun, extra: list[str], env: dict, runner: Runner) -> GridRun:
     resume = (run.record.get("signature") == run.signature and bool(task.resume_flag)
               and (run.run_dir / "checkpoints" / "latest.pt").is_file())
-    cmd = task.command(sys.executable, run.scene, run.mode, run.seed, run.basedir, run.expname, config, extra, resume)
+    cmd = task.command(sys.executable, run.scene, run.mode, run.seed, run.basedir, run.expname, run.config, extra, resume)
     run.record = {"signature": run.signature, "status": "running", "command": cmd, "resumed": resume}
     atomic_write_text(run.record_path, json.dumps(run.record, indent=2) + "\n")
     result = runner(cmd, env, run.run_dir / "compare.log")
@@ -146,7 +174,7 @@ def _launch(task: Task, run: GridRun, config: str | None, extra: list[str], env:
     return run
 
 
-def run_grid(task: Task, runs: list[GridRun], config: str | None, extra: list[str], jobs: int = 1,
+def run_grid(task: Task, runs: list[GridRun], extra: list[str], jobs: int = 1,
              runner: Runner = subprocess_runner, progress: bool = True) -> list[GridRun]:
     """Launch every run that is not skipped, ``jobs`` at a time; raises EnerfError if any failed."""
     if jobs < 1:
@@ -156,7 +184,7 @@ def run_grid(task: Task, runs: list[GridRun], config: str | None, extra: list[st
     env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
     bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="compare", disable=not progress, dynamic_ncols=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for run in pool.map(lambda r: _launch(task, r, config, extra, env, runner), todo):
+        for run in pool.map(lambda r: _launch(task, r, extra, env, runner), todo):
             bar.set_postfix_str(f"{run.expname}: {run.status}")
             bar.update(1)
     bar.close()

@@ -1,6 +1,7 @@
 """Plots of a comparison (matplotlib, Agg canvas; nothing touches pyplot's global state).
 
-* ``curves_figure``: held-out metric vs step per scene, one line per mode, a ±std band over seeds.
+* ``curves_figure``: held-out metric vs step and vs training time per scene, one line per mode,
+  a ±std band over seeds.
 * ``side_by_side_figure``: one held-out view per scene: ground truth, each mode, error maps.
 * ``conditioning_figure``: per-layer κ(W) (solid) and κ(EW) (dashed) over training, per mode.
 
@@ -39,25 +40,37 @@ def align_curves(histories: Sequence[list[dict]], key: str) -> tuple[np.ndarray,
 
 
 def curves_figure(curves: dict[str, dict[str, list[list[dict]]]], key: str, label: str) -> Figure:
-    """curves[scene][mode] = [history per seed]; history = [{step, key: value, ...}]."""
+    """curves[scene][mode] = [history per seed]; history = [{step, train_seconds, key: value, ...}].
+
+    Two rows of panels, one column per scene: ``key`` against the step, and against the
+    training time (seconds, mean over seeds at each step; evaluation time excluded).
+    """
     scenes = list(curves)
-    fig = Figure(figsize=(5.0 * len(scenes), 3.6), layout="constrained")
-    axes = fig.subplots(1, len(scenes), squeeze=False)[0]
-    for ax, scene in zip(axes, scenes):
+    fig = Figure(figsize=(5.0 * len(scenes), 7.0), layout="constrained")
+    axes = fig.subplots(2, len(scenes), squeeze=False)
+    for col, scene in enumerate(scenes):
         for mode, histories in curves[scene].items():
             steps, values = align_curves(histories, key)
             if steps.size == 0:
                 continue
+            _, seconds = align_curves(histories, "train_seconds")
             mean = values.mean(0)
-            (line,) = ax.plot(steps, mean, marker="o", markersize=3, label=mode)
-            if len(values) > 1:
-                std = values.std(0, ddof=1)
-                ax.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
-        ax.set_title(scene)
-        ax.set_xlabel("step")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+            for row, x in enumerate((steps, seconds.mean(0) if seconds.shape == values.shape else None)):
+                if x is None:
+                    continue
+                (line,) = axes[row, col].plot(x, mean, marker="o", markersize=3, label=mode)
+                if len(values) > 1:
+                    std = values.std(0, ddof=1)
+                    axes[row, col].fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2,
+                                                linewidth=0)
+        for row, xlabel in enumerate(("step", "training time (s)")):
+            ax = axes[row, col]
+            ax.set_title(scene)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
     return fig
 
 

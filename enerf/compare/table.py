@@ -2,7 +2,9 @@
 
 Rows are modes, columns scenes plus "Avg.", one table per metric. A cell is the mean over
 seeds ± the sample standard deviation (ddof = 1; omitted with one seed), and for every
-mode but the baseline the difference of means to the baseline, "(+0.42)". "Avg." averages
+mode but the baseline the difference of means to the baseline with the 95 % confidence
+interval of the per-seed paired differences (same seed, this mode minus the baseline; Student's t
+with n - 1 degrees of freedom), "(+0.42 [-0.10, +0.94])"; no interval with one seed. "Avg." averages
 the scenes within each seed first, then takes mean ± std over seeds. A metric that is
 missing (null) for any seed of a cell, as LPIPS is without AlexNet weights, reads "n/a",
 never a number.
@@ -18,7 +20,7 @@ import numpy as np
 
 from .tasks import Task
 
-__all__ = ["AVG", "collect", "cell_stats", "table_rows", "to_csv", "to_markdown"]
+__all__ = ["AVG", "collect", "cell_stats", "paired_ci", "table_rows", "to_csv", "to_markdown"]
 
 AVG = "Avg."
 NA = "n/a"
@@ -55,6 +57,22 @@ def cell_stats(values: Sequence[float | None]) -> tuple[float | None, float | No
     return float(arr.mean()), (float(arr.std(ddof=1)) if len(arr) > 1 else None)
 
 
+def paired_ci(values: Sequence[float | None], baseline: Sequence[float | None],
+              level: float = 0.95) -> tuple[float, float] | None:
+    """Confidence interval of the mean paired difference ``values[i] - baseline[i]`` (same seed).
+
+    mean(d) ± t_{(1 + level) / 2, n - 1} · std(d, ddof=1) / sqrt(n); None with fewer than two
+    pairs or a missing value.
+    """
+    from scipy import stats
+
+    if len(values) < 2 or any(v is None for v in [*values, *baseline]):
+        return None
+    diffs = np.asarray(values, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
+    half = float(stats.t.ppf(0.5 + level / 2, len(diffs) - 1) * diffs.std(ddof=1) / np.sqrt(len(diffs)))
+    return float(diffs.mean() - half), float(diffs.mean() + half)
+
+
 def table_rows(task: Task, values: dict, scenes: Sequence[str], modes: Sequence[str], seeds: Sequence[int],
                baseline: str | None) -> list[dict]:
     """One dict per (scene or "Avg.", mode): mean / std / delta / per-seed values of every metric."""
@@ -64,11 +82,14 @@ def table_rows(task: Task, values: dict, scenes: Sequence[str], modes: Sequence[
             row = {"scene": scene, "mode": mode, "n_seeds": len(seeds), "seeds": list(seeds)}
             for metric in task.metrics:
                 mean, std = cell_stats(values[metric.key][scene][mode])
-                delta = None
+                delta = ci = None
                 if baseline in modes and mode != baseline:
-                    base, _ = cell_stats(values[metric.key][scene][baseline])
+                    base_values = values[metric.key][scene][baseline]
+                    base, _ = cell_stats(base_values)
                     delta = None if mean is None or base is None else mean - base
-                row[metric.key] = {"mean": mean, "std": std, "delta": delta, "values": values[metric.key][scene][mode]}
+                    ci = paired_ci(values[metric.key][scene][mode], base_values)
+                row[metric.key] = {"mean": mean, "std": std, "delta": delta, "delta_ci95": ci,
+                                   "values": values[metric.key][scene][mode]}
             rows.append(row)
     return rows
 
@@ -82,7 +103,7 @@ def to_csv(task: Task, rows: list[dict], baseline: str | None) -> str:
     header = ["task", "scene", "mode", "n_seeds"]
     for metric in task.metrics:
         header += [f"{metric.key}_mean", f"{metric.key}_std", f"{metric.key}_delta_vs_{baseline or 'baseline'}",
-                   f"{metric.key}_per_seed"]
+                   f"{metric.key}_delta_ci95_low", f"{metric.key}_delta_ci95_high", f"{metric.key}_per_seed"]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
@@ -96,6 +117,7 @@ def to_csv(task: Task, rows: list[dict], baseline: str | None) -> str:
                 _csv_number(cell["mean"], NA),
                 _csv_number(cell["std"], NA if not available else ""),
                 _csv_number(cell["delta"], "" if is_baseline else NA),
+                *(["", ""] if cell["delta_ci95"] is None else [repr(v) for v in cell["delta_ci95"]]),
                 ";".join(NA if v is None else repr(float(v)) for v in cell["values"]),
             ]
         writer.writerow(line)
@@ -109,7 +131,9 @@ def _md_cell(cell: dict, fmt: str) -> str:
     if cell["std"] is not None:
         text += f" ± {format(cell['std'], fmt)}"
     if cell["delta"] is not None:
-        text += f" ({format(cell['delta'], '+' + fmt)})"
+        ci = cell.get("delta_ci95")
+        interval = "" if ci is None else f" [{format(ci[0], '+' + fmt)}, {format(ci[1], '+' + fmt)}]"
+        text += f" ({format(cell['delta'], '+' + fmt)}{interval})"
     return text
 
 
@@ -119,7 +143,9 @@ def to_markdown(task: Task, rows: list[dict], scenes: Sequence[str], modes: Sequ
     lookup = {(r["scene"], r["mode"]): r for r in rows}
     seeds_text = ", ".join(map(str, seeds))
     std_note = "mean ± std over seeds (sample std)" if len(seeds) > 1 else "one seed"
-    delta_note = f"; (Δ) vs {baseline}" if baseline in modes else ""
+    delta_note = ""
+    if baseline in modes:
+        delta_note = f"; (Δ vs {baseline}" + (" [95 % CI of the per-seed paired differences]" if len(seeds) > 1 else "") + ")"
     lines = [f"# {title or task.name + ' comparison'}", "",
              f"Seeds {seeds_text}: {std_note}{delta_note}. n/a: the metric is unavailable for some seed.", ""]
     for metric in task.metrics:

@@ -4,7 +4,9 @@ Layout::
 
     scene/
       images/            *.png | *.jpg (sorted by name), any size
-      images_<f>/        optional copies downscaled by f (used for ``factor=f`` when present)
+      images_<f>/        optional copies downscaled by f (the release has images_4/, images_8/);
+                         ``factor=f`` reads images_<f>/, else the largest folder images_<g>/ with
+                         g dividing f, downscaled by f / g in process
       poses_bounds.npy   [N, 17]: a row-major 3x5 matrix per view, columns
                          [down, right, back, position, (H, W, focal)], then near, far depth
 
@@ -12,7 +14,7 @@ The loader reorders the camera axes to [right, up, back], rescales the world so 
 closest bound sits at ``1 / bd_factor``, recenters the poses about their average
 (optionally spherifies them) and records the inverse of those steps in
 ``Scene.scene_to_world``. Downscaling without an ``images_<f>/`` folder happens in
-process by averaging ``f x f`` pixel blocks (after a centred crop to a multiple of ``f``).
+process by averaging pixel blocks (after a centred crop to a multiple of the block).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "load_llff",
     "read_poses_bounds",
     "list_images",
+    "pick_image_folder",
     "read_image",
     "area_downscale",
     "recenter_poses",
@@ -147,6 +150,26 @@ def _load_images(files: list[Path], factor: int) -> np.ndarray:
     return np.stack(images, 0)
 
 
+def pick_image_folder(datadir: Path, factor: int) -> tuple[Path, int]:
+    """The folder to read for ``factor`` and the in-process downscale still needed.
+
+    ``images_<factor>/`` when present (downscale 1); otherwise the largest-resolution folder
+    ``images_<g>/`` (``images/`` is g = 1) with g dividing ``factor``, block-averaged by
+    ``factor // g``: the LLFF release ships ``images/``, ``images_4/`` and ``images_8/``, and a
+    copy without ``images/`` still loads factor 16 from ``images_8/``.
+
+    Raises:
+        DataError: no usable folder, naming the folders that were looked for.
+    """
+    for g in sorted((g for g in range(1, factor + 1) if factor % g == 0), reverse=True):
+        folder = datadir / ("images" if g == 1 else f"images_{g}")
+        if folder.is_dir():
+            return folder, factor // g
+    wanted = ", ".join(("images" if g == 1 else f"images_{g}") + "/" for g in range(1, factor + 1) if factor % g == 0)
+    raise DataError(f"{datadir}: no image folder for factor {factor} (looked for {wanted}); "
+                    "an LLFF scene needs images/ (or images_<f>/) and poses_bounds.npy")
+
+
 def recenter_poses(poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Express ``poses`` [N, 3, 4] relative to their average pose (nerf-pytorch ``recenter_poses``).
 
@@ -225,12 +248,7 @@ def load_llff(
     if not datadir.is_dir():
         raise DataError(f"{datadir}: scene folder not found")
 
-    image_dir = datadir / f"images_{factor}"
-    resize = 1
-    if factor == 1 or not image_dir.is_dir():
-        image_dir, resize = datadir / "images", factor
-    if not image_dir.is_dir():
-        raise DataError(f"{image_dir}: folder not found (an LLFF scene needs images/ and poses_bounds.npy)")
+    image_dir, resize = pick_image_folder(datadir, factor)
     files = list_images(image_dir)
     if not files:
         raise DataError(f"{image_dir}: no .png or .jpg images found")

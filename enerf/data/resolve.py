@@ -9,7 +9,9 @@ from .synthetic import make_synthetic_scene
 
 __all__ = ["resolve_scene_dir", "LLFF_URL"]
 
+# The NeRF authors' release of nerf_llff_data and nerf_synthetic.
 LLFF_URL = "https://drive.google.com/drive/folders/128yBriW1IG_3NJ5Rp7APSTZsJqdJdfc1"
+RELEASE_FOLDERS = ("nerf_llff_data", "nerf_synthetic")
 
 
 def resolve_scene_dir(scene: str, datadir: str, data_root: Path) -> Path:
@@ -17,7 +19,8 @@ def resolve_scene_dir(scene: str, datadir: str, data_root: Path) -> Path:
 
     * ``datadir`` set: that folder (it must exist).
     * ``scene == "demo"``: ``data_root/demo``, written by ``make_synthetic_scene`` on first use.
-    * any other name: ``data_root/nerf_llff_data/<scene>`` (the unzipped LLFF download).
+    * any other name: ``data_root/nerf_llff_data/<scene>`` (the unzipped LLFF release), else
+      ``data_root/nerf_synthetic/<scene>`` (the Blender scenes).
 
     Raises:
         DataError: the folder does not exist, with where to put the data.
@@ -33,10 +36,11 @@ def resolve_scene_dir(scene: str, datadir: str, data_root: Path) -> Path:
         if not path.is_dir():
             make_synthetic_scene(path)
         return path
-    path = data_root / "nerf_llff_data" / scene
-    if not path.is_dir():
-        raise DataError(
-            f"{path}/ not found: download nerf_llff_data ({LLFF_URL}) "
-            f"and unzip it under {data_root}/, or pass --datadir"
-        )
-    return path
+    candidates = [data_root / folder / scene for folder in RELEASE_FOLDERS]
+    for path in candidates:
+        if path.is_dir():
+            return path
+    raise DataError(
+        f"scene {scene!r} not found in {' or '.join(str(p) + '/' for p in candidates)}: download nerf_llff_data "
+        f"or nerf_synthetic ({LLFF_URL}) and unzip it under {data_root}/, or pass --datadir"
+    )

@@ -17,7 +17,8 @@ class Scene:
     """Posed images of one scene in its normalised "scene space".
 
     Scene space is the frame of ``poses_bounds.npy`` after LLFF's bound rescale and
-    recentering (and spherify, when asked for); ``scene_to_world`` maps it back.
+    recentering (and spherify, when asked for), or the frame of a Blender scene's transforms;
+    ``scene_to_world`` maps it back.
     """
 
     name: str
@@ -34,6 +35,7 @@ class Scene:
     i_test: np.ndarray  # [n_test] int64 view indices
     render_poses: np.ndarray  # [M, 3, 4] float32 video path
     scene_to_world: np.ndarray  # [4, 4] float64 similarity: scene-space points -> poses_bounds.npy frame
+    aabb: tuple[float, ...] | None = None  # (xmin, ymin, zmin, xmax, ymax, zmax) of the content, scene space (Blender)
 
     @property
     def n_views(self) -> int:

@@ -54,9 +54,11 @@ def default_bbox(scene: Scene) -> tuple[np.ndarray, np.ndarray]:
     """The field-coordinate box a mesh is extracted from when ``--bbox`` is not given.
 
     NDC scenes: x, y in [-1, 1]; z from the near plane (-1) to the farthest bound
-    (z' = 1 - 2 / far, far = 1.05 x the largest scene bound). Other scenes: a cube of
-    half-size ``far`` around the scene origin.
+    (z' = 1 - 2 / far, far = 1.05 x the largest scene bound). Scenes with a content box
+    (Blender): that box. Other scenes: a cube of half-size ``far`` around the scene origin.
     """
+    if scene.aabb is not None:
+        return np.asarray(scene.aabb[:3], dtype=np.float64), np.asarray(scene.aabb[3:], dtype=np.float64)
     far = 1.05 * float(scene.bounds.max())
     if scene.use_ndc:
         return np.array([-1.0, -1.0, -1.0]), np.array([1.0, 1.0, 1.0 - 2.0 / far])

@@ -52,7 +52,7 @@ def load_trained(ckpt_path: str | Path, data_root: Path, device_name: str | None
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CheckpointError(f"{ckpt_path}: weights of '{name}' do not fit its config ({first})") from None
         field.eval()
-    scene = load_scene(cfg.data, data_root)
+    scene = load_scene(cfg.data, data_root, cfg.render.white_bkgd)
     renderer = renderer_from_checkpoint(payload, cfg, device)
     return TrainedRun(cfg, int(payload["step"]), scene, fields, device, ckpt_path, renderer)
 

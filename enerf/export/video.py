@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from ..checkpoint import atomic_write_bytes, publish
 from ..config import CAMERA_PATHS, VideoConfig
+from ..data.blender import orbit_path
 from ..data.camera_paths import interpolated_path, llff_spiral_path, spherical_path
 from ..data.rays import Rays, make_rays
 from ..data.scene import Scene
@@ -57,10 +58,13 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
       nerf-pytorch's spherified scenes.
     * ``test`` / ``train``: the held-out / training views, in order.
     * ``interp``: a Catmull-Rom path through the training cameras in capture order.
+    * ``orbit``: nerf-pytorch's Blender path, a circle at elevation -30 degrees and radius 4
+      looking at the origin (``--frames``; nerf-pytorch renders 40). ``spiral`` on a scene with
+      a content box (Blender) is the orbit too.
     """
     if path not in CAMERA_PATHS:
         raise ConfigError(f"--path {path!r} is not one of {', '.join(CAMERA_PATHS)}")
-    if path in ("spiral", "interp") and n_frames < 1:
+    if path in ("spiral", "orbit", "interp") and n_frames < 1:
         raise ConfigError(f"--frames must be at least 1, got {n_frames}")
     if path == "test":
         if scene.i_test.size == 0:
@@ -70,6 +74,8 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
         return scene.poses[scene.i_train]
     if path == "interp":
         return interpolated_path(scene.poses[scene.i_train], n_frames).astype(np.float32)
+    if path == "orbit" or (scene.aabb is not None and not scene.use_ndc):
+        return orbit_path(n_frames)
     if spherify:
         return spherical_path(1.0, float(scene.poses[:, 2, 3].mean()), n_frames).astype(np.float32)
     return llff_spiral_path(scene.poses.astype(np.float64), scene.bounds.astype(np.float64), n_frames).astype(np.float32)

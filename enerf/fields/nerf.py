@@ -32,6 +32,7 @@ from ..config import FieldConfig
 from ..errors import ConfigError
 from ..nn.conditioning import ConditionedLinear, select_layers
 from ..nn.encoding import PositionalEncoding
+from ..nn.triplane import TriPlaneEncoding
 from ..nn.mlp import skip_trunk
 
 __all__ = ["NeRFField"]
@@ -45,6 +46,9 @@ class NeRFField(nn.Module):
         skips: trunk indices after which the encoded position is re-read (< D - 1; indices
             >= D are ignored, as in nerf-pytorch).
         multires, multires_views: positional-encoding frequencies for positions / directions.
+        encoding: how positions enter the trunk: ``frequency`` (NeRF's sinusoids, ``multires``)
+            or ``triplane`` (a learned TensoRF VM feature volume, ``enerf.nn.triplane``, of
+            ``grid_resolutions`` x ``grid_components`` over ``grid_aabb``).
         use_viewdirs: view-dependent colour branch; otherwise one W -> 4 output layer.
         view_width: width of the view branch (W // 2 in NeRF).
         conditioning: ``none`` | ``row`` | ``col`` | ``rowcol`` (see ``enerf.nn.conditioning``).
@@ -67,6 +71,10 @@ class NeRFField(nn.Module):
         detach_conditioner: bool = False,
         conditioning_passes: int = 1,
         conditioning_eps: float = 1e-8,
+        encoding: str = "frequency",
+        grid_resolutions: tuple[int, ...] = (64, 256),
+        grid_components: int = 8,
+        grid_aabb: tuple[float, ...] = (-1.5, -1.67, -1.0, 1.5, 1.67, 1.0),
     ) -> None:
         super().__init__()
         if netdepth < 1:
@@ -82,7 +90,12 @@ class NeRFField(nn.Module):
             )
         self.skips = tuple(sorted(int(s) for s in skips if s < netdepth - 1))
         self.use_viewdirs = bool(use_viewdirs)
-        self.pos_encoding = PositionalEncoding(multires)
+        if encoding == "frequency":
+            self.pos_encoding = PositionalEncoding(multires)
+        elif encoding == "triplane":
+            self.pos_encoding = TriPlaneEncoding(grid_resolutions, grid_components, grid_aabb)
+        else:
+            raise ConfigError(f"--encoding {encoding!r} is not one of frequency, triplane")
         self.dir_encoding = PositionalEncoding(multires_views)
         in_ch, dir_ch = self.pos_encoding.out_dim, self.dir_encoding.out_dim
 
@@ -134,6 +147,10 @@ class NeRFField(nn.Module):
             detach_conditioner=cfg.detach_conditioner,
             conditioning_passes=cfg.conditioning_passes,
             conditioning_eps=cfg.conditioning_eps,
+            encoding=cfg.encoding,
+            grid_resolutions=tuple(cfg.grid_resolutions),
+            grid_components=cfg.grid_components,
+            grid_aabb=tuple(cfg.grid_aabb),
         )
 
     def layer_names(self) -> list[str]:

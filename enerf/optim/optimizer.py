@@ -19,7 +19,7 @@ the state dict also carries BNP's running statistics, and a plain torch optimize
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 from torch import Tensor, nn
@@ -122,18 +122,25 @@ def build_optimizer(
     decay_space: str = "z",
     grad_reg: float = 0.0,
     betas: tuple[float, float] = (0.9, 0.999),
+    lr_scale: Callable[[str], float] | None = None,
 ) -> PreconditionedOptimizer:
     """Adam over every parameter of ``models`` (each once), wrapped with the chosen
-    preconditioner and regularizers. ``precond``: one of ``PRECOND_MODES``."""
+    preconditioner and regularizers. ``precond``: one of ``PRECOND_MODES``.
+
+    ``lr_scale(name)`` (name as in ``named_parameters``) puts a parameter in a group whose
+    learning rate is ``lr * lr_scale(name)``; each group records its ``lr_scale`` so that a
+    schedule can set ``group["lr"] = lr(step) * group["lr_scale"]``. None: one group, scale 1."""
     if precond not in PRECOND_MODES:
         raise ConfigError(f"--precond {precond!r} is not one of {', '.join(PRECOND_MODES)}")
     models = [models] if isinstance(models, nn.Module) else list(models)
-    params, seen = [], set()
+    params, seen, groups = [], set(), {}
     for model in models:
-        for p in model.parameters():
+        for name, p in model.named_parameters():
             if id(p) not in seen:
                 seen.add(id(p))
                 params.append(p)
-    adam = torch.optim.Adam(params, lr=lr, betas=betas)
+                groups.setdefault(1.0 if lr_scale is None else float(lr_scale(name)), []).append(p)
+    adam = torch.optim.Adam([{"params": ps, "lr": lr * scale, "lr_scale": scale} for scale, ps in groups.items()],
+                            lr=lr, betas=betas)
     bnp = BNP(models) if precond == "bnp" else None
     return PreconditionedOptimizer(params, adam, bnp, weight_decay, decay_space, grad_reg)

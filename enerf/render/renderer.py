@@ -320,18 +320,22 @@ def make_renderer(
     device: torch.device,
     state: dict | None = None,
     training_rays: Rays | None = None,
+    aabb: tuple[float, ...] | None = None,
 ) -> Renderer:
     """Build the renderer ``cfg.renderer`` resolves to on ``device``.
 
     Grid renderers take their grid from ``state`` (a ``state_dict()``, e.g. from a
-    checkpoint) or, for a new run, make an empty one over the box of ``training_rays``
-    (Rays [n, ...], flattened) with ``occ_scale`` their mean |direction|.
+    checkpoint) or, for a new run, make an empty one over ``aabb`` (the scene's content box,
+    e.g. a Blender object's) or else the box of ``training_rays`` (Rays [n, ...], flattened),
+    with ``occ_scale`` their mean |direction|.
     """
     name = resolve_renderer(cfg.renderer, device)
     if name == "hierarchical":
         return HierarchicalRenderer(cfg)
     if state is not None:
         aabb = state["grid"]["aabb"]
+    elif aabb is not None and training_rays is not None:
+        aabb = torch.tensor(aabb, dtype=torch.float32)
     elif training_rays is not None:
         aabb = rays_aabb(training_rays.origins, training_rays.directions, training_rays.near, training_rays.far, margin=0.02)
     else:

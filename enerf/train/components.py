@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ..config import DataConfig, FieldConfig, RunConfig
+from ..data.blender import load_blender
 from ..data.llff import load_llff
 from ..data.resolve import resolve_scene_dir
 from ..data.scene import Scene
@@ -16,7 +17,7 @@ from ..errors import ConfigError
 from ..fields.nerf import NeRFField
 from ..render.renderer import FieldFns
 
-__all__ = ["select_device", "load_scene", "build_fields", "render_fn", "field_fns", "run_dir"]
+__all__ = ["select_device", "LOADERS", "dataset_type_of", "load_scene", "build_fields", "render_fn", "field_fns", "run_dir"]
 
 RgbSigmaFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
 
@@ -32,20 +33,35 @@ def select_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def load_scene(cfg: DataConfig, data_root: Path) -> Scene:
-    """Resolve ``cfg.scene`` / ``cfg.datadir`` and load it with LLFF conventions."""
-    if cfg.dataset_type != "llff":
-        raise ConfigError(f"dataset_type {cfg.dataset_type!r} is not supported yet (only 'llff')")
+def _load_llff(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
+    return load_llff(scene_dir, factor=cfg.factor or 8, recenter=cfg.recenter, bd_factor=cfg.bd_factor,
+                     spherify=cfg.spherify, llffhold=cfg.llffhold, use_ndc=cfg.use_ndc)
+
+
+def _load_blender(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
+    return load_blender(scene_dir, half_res=cfg.half_res, factor=cfg.factor or 1, testskip=cfg.testskip,
+                        white_bkgd=white_bkgd)
+
+
+# dataset_type -> loader(cfg, scene folder, white_bkgd); "auto" looks at the folder's files.
+LOADERS: dict[str, Callable[[DataConfig, Path, bool], Scene]] = {"llff": _load_llff, "blender": _load_blender}
+
+
+def dataset_type_of(scene_dir: Path, dataset_type: str) -> str:
+    """``dataset_type``, or for ``auto``: blender when ``transforms_train.json`` is in the folder, else llff."""
+    if dataset_type != "auto":
+        return dataset_type
+    return "blender" if (Path(scene_dir) / "transforms_train.json").is_file() else "llff"
+
+
+def load_scene(cfg: DataConfig, data_root: Path, white_bkgd: bool = False) -> Scene:
+    """Resolve ``cfg.scene`` / ``cfg.datadir`` and load it with its dataset's loader (``LOADERS``).
+
+    ``white_bkgd``: Blender frames are composited on white (else black), as the renderer's background."""
+    if cfg.dataset_type not in (*LOADERS, "auto"):
+        raise ConfigError(f"dataset_type {cfg.dataset_type!r} is not one of auto, {', '.join(LOADERS)}")
     scene_dir = resolve_scene_dir(cfg.scene, cfg.datadir, data_root)
-    return load_llff(
-        scene_dir,
-        factor=cfg.factor,
-        recenter=cfg.recenter,
-        bd_factor=cfg.bd_factor,
-        spherify=cfg.spherify,
-        llffhold=cfg.llffhold,
-        use_ndc=cfg.use_ndc,
-    )
+    return LOADERS[dataset_type_of(scene_dir, cfg.dataset_type)](cfg, scene_dir, white_bkgd)
 
 
 def build_fields(cfg: FieldConfig, with_fine: bool, device: torch.device) -> dict[str, NeRFField]:

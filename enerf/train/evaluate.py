@@ -147,7 +147,7 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
     if not isinstance(cfg, RunConfig):
         raise CheckpointError(f"{ckpt_path} is a shape checkpoint; evaluate it with: enerf shape eval --ckpt {ckpt_path}")
     device = select_device(device_name or cfg.train.device)
-    scene = load_scene(cfg.data, data_root)
+    scene = load_scene(cfg.data, data_root, cfg.render.white_bkgd)
     fields = build_fields(cfg.field, with_fine="fine" in payload["models"], device=device)
     for name, field in fields.items():
         field.load_state_dict(payload["models"][name])

@@ -44,16 +44,22 @@ def learning_rate(step: int, lrate: float, lrate_decay: float) -> float:
     return lrate * 0.1 ** (step / (lrate_decay * 1000))
 
 
-def nerf_losses(out: dict, target: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Named loss terms: photometric MSE of the final pass and of the coarse pass if any."""
+def nerf_losses(out: dict, target: torch.Tensor, fields: dict | None = None, tv_weight: float = 0.0) -> dict[str, torch.Tensor]:
+    """Named loss terms: photometric MSE of the final pass and of the coarse pass if any, and
+    ``tv_weight`` x the total variation of every field's learned position encoding (triplane)."""
     losses = {"mse": torch.mean((out["rgb"] - target) ** 2)}
     if "rgb_coarse" in out:
         losses["mse_coarse"] = torch.mean((out["rgb_coarse"] - target) ** 2)
+    if tv_weight > 0 and fields:
+        encodings = [f.pos_encoding for f in fields.values() if hasattr(f.pos_encoding, "total_variation")]
+        if encodings:
+            losses["tv"] = tv_weight * sum(e.total_variation() for e in encodings)
     return losses
 
 
 def training_step(step: int, fields: dict, fns, renderer, sampler: RaySampler, ray_batch: RayBatch, optimizer,
-                  generator: torch.Generator, center_only: bool = False) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+                  generator: torch.Generator, center_only: bool = False,
+                  tv_weight: float = 0.0) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """One optimizer step: grid update (grid renderers), a ray batch of ``ray_batch.n_rays``, render,
     loss (+ the optimizer's penalties), backward, step. Returns the named losses and their sum."""
     # One E W per layer for all of this step's passes; as a leaf whose gradient a hook carries
@@ -64,7 +70,7 @@ def training_step(step: int, fields: dict, fns, renderer, sampler: RaySampler, r
         batch_rays, target = sampler.sample(center_only=center_only)
         out = renderer.render_rays(batch_rays, fns, train=True, generator=generator)
     ray_batch.record(target.shape[0], out["n_samples"], out["n_queries"])
-    losses = nerf_losses(out, target)
+    losses = nerf_losses(out, target, fields, tv_weight)
     losses.update(optimizer.penalties())
     loss = sum(losses.values())
     optimizer.zero_grad(set_to_none=True)
@@ -106,7 +112,7 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     ray batch for ``cfg``; restored from a checkpoint ``payload`` when given."""
     device = select_device(cfg.train.device)
     generator = seed_everything(cfg.train.seed)
-    scene = load_scene(cfg.data, data_root)
+    scene = load_scene(cfg.data, data_root, cfg.render.white_bkgd)
     fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=device)
     optimizer = optimizer_from_config(fields.values(), cfg.train)
     loop = restore_loop_state(payload, fields, optimizer, generator)
@@ -119,7 +125,7 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     fns = field_fns(fields, cfg.render.raw_noise_std)
     # Renderer (and its occupancy grid, restored on resume); rays per step sized for a sample budget.
     saved_extra = payload["extra"] if payload is not None else {}
-    renderer = make_renderer(cfg.render, device, state=saved_extra.get("estimator"), training_rays=rays)
+    renderer = make_renderer(cfg.render, device, state=saved_extra.get("estimator"), training_rays=rays, aabb=scene.aabb)
     ray_batch = RayBatch.for_run(cfg, len(sampler), renderer.name)
     ray_batch.load_state_dict(saved_extra.get("ray_batch"))
     return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, fns, renderer, ray_batch, list(eval_views), loop)
@@ -132,9 +138,9 @@ def step_run(run: NerfRun, step: int) -> tuple[dict[str, torch.Tensor], torch.Te
         f.train()
     lr = learning_rate(step, train.lrate, train.lrate_decay)
     for group in run.optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)
     return training_step(step, run.fields, run.fns, run.renderer, run.sampler, run.ray_batch, run.optimizer,
-                         run.generator, center_only=step < train.precrop_iters)
+                         run.generator, center_only=step < train.precrop_iters, tv_weight=train.tv_weight)
 
 
 def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:

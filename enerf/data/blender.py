@@ -1,0 +1,176 @@
+"""Load a scene in the Blender (NeRF synthetic) layout, with nerf-pytorch's ``load_blender_data``
+conventions.
+
+Layout::
+
+    scene/
+      transforms_{train,val,test}.json   {"camera_angle_x": fov, "frames": [{"file_path":
+                                          "./train/r_0", "transform_matrix": 4x4 c2w}, ...]}
+      {train,val,test}/r_*.png           RGBA, one size for every frame
+
+The matrices are camera-to-world in OpenGL axes ([right, up, back]), the frame enerf's
+``Scene`` uses, so they are taken as they are (``scene_to_world`` is the identity). The focal
+length is ``0.5 W / tan(0.5 camera_angle_x)`` with W the width of the images as loaded (the
+field of view does not change with the resolution). Rays run from near 2 to far 6 without
+NDC; the object lies in the box [-1.5, 1.5]^3 (``Scene.aabb``, nerfacc's examples).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, DataError
+from .llff import area_downscale
+from .scene import Scene
+
+__all__ = ["load_blender", "orbit_path", "read_rgba", "BLENDER_NEAR", "BLENDER_FAR", "BLENDER_AABB"]
+
+BLENDER_NEAR, BLENDER_FAR = 2.0, 6.0
+BLENDER_AABB = (-1.5, -1.5, -1.5, 1.5, 1.5, 1.5)
+
+
+def orbit_path(n_frames: int = 40, elevation_deg: float = -30.0, radius: float = 4.0) -> np.ndarray:
+    """nerf-pytorch's Blender video path: ``pose_spherical(theta, elevation, radius)`` for theta in
+    ``linspace(-180, 180, n_frames + 1)[:-1]``; cameras on a circle looking at the origin.
+
+    Returns:
+        np.ndarray  # [n_frames, 3, 4] camera-to-world, columns [right, up, back, t]
+    """
+    poses = []
+    for theta in np.linspace(-180.0, 180.0, n_frames + 1)[:-1]:
+        th, ph = math.radians(theta), math.radians(elevation_deg)
+        trans = np.eye(4)
+        trans[2, 3] = radius
+        rot_phi = np.array([[1, 0, 0, 0], [0, math.cos(ph), -math.sin(ph), 0], [0, math.sin(ph), math.cos(ph), 0],
+                            [0, 0, 0, 1]])
+        rot_theta = np.array([[math.cos(th), 0, -math.sin(th), 0], [0, 1, 0, 0], [math.sin(th), 0, math.cos(th), 0],
+                              [0, 0, 0, 1]])
+        c2w = np.array([[-1, 0, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1]]) @ rot_theta @ rot_phi @ trans
+        poses.append(c2w[:3, :4])
+    return np.stack(poses).astype(np.float32)
+
+
+def read_rgba(path: Path) -> np.ndarray:
+    """One frame as float32 RGBA in [0, 1]: np.ndarray  # [H, W, 4] (opaque alpha added to RGB)."""
+    import imageio.v3 as iio
+
+    try:
+        img = np.asarray(iio.imread(path, plugin="pillow"))
+    except Exception as exc:
+        raise DataError(f"{path}: unreadable image ({type(exc).__name__})") from None
+    if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] not in (3, 4):
+        raise DataError(f"{path}: expected an 8-bit RGB or RGBA image, got {img.dtype} array of shape {img.shape}")
+    img = img.astype(np.float32) / 255.0
+    if img.shape[2] == 3:
+        img = np.concatenate([img, np.ones_like(img[..., :1])], -1)
+    return img
+
+
+def _read_split(datadir: Path, split: str) -> dict:
+    path = datadir / f"transforms_{split}.json"
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (a Blender scene needs transforms_train/val/test.json)")
+    try:
+        meta = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not valid JSON ({type(exc).__name__})") from None
+    if not isinstance(meta, dict) or "camera_angle_x" not in meta:
+        raise DataError(f"{path}: missing camera_angle_x (the horizontal field of view in radians)")
+    fov = meta["camera_angle_x"]
+    if not isinstance(fov, (int, float)) or not 0 < fov < math.pi:
+        raise DataError(f"{path}: camera_angle_x must be a number in (0, pi), got {fov!r}")
+    frames = meta.get("frames")
+    if not isinstance(frames, list) or not frames:
+        raise DataError(f"{path}: no frames listed")
+    return meta
+
+
+def _frame(datadir: Path, split: str, index: int, frame) -> tuple[Path, np.ndarray]:
+    where = f"{datadir / f'transforms_{split}.json'}: frame {index}"
+    if not isinstance(frame, dict) or "file_path" not in frame or "transform_matrix" not in frame:
+        raise DataError(f"{where} needs file_path and transform_matrix")
+    try:
+        matrix = np.asarray(frame["transform_matrix"], dtype=np.float64)
+    except (TypeError, ValueError):
+        matrix = np.zeros(0)
+    if matrix.shape != (4, 4) or not np.isfinite(matrix).all():
+        raise DataError(f"{where}: transform_matrix must be a finite 4x4 matrix, got shape {matrix.shape}")
+    rel = str(frame["file_path"])
+    path = datadir / rel
+    if path.suffix.lower() != ".png":
+        path = path.with_name(path.name + ".png")
+    if not path.is_file():
+        raise DataError(f"{path}: frame file not found (listed as {rel!r} in transforms_{split}.json)")
+    return path, matrix
+
+
+def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, testskip: int = 1,
+                 white_bkgd: bool = True) -> Scene:
+    """Load a Blender-layout scene (module docstring) as a :class:`Scene`.
+
+    Args:
+        half_res: halve the images as stored (nerf-pytorch's ``half_res``).
+        factor: further integer downscale (pixel-block averages, as the LLFF loader). Frames are
+            composited before they are averaged (nerf-pytorch resizes RGBA, then composites),
+            so a downscaled pixel is the mean colour of the pixels it covers.
+        testskip: keep every ``testskip``-th frame of val and test (train keeps all).
+        white_bkgd: composite RGBA on white (``rgb * a + 1 - a``), else on black (``rgb * a``).
+
+    Splits: ``i_train`` = the train frames, ``i_test`` = the test frames; val frames are not loaded.
+
+    Raises:
+        DataError: a missing or malformed file, with one line naming it.
+    """
+    datadir = Path(datadir)
+    if factor < 1 or int(factor) != factor:
+        raise ConfigError(f"factor must be a positive integer, got {factor}")
+    if testskip < 1:
+        raise ConfigError(f"testskip must be >= 1, got {testskip}")
+    if not datadir.is_dir():
+        raise DataError(f"{datadir}: scene folder not found")
+    scale = int(factor) * (2 if half_res else 1)
+    images, poses, counts, fov, first = [], [], {}, None, None
+    for split in ("train", "test"):
+        meta = _read_split(datadir, split)
+        fov = meta["camera_angle_x"] if fov is None else fov
+        frames = meta["frames"] if split == "train" else meta["frames"][::testskip]
+        for k, frame in enumerate(frames):
+            path, matrix = _frame(datadir, split, k * (1 if split == "train" else testskip), frame)
+            rgba = read_rgba(path)
+            if first is None:
+                first = (path, rgba.shape)
+                if rgba.shape[0] < scale or rgba.shape[1] < scale:
+                    raise DataError(f"{path}: image of {rgba.shape[1]}x{rgba.shape[0]} is smaller than the downscale {scale}")
+            elif rgba.shape != first[1]:
+                raise DataError(f"{path}: image is {rgba.shape[1]}x{rgba.shape[0]} but {first[0].name} is "
+                                f"{first[1][1]}x{first[1][0]}; all frames must share one size")
+            background = 1.0 if white_bkgd else 0.0
+            rgb = rgba[..., :3] * rgba[..., 3:] + background * (1.0 - rgba[..., 3:])
+            images.append(area_downscale(rgb, scale))  # composite, then average: each pixel's mean colour
+            poses.append(matrix[:3, :4])
+        counts[split] = len(frames)
+    images = np.stack(images).astype(np.float32)
+    height, width = images.shape[1:3]
+    n_train, n_test = counts["train"], counts["test"]
+    bounds = np.tile(np.array([[BLENDER_NEAR, BLENDER_FAR]], dtype=np.float32), (n_train + n_test, 1))
+    return Scene(
+        name=datadir.resolve().name,
+        images=images,
+        poses=np.stack(poses).astype(np.float32),
+        height=int(height),
+        width=int(width),
+        focal=float(0.5 * width / math.tan(0.5 * fov)),
+        bounds=bounds,
+        near=BLENDER_NEAR,
+        far=BLENDER_FAR,
+        use_ndc=False,
+        i_train=np.arange(n_train, dtype=np.int64),
+        i_test=np.arange(n_train, n_train + n_test, dtype=np.int64),
+        render_poses=orbit_path(),
+        scene_to_world=np.eye(4),
+        aabb=BLENDER_AABB,
+    )

@@ -1,0 +1,127 @@
+"""Real-scene benchmark: held-out PSNR against training time for the CPU configs.
+
+Trains ``--config`` on ``--scene`` for ``--minutes`` of training time (held-out evaluations
+every ``--eval_every`` steps are not counted), then prints and writes
+``<out>/<scene>-s<seed>/bench_real.json`` and a markdown table: PSNR at each evaluation, the
+PSNR reached at 1 / 2 / 5 / 10 minutes (last evaluation at or before), the first time the
+target was reached, steps and steps per second.
+
+A peer's curve can be put beside it (``--peer_log``: JSON lines ``{"step", "train_seconds",
+"psnr"}`` prefixed by ``[PEER]``, as printed by the instrumented nerf-pytorch run described in
+docs/real-scenes.md); the table then shows both at the same time points.
+
+Figures are only meaningful with nothing else running on the machine.
+
+    python tools/bench_real.py --scene fern                     # configs/fern_cpu.txt, 10 min
+    python tools/bench_real.py --scene lego                     # configs/lego_cpu.txt, 10 min
+    python tools/bench_real.py --scene fern --minutes 2 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from enerf.checkpoint import atomic_write_text
+
+TARGETS = {"fern": 24.0, "lego": 28.0}  # issue targets (dB) within 10 minutes of training
+MARKS = (60.0, 120.0, 300.0, 600.0)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scene", default="fern", help="scene name (data/nerf_llff_data/<name> or data/nerf_synthetic/<name>)")
+    parser.add_argument("--config", default=None, help="config file (default configs/<scene>_cpu.txt)")
+    parser.add_argument("--datadir", default=None, help="scene folder, instead of the name under data/")
+    parser.add_argument("--minutes", type=float, default=10.0, help="training time budget")
+    parser.add_argument("--eval_every", type=int, default=None, help="steps between held-out evaluations")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--target", type=float, default=None, help="PSNR to reach (default: the issue's target)")
+    parser.add_argument("--out", default="runs/bench_real")
+    parser.add_argument("--peer_log", default=None, help="log with [PEER] JSON lines of a peer run")
+    parser.add_argument("--peer_name", default="nerf-pytorch")
+    parser.add_argument("--reuse", action="store_true", help="report an existing run instead of training again")
+    parser.add_argument("extra", nargs=argparse.REMAINDER, help="-- flags passed to enerf train")
+    return parser.parse_args()
+
+
+def psnr_at(history: list[dict], seconds: float) -> float | None:
+    """PSNR of the last evaluation at or before ``seconds`` of training (None before the first)."""
+    done = [h for h in history if h["train_seconds"] <= seconds + 1e-6]
+    return done[-1]["psnr"] if done else None
+
+
+def time_to(history: list[dict], target: float) -> float | None:
+    """Training seconds of the first evaluation at or above ``target`` (None if never)."""
+    return next((h["train_seconds"] for h in history if h["psnr"] >= target), None)
+
+
+def read_peer(path: Path) -> list[dict]:
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        if line.startswith("[PEER]"):
+            rows.append(json.loads(line[len("[PEER]"):]))
+    return rows
+
+
+def _fmt(value: float | None, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def report(name: str, metrics: dict, target: float, peer: list[dict] | None, peer_name: str) -> str:
+    history = metrics["history"]
+    curves = {"enerf": history, **({peer_name: peer} if peer else {})}
+    lines = [f"# {name}", "", f"held-out PSNR {metrics['psnr']:.2f} dB, SSIM {metrics['ssim']:.4f} after "
+             f"{metrics['steps']} steps / {metrics['train_seconds']:.0f} s of training "
+             f"({metrics['steps'] / max(metrics['train_seconds'], 1e-9):.2f} steps/s)", "",
+             "| run | " + " | ".join(f"{m / 60:g} min" for m in MARKS) + f" | time to {target:g} dB |",
+             "|---" * (len(MARKS) + 2) + "|"]
+    for run, hist in curves.items():
+        cells = [_fmt(psnr_at(hist, m), ".2f") for m in MARKS]
+        reach = time_to(hist, target)
+        lines.append(f"| {run} | " + " | ".join(cells) + f" | {_fmt(reach, '.0f')}{'' if reach is None else ' s'} |")
+    lines += ["", "| step | train s | PSNR |", "|---|---|---|"]
+    lines += [f"| {h['step']} | {h['train_seconds']:.0f} | {h['psnr']:.2f} |" for h in history]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    args = parse_args()
+    config = args.config or f"configs/{args.scene}_cpu.txt"
+    name = f"{args.scene}-s{args.seed}"
+    basedir = Path(args.out)
+    run_dir = basedir / name
+    if not args.reuse:
+        cmd = [sys.executable, "-m", "enerf.cli", "train", "--config", config, "--seed", str(args.seed),
+               "--basedir", str(basedir), "--expname", name, "--time_budget", str(args.minutes * 60),
+               "--iters", "10000000", "--quiet"]
+        cmd += ["--datadir", args.datadir] if args.datadir else ["--scene", args.scene]
+        if args.eval_every:
+            cmd += ["--eval_every", str(args.eval_every)]
+        cmd += [a for a in args.extra if a != "--"]
+        print("+ " + " ".join(cmd), flush=True)
+        if subprocess.run(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
+            print(f"bench_real: training failed ({' '.join(cmd)})", file=sys.stderr)
+            return 1
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    target = args.target if args.target is not None else TARGETS.get(args.scene, 0.0)
+    peer = read_peer(Path(args.peer_log)) if args.peer_log else None
+    text = report(f"{args.scene} ({config}, seed {args.seed})", metrics, target, peer, args.peer_name)
+    summary = {"scene": args.scene, "config": config, "seed": args.seed, "minutes": args.minutes,
+               "psnr": metrics["psnr"], "ssim": metrics["ssim"], "steps": metrics["steps"],
+               "train_seconds": metrics["train_seconds"], "target": target,
+               "time_to_target": time_to(metrics["history"], target),
+               "psnr_at": {f"{m:g}s": psnr_at(metrics["history"], m) for m in MARKS},
+               "history": metrics["history"], "peer": peer}
+    atomic_write_text(run_dir / "bench_real.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(run_dir / "bench_real.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
