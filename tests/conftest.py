@@ -4,13 +4,15 @@ import torch
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
+import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-# Real scenes (LLFF fern, Blender lego) live in ../shared/data beside the checkout; a user's
-# fresh clone has none, so every test that uses them skips.
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# Real scenes (LLFF fern, Blender lego) live in ../shared/data beside the checkout (or where
+# ENERF_SHARED_DATA points, e.g. from a git worktree elsewhere); a user's fresh clone has none,
+# so every test that uses them skips.
+SHARED_DATA = Path(os.environ.get("ENERF_SHARED_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 
 @pytest.fixture
