@@ -98,7 +98,7 @@ HELP = {
     "scene": "scene name: 'demo' (embedded, made on first use) or a folder under data/nerf_llff_data/ or "
              "data/nerf_synthetic/ (e.g. fern, lego)",
     "datadir": "scene folder in LLFF or Blender layout (overrides --scene)",
-    "dataset_type": "auto (blender if the folder has transforms_train.json, else llff), llff or blender",
+    "dataset_type": "auto (blender if the folder has transforms_*.json, llff if poses_bounds.npy), llff or blender",
     "factor": "image downscale factor (LLFF: uses images_<f>/ if present, else resizes in process; "
               "0: 8 for LLFF, 1 for Blender)",
     "half_res": "Blender: halve the stored images",

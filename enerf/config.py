@@ -51,7 +51,7 @@ class DataConfig:
 
     scene: str = "demo"  # "demo" (made on first use), or a name under data/nerf_llff_data/ or data/nerf_synthetic/
     datadir: str = ""  # explicit scene folder; overrides `scene` when set
-    dataset_type: str = "auto"  # one of DATASET_TYPES; auto: blender if transforms_train.json is there, else llff
+    dataset_type: str = "auto"  # one of DATASET_TYPES; auto: blender if transforms_*.json is there, llff if poses_bounds.npy
     factor: int = 0  # image downscale factor (LLFF: images_<factor>/ or in-process resize); 0: 8 for LLFF, 1 for Blender
     half_res: bool = False  # Blender: halve the stored images (nerf-pytorch's half_res)
     testskip: int = 1  # Blender: keep every testskip-th test frame (train keeps all)

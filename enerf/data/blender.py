@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -55,18 +56,28 @@ def orbit_path(n_frames: int = 40, elevation_deg: float = -30.0, radius: float =
 
 
 def read_rgba(path: Path) -> np.ndarray:
-    """One frame as float32 RGBA in [0, 1]: np.ndarray  # [H, W, 4] (opaque alpha added to RGB)."""
+    """One frame as float32 RGBA in [0, 1]: np.ndarray  # [H, W, 4].
+
+    8- or 16-bit grey, grey + alpha, RGB or RGBA; grey is repeated into RGB and a frame
+    without alpha is opaque.
+    """
     import imageio.v3 as iio
 
     try:
         img = np.asarray(iio.imread(path, plugin="pillow"))
     except Exception as exc:
         raise DataError(f"{path}: unreadable image ({type(exc).__name__})") from None
-    if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] not in (3, 4):
-        raise DataError(f"{path}: expected an 8-bit RGB or RGBA image, got {img.dtype} array of shape {img.shape}")
-    img = img.astype(np.float32) / 255.0
+    if img.ndim == 2:
+        img = img[:, :, None]
+    scale = {np.dtype(np.uint8): 255.0, np.dtype(np.uint16): 65535.0}.get(img.dtype)
+    if scale is None or img.ndim != 3 or img.shape[2] not in (1, 2, 3, 4) or min(img.shape[:2]) < 1:
+        raise DataError(f"{path}: expected an 8- or 16-bit grey, RGB or RGBA image, got {img.dtype} array of shape "
+                        f"{img.shape}")
+    img = img.astype(np.float32) / scale
+    if img.shape[2] in (1, 2):  # grey (+ alpha)
+        img = np.concatenate([np.repeat(img[..., :1], 3, axis=2), img[..., 1:]], axis=2)
     if img.shape[2] == 3:
-        img = np.concatenate([img, np.ones_like(img[..., :1])], -1)
+        img = np.concatenate([img, np.ones_like(img[..., :1])], axis=2)
     return img
 
 
@@ -76,7 +87,7 @@ def _read_split(datadir: Path, split: str) -> dict:
         raise DataError(f"{path}: file not found (a Blender scene needs transforms_train/val/test.json)")
     try:
         meta = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, OSError) as exc:
         raise DataError(f"{path}: not valid JSON ({type(exc).__name__})") from None
     if not isinstance(meta, dict) or "camera_angle_x" not in meta:
         raise DataError(f"{path}: missing camera_angle_x (the horizontal field of view in radians)")
@@ -136,6 +147,9 @@ def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, t
     images, poses, counts, fov, first = [], [], {}, None, None
     for split in ("train", "test"):
         meta = _read_split(datadir, split)
+        if fov is not None and not math.isclose(meta["camera_angle_x"], fov, rel_tol=1e-6):
+            raise DataError(f"{datadir / f'transforms_{split}.json'}: camera_angle_x {meta['camera_angle_x']} differs "
+                            f"from transforms_train.json's {fov}; all frames must share one camera")
         fov = meta["camera_angle_x"] if fov is None else fov
         frames = meta["frames"] if split == "train" else meta["frames"][::testskip]
         for k, frame in enumerate(frames):
@@ -146,7 +160,7 @@ def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, t
                 if rgba.shape[0] < scale or rgba.shape[1] < scale:
                     raise DataError(f"{path}: image of {rgba.shape[1]}x{rgba.shape[0]} is smaller than the downscale {scale}")
             elif rgba.shape != first[1]:
-                raise DataError(f"{path}: image is {rgba.shape[1]}x{rgba.shape[0]} but {first[0].name} is "
+                raise DataError(f"{path}: image is {rgba.shape[1]}x{rgba.shape[0]} but {os.path.relpath(first[0], datadir)} is "
                                 f"{first[1][1]}x{first[1][0]}; all frames must share one size")
             background = 1.0 if white_bkgd else 0.0
             rgb = rgba[..., :3] * rgba[..., 3:] + background * (1.0 - rgba[..., 3:])

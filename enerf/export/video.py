@@ -75,6 +75,9 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
     if path == "interp":
         return interpolated_path(scene.poses[scene.i_train], n_frames).astype(np.float32)
     if path == "orbit" or (scene.aabb is not None and not scene.use_ndc):
+        if scene.use_ndc:
+            raise ConfigError("--path orbit circles an object at the origin (Blender scenes); this scene uses NDC "
+                              "rays (forward-facing): use --path spiral, interp, test or train")
         return orbit_path(n_frames)
     if spherify:
         return spherical_path(1.0, float(scene.poses[:, 2, 3].mean()), n_frames).astype(np.float32)
@@ -204,7 +207,7 @@ def render_video(
     try:
         for k, c2w in enumerate(tqdm(poses, desc=f"render {cfg.path}", disable=not progress, dynamic_ncols=True)):
             out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device), run.fields, run.cfg.render,
-                                    run.device, chunk, renderer=run.renderer)
+                                    run.device, chunk, renderer=run.renderer, aabb=scene.aabb)
             rgb = (out["rgb"].clamp(0.0, 1.0).numpy() * 255.0 + 0.5).astype(np.uint8)
             depth = colorize(depth_values(out, scene.use_ndc), lo, hi, cfg.colormap)
             height, width = rgb.shape[:2]

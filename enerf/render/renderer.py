@@ -350,15 +350,17 @@ def make_renderer(
 
 
 @torch.no_grad()
-def grid_from_field(cfg: RenderConfig, device: torch.device, rays: Rays, fns: FieldFns) -> Renderer:
+def grid_from_field(
+    cfg: RenderConfig, device: torch.device, rays: Rays, fns: FieldFns, aabb: tuple[float, ...] | None = None
+) -> Renderer:
     """A grid renderer whose grid is read off the field alone (one full-grid density pass).
 
-    For rendering a field without its trained grid: the box is that of ``rays`` and every
-    cell is occupied where ``density * step * |d|`` exceeds ``min(occ_thre, mean)``, the
-    rule a warm-up update applies.
+    For rendering a field without its trained grid: the box is ``aabb`` (the scene's content
+    box, as training used) or else that of ``rays``, and every cell is occupied where
+    ``density * step * |d|`` exceeds ``min(occ_thre, mean)``, the rule a warm-up update applies.
     """
     flat = flatten_rays(rays)
-    renderer = make_renderer(cfg, device, training_rays=flat)
+    renderer = make_renderer(cfg, device, training_rays=flat, aabb=aabb)
     if isinstance(renderer, GridRenderer):
         renderer.grid.update(0, renderer.occ_eval_fn(fns), cfg.occ_thre, cfg.grid_ema_decay, warmup_steps=1)
         if renderer._nerfacc is not None:

@@ -13,7 +13,7 @@ from ..data.blender import load_blender
 from ..data.llff import load_llff
 from ..data.resolve import resolve_scene_dir
 from ..data.scene import Scene
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from ..fields.nerf import NeRFField
 from ..render.renderer import FieldFns
 
@@ -48,10 +48,23 @@ LOADERS: dict[str, Callable[[DataConfig, Path, bool], Scene]] = {"llff": _load_l
 
 
 def dataset_type_of(scene_dir: Path, dataset_type: str) -> str:
-    """``dataset_type``, or for ``auto``: blender when ``transforms_train.json`` is in the folder, else llff."""
+    """``dataset_type``, or for ``auto``: blender when the folder has a ``transforms_*.json``,
+    llff when it has ``poses_bounds.npy`` (or an ``images*/`` folder, so the LLFF loader names what is missing).
+
+    Raises:
+        DataError: ``auto`` on a folder with none of these.
+    """
     if dataset_type != "auto":
         return dataset_type
-    return "blender" if (Path(scene_dir) / "transforms_train.json").is_file() else "llff"
+    scene_dir = Path(scene_dir)
+    if any((scene_dir / f"transforms_{split}.json").is_file() for split in ("train", "val", "test")):
+        return "blender"
+    if (scene_dir / "poses_bounds.npy").is_file() or any(
+        p.is_dir() and p.name.startswith("images") for p in scene_dir.iterdir()
+    ):
+        return "llff"
+    raise DataError(f"{scene_dir}: neither transforms_train.json (Blender) nor poses_bounds.npy (LLFF) found; "
+                    "is this the scene folder?")
 
 
 def load_scene(cfg: DataConfig, data_root: Path, white_bkgd: bool = False) -> Scene:

@@ -59,6 +59,7 @@ def render_rays_image(
     device: torch.device,
     chunk: int | None = None,
     renderer: Renderer | None = None,
+    aabb: tuple[float, ...] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Render whole-image rays (leading shape [H, W]) with the run's renderer, ``chunk`` rays at a time.
 
@@ -69,6 +70,8 @@ def render_rays_image(
             or the trainer's). None: ``cfg.renderer``; for the grid renderers the grid is
             then read off the field (one density pass over all cells), which renders the
             same scene but costs that pass on every call.
+        aabb: the scene's content box (``Scene.aabb``) for a grid read off the field; None:
+            the box of ``rays``.
 
     Returns:
         dict of CPU tensors: rgb [H, W, 3], depth [H, W], acc [H, W] (see ``render_image``).
@@ -78,7 +81,7 @@ def render_rays_image(
     rays = Rays(*(t.to(device) for t in rays))
     fns = field_fns(fields)
     if renderer is None:
-        renderer = HierarchicalRenderer(cfg) if cfg.renderer == "hierarchical" else grid_from_field(cfg, device, rays, fns)
+        renderer = HierarchicalRenderer(cfg) if cfg.renderer == "hierarchical" else grid_from_field(cfg, device, rays, fns, aabb)
     return renderer.render_image(rays, fns, chunk)
 
 
@@ -91,7 +94,7 @@ def render_view(
     renderer: Renderer | None = None,
 ) -> np.ndarray:
     """Render view ``index`` of ``scene`` (see ``render_rays_image``); returns rgb [H, W, 3] float32 in [0, 1]."""
-    out = render_rays_image(scene.rays(index, device=device), fields, cfg, device, renderer=renderer)
+    out = render_rays_image(scene.rays(index, device=device), fields, cfg, device, renderer=renderer, aabb=scene.aabb)
     return out["rgb"].clamp(0.0, 1.0).cpu().numpy()
 
 
