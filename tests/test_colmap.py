@@ -16,7 +16,9 @@ from enerf.data.colmap_poses import (
     depth_bounds,
     llff_pose_from_cam_from_world,
     opengl_c2w_from_cam_from_world,
+    pose_errors,
     poses_bounds_rows,
+    similarity_align,
 )
 from enerf.data.llff import load_llff, read_poses_bounds
 from enerf.data.rays import pixel_rays
@@ -121,12 +123,13 @@ def _photos(folder, sizes, seed=0):
 
 def _fails(capsys, argv, out, *words):
     code = main(["data", "colmap", *argv])
-    err = capsys.readouterr().err.strip()
+    captured = capsys.readouterr()
+    err = captured.err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     for word in words:
         assert word in err, err
     assert not out.exists() and [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")] == []
-    return err
+    return captured.out
 
 
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
@@ -145,6 +148,9 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
     out.mkdir()
     code = main(["data", "colmap", "--images", str(mixed), "--out", str(out)])
     assert code == 2 and "already exists" in capsys.readouterr().err and list(out.iterdir()) == []
+    inside = _photos(out / "images", [(40, 30)] * 3)
+    code = main(["data", "colmap", "--images", str(inside), "--out", str(out), "--overwrite"])
+    assert code == 2 and "inside --out" in capsys.readouterr().err and len(list(inside.iterdir())) == 3
 
 
 def test_missing_pycolmap_names_the_extra(tmp_path, capsys, monkeypatch):
@@ -159,26 +165,24 @@ def test_photos_that_do_not_register_leave_nothing(tmp_path, capsys):
     photos = _photos(tmp_path / "noise", [(160, 120)] * 4)  # independent noise: no pair verifies
     (photos / "notes.txt").write_text("not a photo")
     out = tmp_path / "scene"
-    _fails(capsys, ["--images", str(photos), "--out", str(out)], out, "registered")
+    printed = _fails(capsys, ["--images", str(photos), "--out", str(out)], out, "registered")
+    assert "photos: 4 of 160x120" in printed and "skipped 1 other file(s): notes.txt" in printed
 
 
-def _umeyama(src, dst):
-    """Similarity (s, R, t) minimising sum |s R src + t - dst|^2 (Umeyama 1991)."""
-    mu_s, mu_d = src.mean(0), dst.mean(0)
-    cov = (dst - mu_d).T @ (src - mu_s) / len(src)
-    u, d, vt = np.linalg.svd(cov)
-    sign = np.diag([1.0, 1.0, np.sign(np.linalg.det(u @ vt))])
-    rot = u @ sign @ vt
-    scale = np.trace(np.diag(d) @ sign) / ((src - mu_s) ** 2).sum(1).mean()
-    return scale, rot, mu_d - scale * rot @ mu_s
-
-
-def test_umeyama_recovers_a_known_similarity():
+def test_alignment_recovers_a_known_similarity_and_its_pose_errors():
     rng = np.random.default_rng(5)
-    src = rng.normal(size=(10, 3))
     rot = Rotation.from_rotvec([0.3, -0.2, 1.0]).as_matrix()
-    s, r, t = _umeyama(src, 2.5 * src @ rot.T + [1.0, 2.0, 3.0])
+    poses = np.stack([llff_pose_from_cam_from_world(r, t, (30, 40, 35)) for r, t in _random_cameras(6, seed=6)])
+    moved = poses.copy()
+    moved[:, :, :3] = rot @ poses[:, :, :3]
+    moved[:, :, 3] = 2.5 * poses[:, :, 3] @ rot.T + [1.0, 2.0, 3.0]
+    s, r, t = similarity_align(poses[:, :, 3], moved[:, :, 3])
     assert s == pytest.approx(2.5) and np.allclose(r, rot) and np.allclose(t, [1.0, 2.0, 3.0])
+    tilt = Rotation.from_rotvec([0.0, 0.0, np.radians(2.0)]).as_matrix()
+    moved[0, :, :3] = moved[0, :, :3] @ tilt  # camera 0 turned 2 degrees about its own axis
+    errors = pose_errors(poses, moved)
+    assert errors["scale"] == pytest.approx(2.5) and np.allclose(errors["centre"], 0, atol=1e-9)
+    np.testing.assert_allclose(errors["degrees"], [2.0, 0, 0, 0, 0, 0], atol=1e-5)
 
 
 @needs_pycolmap
@@ -190,14 +194,9 @@ def test_fern_photos_posed_again_match_the_published_poses(fern_dir, tmp_path, c
     assert "20 of 20 images registered" in printed and "extraction:" in printed and "mapping:" in printed
     ours, our_bounds = read_poses_bounds(out / "poses_bounds.npy")
     theirs, their_bounds = read_poses_bounds(fern_dir / "poses_bounds.npy")
-    scale, rot, shift = _umeyama(ours[:, :, 3], theirs[:, :, 3])
-    centres = scale * ours[:, :, 3] @ rot.T + shift
-    spread = np.linalg.norm(theirs[:, :, 3] - theirs[:, :, 3].mean(0), axis=1).max()
-    assert np.median(np.linalg.norm(centres - theirs[:, :, 3], axis=1)) <= 0.01 * spread
-    relative = np.einsum("nji,jk,nkl->nil", theirs[:, :, :3], rot, ours[:, :, :3])  # R_theirs^T R R_ours
-    angles = np.degrees(np.arccos(np.clip((np.trace(relative, axis1=1, axis2=2) - 1) / 2, -1, 1)))
-    assert np.median(angles) <= 1.0
-    np.testing.assert_allclose(scale * our_bounds, their_bounds, rtol=0.2)
+    errors = pose_errors(ours, theirs)
+    assert np.median(errors["centre"]) <= 0.01 and np.median(errors["degrees"]) <= 1.0
+    np.testing.assert_allclose(errors["scale"] * our_bounds, their_bounds, rtol=0.2)
     assert ours[0, :2, 4].tolist() == [378, 504]
     assert ours[0, 2, 4] == pytest.approx(theirs[0, 2, 4] / 8, rel=0.05)  # the release's focal is for 4032 x 3024
     scene = load_llff(out, factor=8)  # images_8/ of the new scene: 63 x 47
@@ -212,9 +211,13 @@ def test_blender_layout_writes_transforms_json(fern_dir, tmp_path, capsys):
     photos.mkdir()
     for k in range(0, 20, 4):  # every 4th of fern's photos at 1/8 scale: 5 photos
         (photos / f"image{k:03d}.png").write_bytes((fern_dir / "images_8" / f"image{k:03d}.png").read_bytes())
+    noise = np.random.default_rng(7).integers(0, 256, (378, 504, 3), dtype=np.uint8)
+    iio.imwrite(photos / "noise.png", noise)  # does not register; the other 5 make the scene
     out = tmp_path / "fern"
     assert main(["data", "colmap", "--images", str(photos), "--out", str(out), "--layout", "blender",
                  "--factors"]) == 0
+    assert "5 of 6 images registered; 1 did not register and were left out: noise.png" in capsys.readouterr().out
+    assert sorted(p.name for p in (out / "images").iterdir()) == [f"image{k:03d}.png" for k in range(0, 20, 4)]
     meta = json.loads((out / "transforms.json").read_text())
     assert not (out / "poses_bounds.npy").exists() and not list(out.glob("images_*"))
     assert len(meta["frames"]) == 5 and (meta["w"], meta["h"]) == (504, 378)

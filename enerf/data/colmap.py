@@ -227,6 +227,9 @@ def colmap_scene(
     factors = sorted({int(f) for f in factors})
     if out.exists() and not overwrite:
         raise DataError(f"{out}: already exists; choose another --out or pass --overwrite")
+    if out.exists() and out.resolve() in (images.resolve(), *images.resolve().parents):
+        raise DataError(f"{images}: lies inside --out {out}, which --overwrite replaces as a whole; "
+                        "move the photos out of it first")
     photos, skipped, (width, height) = collect_photos(images)
     if min(width, height) < max(factors, default=1):
         raise ConfigError(f"{images}: photos of {width}x{height} are smaller than factor {max(factors)}; lower --factors")

@@ -21,6 +21,8 @@ __all__ = [
     "opengl_c2w_from_cam_from_world",
     "depth_bounds",
     "poses_bounds_rows",
+    "similarity_align",
+    "pose_errors",
 ]
 
 
@@ -98,3 +100,39 @@ def poses_bounds_rows(poses: np.ndarray, bounds: np.ndarray) -> np.ndarray:
         np.ndarray  # [N, 17] float64
     """
     return np.concatenate([np.asarray(poses, np.float64).reshape(-1, 15), np.asarray(bounds, np.float64)], 1)
+
+
+def similarity_align(src: np.ndarray, dst: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """The similarity minimising ``sum |s R src + t - dst|^2`` (Umeyama 1991).
+
+    Args:
+        src, dst: np.ndarray  # [N, 3] corresponding points (N >= 3, not collinear)
+    Returns:
+        scale, rotation np.ndarray  # [3, 3], translation np.ndarray  # [3]
+    """
+    src, dst = np.asarray(src, np.float64), np.asarray(dst, np.float64)
+    mu_s, mu_d = src.mean(0), dst.mean(0)
+    u, d, vt = np.linalg.svd((dst - mu_d).T @ (src - mu_s) / len(src))
+    sign = np.diag([1.0, 1.0, np.sign(np.linalg.det(u @ vt))])
+    rotation = u @ sign @ vt
+    scale = float(np.trace(np.diag(d) @ sign) / ((src - mu_s) ** 2).sum(1).mean())
+    return scale, rotation, mu_d - scale * rotation @ mu_s
+
+
+def pose_errors(poses: np.ndarray, reference: np.ndarray) -> dict:
+    """Compare LLFF poses with reference LLFF poses of the same images after aligning the centres.
+
+    Args:
+        poses, reference: np.ndarray  # [N, 3, 5] (or [N, 3, 4]) LLFF poses
+    Returns:
+        dict: ``scale`` (reference units per pose unit), ``centre`` (error of each aligned centre
+        over the largest distance of a reference centre from their mean), ``degrees`` (rotation
+        error of each camera after the alignment's rotation)
+    """
+    scale, rotation, shift = similarity_align(poses[:, :, 3], reference[:, :, 3])
+    centres = scale * poses[:, :, 3] @ rotation.T + shift
+    spread = np.linalg.norm(reference[:, :, 3] - reference[:, :, 3].mean(0), axis=1).max()
+    relative = np.einsum("nji,jk,nkl->nil", reference[:, :, :3], rotation, poses[:, :, :3])
+    cos = np.clip((np.trace(relative, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
+    return {"scale": scale, "centre": np.linalg.norm(centres - reference[:, :, 3], axis=1) / spread,
+            "degrees": np.degrees(np.arccos(cos))}
