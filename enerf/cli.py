@@ -4,6 +4,7 @@
                 [--precond none|bnp] [--weight_decay L --decay_space p|z] [--grad_reg L] ...
     enerf eval --ckpt PATH
     enerf data synth --out DIR
+    enerf data colmap --images DIR --out SCENE [--factors 4 8] [--matcher exhaustive|sequential]
     enerf shape train --mesh torus|bunny|PATH --kind occupancy|sdf [--conditioning row] [--iters N]
     enerf shape mesh --ckpt PATH [--resolution R]      enerf shape eval --ckpt PATH
 
@@ -280,8 +281,13 @@ def _cmd_eval(argv: list[str]) -> int:
 def _cmd_data(argv: list[str]) -> int:
     from .data.synthetic import synth_main
 
+    if argv and argv[0] == "colmap":
+        from .data.colmap import colmap_main
+
+        return colmap_main(argv[1:])
     parser = configargparse.ArgumentParser(prog="enerf data", description="Dataset utilities.")
-    parser.add_argument("action", choices=("synth",), help="synth: write the embedded synthetic scene")
+    parser.add_argument("action", choices=("synth", "colmap"),
+                        help="synth: write the embedded synthetic scene; colmap: pose your own photos (colmap --help)")
     parser.add_argument("--out", required=True, help="output folder (LLFF layout)")
     parser.add_argument("--views", type=int, default=24)
     parser.add_argument("--width", type=int, default=1008)
