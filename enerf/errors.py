@@ -1,6 +1,6 @@
 """The one exception type the CLI turns into a single line and exit code 2."""
 
-__all__ = ["EnerfError", "DataError", "CheckpointError", "ConfigError"]
+__all__ = ["EnerfError", "DataError", "CheckpointError", "ConfigError", "DivergenceError"]
 
 
 class EnerfError(Exception):
@@ -17,3 +17,7 @@ class CheckpointError(EnerfError):
 
 class ConfigError(EnerfError):
     """A configuration value is invalid."""
+
+
+class DivergenceError(EnerfError):
+    """Training produced a non-finite loss, gradient or weight; the last good checkpoint is kept."""
