@@ -81,6 +81,7 @@ FLAG_TO_FIELD = {
     "N_rand": ("train", "n_rand"),
     "lrate": ("train", "lrate"),
     "lrate_decay": ("train", "lrate_decay"),
+    "lrate_scale": ("train", "lrate_scale"),
     "seed": ("train", "seed"),
     "precrop_iters": ("train", "precrop_iters"),
     "precrop_frac": ("train", "precrop_frac"),
@@ -99,6 +100,7 @@ FLAG_TO_FIELD = {
 }
 
 HELP = {
+    "lrate_scale": "multiplies lrate and encoding_lrate (what enerf compare's COND*S modes set, for learning-rate sweeps)",
     "scene": "scene name: 'demo' (embedded, made on first use) or a folder under data/nerf_llff_data/ or "
              "data/nerf_synthetic/ (e.g. fern, lego)",
     "datadir": "scene folder in LLFF or Blender layout (overrides --scene)",
@@ -400,7 +402,7 @@ def _cmd_compare(argv: list[str]) -> int:
     _add_dataclass_flags(parser, CompareConfig, {
         "task": "nerf (enerf train) or shape (enerf shape train)",
         "scenes": "scene names or folders (nerf), mesh names (shape)",
-        "modes": "COND, COND+PRECOND or COND:LAYERS, e.g. none row rowcol row+bnp row:all",
+        "modes": "COND, COND+PRECOND or COND:LAYERS, each optionally *S (learning rates times S), e.g. none row rowcol row+bnp row:all row*2",
         "jobs": "runs at once (each gets cores // jobs threads)", "out": "output folder",
         "baseline": "mode the deltas are measured against",
     })

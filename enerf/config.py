@@ -152,6 +152,7 @@ class TrainConfig:
     lrate: float = 5e-4
     lrate_decay: float = 250  # thousands of steps for a 10x decay (nerf-pytorch)
     encoding_lrate: float = 0.0  # learning rate of a learned position encoding (triplane grids; 0: lrate)
+    lrate_scale: float = 1.0  # multiplies lrate and encoding_lrate (learning-rate sweeps: compare's COND*S modes)
     tv_weight: float = 0.0  # weight of the total-variation loss on triplane grids (0: off)
     seed: int = 0
     precrop_iters: int = 0
@@ -175,6 +176,8 @@ class TrainConfig:
         for name in ("encoding_lrate", "tv_weight"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"--{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 < self.lrate_scale < float("inf"):
+            raise ConfigError(f"--lrate_scale must be a finite number > 0, got {self.lrate_scale}")
 
 
 def _check_optimizer_fields(train) -> None:

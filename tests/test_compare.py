@@ -193,10 +193,19 @@ def test_shape_task_uses_shape_train_and_its_columns(tmp_path):
     assert (out / "iou_curves.png").is_file() and not (out / "side_by_side.png").exists()
 
 
-@pytest.mark.parametrize("spec", ["", "+bnp", "row+", "row:", "frob"])
+@pytest.mark.parametrize("spec", ["", "+bnp", "row+", "row:", "frob", "row*", "row*0", "row*-1", "row*x", "row*inf", "*2"])
 def test_bad_mode_specs_are_rejected(spec):
     with pytest.raises(ConfigError):
-        parse_mode(spec, ("none", "row"), ("none", "bnp"))
+        parse_mode(spec, ("none", "row"), ("none", "bnp"), lr_scales=True)
+
+
+def test_learning_rate_factor_mode():
+    mode = parse_mode("row+bnp:all*0.5", ("none", "row"), ("none", "bnp"), lr_scales=True)
+    assert (mode.conditioning, mode.precond, mode.layers, mode.lr_scale) == ("row", "bnp", "all", "0.5")
+    assert mode.flags()[-2:] == ["--lrate_scale", "0.5"] and mode.label == "row+bnp@allx0.5"
+    assert "--lrate_scale" not in parse_mode("row", lr_scales=True).flags()
+    with pytest.raises(ConfigError, match="only for --task nerf"):
+        parse_mode("row*2")  # shape runs have no --lrate_scale
 
 
 def test_failed_run_is_reported(tmp_path, capsys):

@@ -11,7 +11,7 @@ from enerf.config import FieldConfig, TrainConfig
 from enerf.errors import ConfigError
 from enerf.fields.nerf import NeRFField
 from enerf.nn.triplane import TriPlaneEncoding
-from enerf.train.nerf import nerf_losses
+from enerf.train.nerf import nerf_losses, set_learning_rate
 from enerf.train.state import optimizer_from_config
 
 
@@ -90,3 +90,17 @@ def test_triplane_field_trains_its_grids_at_their_own_learning_rate():
     assert float(losses["tv"].detach()) == pytest.approx(0.5 * float(field.pos_encoding.total_variation().detach()), rel=1e-6)
     sum(losses.values()).backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in field.pos_encoding.parameters())
+
+
+def test_lrate_scale_multiplies_every_group_along_the_schedule():
+    field = NeRFField.from_config(FieldConfig(netdepth=2, netwidth=16, view_width=8, encoding="triplane",
+                                              grid_resolutions=(4,), grid_components=2))
+    train = TrainConfig(lrate=1e-3, encoding_lrate=2e-2, lrate_decay=2, lrate_scale=0.5)
+    opt = optimizer_from_config([field], train)
+    assert set_learning_rate(opt, 1000, train) == pytest.approx(0.5 * 1e-3 * 0.1 ** 0.5)
+    lrs = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    for name, p in field.named_parameters():
+        base = 2e-2 if name.startswith("pos_encoding.") else 1e-3
+        assert lrs[id(p)] == pytest.approx(0.5 * base * 10 ** -0.5)  # 10x per 2,000 steps, at step 1,000
+    with pytest.raises(ConfigError, match="--lrate_scale"):
+        TrainConfig(lrate_scale=0)

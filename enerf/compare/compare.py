@@ -37,7 +37,7 @@ def run_compare(cfg: CompareConfig, config_file: list[str] | str | None = None, 
     ``config_file``: ``--config`` items, a file for every scene and / or ``SCENE=FILE``."""
     task = get_task(cfg.task)
     known = tuple(CONDITIONING_MODES) if task.name == "nerf" else ()
-    modes = [parse_mode(m, known, _known_precond()) for m in cfg.modes]
+    modes = [parse_mode(m, known, _known_precond(), lr_scales=task.name == "nerf") for m in cfg.modes]
     extra = list(extra or [])
     runs = plan_grid(task, list(cfg.scenes), modes, list(cfg.seeds), Path(cfg.out), config_file, extra)
     run_grid(task, runs, extra, cfg.jobs, runner, progress)

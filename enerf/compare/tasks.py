@@ -24,17 +24,19 @@ class Metric:
 
 @dataclass(frozen=True)
 class ModeSpec:
-    """One column of the comparison: ``COND[+PRECOND][:LAYERS]`` (e.g. ``row``, ``row+bnp``, ``row:all``)."""
+    """One column of the comparison: ``COND[+PRECOND][:LAYERS][*LR]`` (e.g. ``row``, ``row+bnp``,
+    ``row:all``, ``row*2``: row at twice the config's learning rates)."""
 
     spec: str
     conditioning: str
     precond: str = ""
     layers: str = ""
+    lr_scale: str = ""
 
     @property
     def label(self) -> str:
-        """File-system-safe name: ``row:all`` -> ``row@all``."""
-        return self.spec.replace(":", "@").replace("/", "_")
+        """File-system-safe name: ``row:all`` -> ``row@all``, ``row*0.5`` -> ``rowx0.5``."""
+        return self.spec.replace(":", "@").replace("/", "_").replace("*", "x")
 
     def flags(self) -> list[str]:
         out = ["--conditioning", self.conditioning]
@@ -42,12 +44,26 @@ class ModeSpec:
             out += ["--precond", self.precond]
         if self.layers:
             out += ["--conditioned_layers", self.layers]
+        if self.lr_scale:
+            out += ["--lrate_scale", self.lr_scale]
         return out
 
 
-def parse_mode(spec: str, known_conditioning: tuple[str, ...] = (), known_precond: tuple[str, ...] = ()) -> ModeSpec:
-    """Parse ``A``, ``A+B``, ``A:L`` or ``A+B:L`` (conditioning A, preconditioner B, layers L)."""
-    head, _, layers = spec.partition(":")
+def parse_mode(spec: str, known_conditioning: tuple[str, ...] = (), known_precond: tuple[str, ...] = (),
+               lr_scales: bool = False) -> ModeSpec:
+    """Parse ``A``, ``A+B``, ``A:L`` or ``A+B:L`` (conditioning A, preconditioner B, layers L), each
+    optionally followed by ``*S``: learning rates times S (only where ``lr_scales``: NeRF runs)."""
+    body, star, scale = spec.partition("*")
+    if star:
+        if not lr_scales:
+            raise ConfigError(f"--modes entry {spec!r}: a learning-rate factor (*S) is only for --task nerf")
+        try:
+            ok = 0 < float(scale) < float("inf")
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"--modes entry {spec!r}: the factor after '*' must be a number > 0, e.g. row*2")
+    head, _, layers = body.partition(":")
     cond, _, precond = head.partition("+")
     if not cond or (":" in spec and not layers) or ("+" in head and not precond):
         raise ConfigError(f"--modes entry {spec!r} is not COND, COND+PRECOND, COND:LAYERS or COND+PRECOND:LAYERS")
@@ -55,7 +71,7 @@ def parse_mode(spec: str, known_conditioning: tuple[str, ...] = (), known_precon
         raise ConfigError(f"--modes entry {spec!r}: conditioning {cond!r} is not one of {', '.join(known_conditioning)}")
     if precond and known_precond and precond not in known_precond:
         raise ConfigError(f"--modes entry {spec!r}: preconditioner {precond!r} is not one of {', '.join(known_precond)}")
-    return ModeSpec(spec, cond, precond, layers)
+    return ModeSpec(spec, cond, precond, layers, scale)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from ..checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
-from ..config import RunConfig
+from ..config import RunConfig, TrainConfig
 from ..data.sampler import RaySampler, center_mask, training_rays
 from ..data.scene import Scene
 from ..errors import CheckpointError
@@ -39,12 +39,21 @@ from .evaluate import evaluate_views, summarize, write_metrics
 from .ray_batch import RayBatch
 from .state import LoopState, optimizer_from_config, restore_loop_state, seed_everything
 
-__all__ = ["train_nerf", "NerfRun", "prepare_run", "step_run", "training_step", "grid_record", "learning_rate", "nerf_losses"]
+__all__ = ["train_nerf", "NerfRun", "prepare_run", "step_run", "training_step", "grid_record", "learning_rate", "set_learning_rate", "nerf_losses"]
 
 
 def learning_rate(step: int, lrate: float, lrate_decay: float) -> float:
     """nerf-pytorch's schedule: lrate * 0.1 ** (step / (lrate_decay * 1000))."""
     return lrate * 0.1 ** (step / (lrate_decay * 1000))
+
+
+def set_learning_rate(optimizer, step: int, train: TrainConfig) -> float:
+    """Set every parameter group's rate for ``step``: the schedule's value times ``lrate_scale``
+    times the group's own ``lr_scale`` (grids: encoding_lrate / lrate). Returns the trunk's rate."""
+    lr = learning_rate(step, train.lrate, train.lrate_decay) * train.lrate_scale
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_scale", 1.0)
+    return lr
 
 
 def nerf_losses(out: dict, target: torch.Tensor, fields: dict | None = None, tv_weight: float = 0.0) -> dict[str, torch.Tensor]:
@@ -139,9 +148,7 @@ def step_run(run: NerfRun, step: int) -> tuple[dict[str, torch.Tensor], torch.Te
     train = run.cfg.train
     for f in run.fields.values():
         f.train()
-    lr = learning_rate(step, train.lrate, train.lrate_decay)
-    for group in run.optimizer.param_groups:
-        group["lr"] = lr * group.get("lr_scale", 1.0)
+    set_learning_rate(run.optimizer, step, train)
     return training_step(step, run.fields, run.fns, run.renderer, run.sampler, run.ray_batch, run.optimizer,
                          run.generator, center_only=step < train.precrop_iters, tv_weight=train.tv_weight)
 
@@ -215,7 +222,7 @@ def _train_locked(run: NerfRun, out_dir: Path, ckpt_path: Path, payload: dict | 
     tic = time.perf_counter()
     for step in bar:
         losses, loss = step_run(run, step)
-        lr = learning_rate(step, cfg.train.lrate, cfg.train.lrate_decay)
+        lr = learning_rate(step, cfg.train.lrate, cfg.train.lrate_decay) * cfg.train.lrate_scale
 
         done = step + 1
         guard.check(done, loss, ckpt_path, saved_step)
