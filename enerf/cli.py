@@ -21,7 +21,7 @@ from pathlib import Path
 import configargparse
 
 from .config import CONDITIONING_MODES, DECAY_SPACES, PRECOND_MODES, RENDERERS, DataConfig, FieldConfig, RenderConfig, RunConfig, TrainConfig
-from .errors import ConfigError, EnerfError
+from .errors import ConfigError, EnerfError, system_error_line
 from .runfolder import check_output_dir
 from .validate import (validate_compare_config, validate_mesh_config, validate_mesh_resolution, validate_synth,
                        validate_video_config)
@@ -497,18 +497,6 @@ COMMANDS = {"train": _cmd_train, "eval": _cmd_eval, "data": _cmd_data, "render":
             "compare": _cmd_compare, "shape": _cmd_shape}
 
 
-def _system_error_line(exc: BaseException) -> str | None:
-    """One line for running out of memory or a failed file operation; None for other errors
-    (bugs keep their traceback). ``ENERF_TRACEBACK=1`` shows the traceback in every case."""
-    if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and (
-            "out of memory" in str(exc) or "not enough memory" in str(exc))):
-        return "out of memory; lower --N_rand, --chunk, --batch_size or the image size (--factor)"
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f" ({exc.filename})" if exc.filename else ""
-        return f"{exc.strerror}{where}; check the path and free space"
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
@@ -524,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"enerf: error: {exc}", file=sys.stderr)
         return 2
     except (MemoryError, RuntimeError, OSError) as exc:  # the machine's limits, not bad input
-        line = _system_error_line(exc)
+        line = system_error_line(exc)
         if line is None or os.environ.get("ENERF_TRACEBACK"):
             raise
         print(f"enerf: error: {line}", file=sys.stderr)

@@ -110,19 +110,37 @@ def check_rules(config: Any, rules: Iterable[Rule]) -> None:
         rule.check(config)
 
 
+# The MLP flags that `enerf train` and `enerf shape train` share.
+COMMON_FIELD_RULES = (
+    _int("netdepth", "field", "netdepth", lo=1),
+    _int("netwidth", "field", "netwidth", lo=1),
+    _int("skips", "field", "skips", each=True),
+    _int("multires", "field", "multires", hi=32),
+    _int("conditioning_passes", "field", "conditioning_passes", lo=1),
+    _positive("conditioning_eps", "field", "conditioning_eps"),
+)
+
+# Optimisation and cadence flags that `enerf train` and `enerf shape train` share.
+COMMON_TRAIN_RULES = (
+    _positive("lrate", "train", "lrate"),
+    _int("seed", "train", "seed", hi=MAX_SEED),
+    _int("eval_every", "train", "eval_every"),
+    _int("log_every", "train", "log_every", lo=1),
+    _int("kappa_every", "train", "kappa_every"),
+    _int("ckpt_every", "train", "ckpt_every"),
+    _nonneg("time_budget", "train", "time_budget"),
+    _nonneg("weight_decay", "train", "weight_decay"),
+    _nonneg("grad_reg", "train", "grad_reg"),
+)
+
 RUN_RULES = (
     _int("factor", "data", "factor"),
     _int("testskip", "data", "testskip", lo=1),
     _int("llffhold", "data", "llffhold"),
     _positive("bd_factor", "data", "bd_factor"),
-    _int("netdepth", "field", "netdepth", lo=1),
-    _int("netwidth", "field", "netwidth", lo=1),
-    _int("skips", "field", "skips", each=True),
-    _int("multires", "field", "multires", hi=32),
+    *COMMON_FIELD_RULES,
     _int("multires_views", "field", "multires_views", hi=32),
     _int("view_width", "field", "view_width", lo=1),
-    _int("conditioning_passes", "field", "conditioning_passes", lo=1),
-    _positive("conditioning_eps", "field", "conditioning_eps"),
     _int("grid_resolutions", "field", "grid_resolutions", lo=2, each=True),
     _int("grid_components", "field", "grid_components", lo=1),
     Rule("grid_aabb", "field", "grid_aabb", each=True),
@@ -142,22 +160,15 @@ RUN_RULES = (
     _int("target_sample_batch_size", "render", "target_sample_batch_size", lo=-1),
     _int("iters", "train", "iters", lo=1),
     _int("N_rand", "train", "n_rand", lo=1, hi=MAX_RAYS),
-    _positive("lrate", "train", "lrate"),
     _positive("lrate_decay", "train", "lrate_decay"),
+    _positive("lrate_scale", "train", "lrate_scale"),
     _nonneg("encoding_lrate", "train", "encoding_lrate"),
     _nonneg("tv_weight", "train", "tv_weight"),
-    _int("seed", "train", "seed", hi=MAX_SEED),
     _int("precrop_iters", "train", "precrop_iters"),
     Rule("precrop_frac", "train", "precrop_frac", lo=0.0, hi=1.0, lo_open=True),
-    _int("eval_every", "train", "eval_every"),
     _int("eval_views", "train", "eval_views"),
-    _int("log_every", "train", "log_every", lo=1),
-    _int("kappa_every", "train", "kappa_every"),
-    _int("ckpt_every", "train", "ckpt_every"),
-    _nonneg("time_budget", "train", "time_budget"),
     _nonneg("stop_at_psnr", "train", "stop_at_psnr"),
-    _nonneg("weight_decay", "train", "weight_decay"),
-    _nonneg("grad_reg", "train", "grad_reg"),
+    *COMMON_TRAIN_RULES,
 )
 
 
@@ -198,31 +209,18 @@ SHAPE_RULES = (
     _int("n_near", "data", "n_near"),
     Rule("near_sigmas", "data", "near_sigmas", lo=0.0, lo_open=True, each=True),
     _int("sample_seed", "data", "sample_seed", hi=MAX_SEED - 1000),
-    _int("netdepth", "field", "netdepth", lo=1),
-    _int("netwidth", "field", "netwidth", lo=1),
-    _int("skips", "field", "skips", each=True),
-    _int("multires", "field", "multires", hi=32),
-    _int("conditioning_passes", "field", "conditioning_passes", lo=1),
-    _positive("conditioning_eps", "field", "conditioning_eps"),
+    *COMMON_FIELD_RULES,
     _int("iters", "train", "iters", lo=1),
     _int("batch_size", "train", "batch_size", lo=1, hi=2**24),
-    _positive("lrate", "train", "lrate"),
     _int("lrate_decay", "train", "lrate_decay"),
-    _int("seed", "train", "seed", hi=MAX_SEED),
     _positive("sdf_clamp", "train", "sdf_clamp"),
     _nonneg("eikonal_weight", "train", "eikonal_weight"),
-    _int("eval_every", "train", "eval_every"),
-    _int("log_every", "train", "log_every", lo=1),
-    _int("kappa_every", "train", "kappa_every"),
-    _int("ckpt_every", "train", "ckpt_every"),
-    _nonneg("time_budget", "train", "time_budget"),
     _int("eval_points", "train", "eval_points", lo=1),
     _int("surface_points", "train", "surface_points", lo=1),
     _int("mesh_resolution", "train", "mesh_resolution", lo=8, hi=MAX_GRID),
     _positive("fscore_tau", "train", "fscore_tau"),
     _int("chunk", "train", "chunk", lo=1),
-    _nonneg("weight_decay", "train", "weight_decay"),
-    _nonneg("grad_reg", "train", "grad_reg"),
+    *COMMON_TRAIN_RULES,
 )
 
 
