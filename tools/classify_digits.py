@@ -17,7 +17,7 @@ over several rounds. Writes into ``--out``: ``classify_digits.md`` (test accurac
 over seeds, the paired difference to the baseline at the same learning rate with its 95 % CI,
 final training loss, step time and its ratio to the baseline), ``classify_digits.json`` (every
 run's history) and ``loss_curves.png`` / ``accuracy_curves.png`` (per epoch and per training
-second, mean ± std over seeds).
+CPU second, mean ± std over seeds).
 
     OMP_NUM_THREADS=1 nice -n 19 flock -s /tmp/enerf-cpu.lock python tools/classify_digits.py --out runs/digits
 
@@ -170,7 +170,9 @@ def accuracy(model: nn.Module, x: Tensor, y: Tensor) -> float:
 
 
 def train_run(arch: str, norm: str, use_bnp: bool, seed: int, data, epochs: int, lr: float, batch: int) -> dict:
-    """One training run; history per epoch: step (the epoch), train_seconds, train_loss, test_acc."""
+    """One training run; history per epoch: step (the epoch), train_seconds (the process's CPU
+    time in training steps: with one torch thread, what the steps cost without the waits that
+    other processes on the machine cause), train_loss, test_acc."""
     x_train, y_train, x_test, y_test = data
     model = make_model(arch, norm, seed)
     optimizer = make_optimizer(arch, model, lr)
@@ -180,11 +182,11 @@ def train_run(arch: str, norm: str, use_bnp: bool, seed: int, data, epochs: int,
     for epoch in range(1, epochs + 1):
         perm = torch.randperm(len(y_train), generator=order)
         losses = []
-        tic = time.perf_counter()
+        tic = time.process_time()
         for start in range(0, len(perm), batch):
             idx = perm[start:start + batch]
             losses.append(train_step(model, optimizer, bnp, x_train[idx], y_train[idx]))
-        elapsed += time.perf_counter() - tic
+        elapsed += time.process_time() - tic
         history.append({"step": epoch, "train_seconds": elapsed, "train_loss": float(np.mean(losses)),
                         "test_acc": accuracy(model, x_test, y_test)})
     return {"arch": arch, "lr": lr, "method": _method(norm, use_bnp), "seed": seed, "history": history,
@@ -205,8 +207,8 @@ def variants(arch: str) -> list[tuple[str, bool]]:
 def time_steps(archs: list[str], data, batch: int, rounds: int = 5, steps: int = 30) -> dict[tuple[str, str], float]:
     """{(arch, method): ms per training step}: ``steps`` steps of each variant in turn, ``rounds``
     times (interleaved, so a change in the machine's load hits every variant alike); the fastest
-    round's mean step time (forward, backward, BNP, optimizer step), the least disturbed by other
-    processes."""
+    round's mean step time (forward, backward, BNP, optimizer step) in CPU time of this process,
+    the least disturbed by other processes."""
     x, y = data[0][:batch], data[1][:batch]
     setups = {}
     for arch in archs:
@@ -217,11 +219,11 @@ def time_steps(archs: list[str], data, batch: int, rounds: int = 5, steps: int =
     times: dict[tuple[str, str], list[float]] = {key: [] for key in setups}
     for round_ in range(rounds + 1):  # round 0 warms up
         for key, (model, optimizer, bnp) in setups.items():
-            tic = time.perf_counter()
+            tic = time.process_time()
             for _ in range(steps):
                 train_step(model, optimizer, bnp, x, y)
             if round_:
-                times[key].append(1e3 * (time.perf_counter() - tic) / steps)
+                times[key].append(1e3 * (time.process_time() - tic) / steps)
     return {key: min(values) for key, values in times.items()}
 
 
@@ -270,7 +272,8 @@ def to_markdown(rows: list[dict], settings: dict) -> str:
               f"over seeds; Δ: mean of the per-seed paired differences to the baseline at the same learning rate, with "
               f"the t interval. CNN: SGD momentum 0.9, {s['epochs_cnn']} epochs; ViT: AdamW, weight decay 0.05, "
               f"{s['epochs_vit']} epochs; batch {s['batch']}; {s['n_train']} training / {s['n_test']} test images. "
-              f"Step time: forward, backward, BNP and optimizer step on one batch, {s['threads']} torch thread(s), "
+              f"Step time: forward, backward, BNP and optimizer step on one batch, process CPU time with "
+              f"{s['threads']} torch thread(s), "
               f"variants interleaved, fastest of {s['timing_rounds']} rounds."]
     return "\n".join(lines) + "\n"
 

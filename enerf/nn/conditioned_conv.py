@@ -28,10 +28,8 @@ class ConditionedConv2d(ConditionedWeight, nn.Conv2d):
     Args:
         in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
         padding_mode, device, dtype: as ``nn.Conv2d``.
-        conditioning: a key of ``CONDITIONERS`` ("none" behaves as a plain convolution).
-        eps: lower bound on the norms that are inverted (> 0).
-        detach_conditioner: compute E's diagonal under detach (E is a constant in backprop).
-        passes: alternating passes for ``rowcol`` (>= 1).
+        conditioning, eps, detach_conditioner, passes: as ``ConditionedLinear`` (the mode
+            "none" behaves as a plain convolution).
     """
 
     def __init__(

@@ -62,8 +62,7 @@ from typing import Callable, Iterator
 import torch
 from torch import Tensor, nn
 
-from .conditioners import (  # noqa: F401  (the math lives there; re-exported for importers of this module)
-    _EQUILIBRATED_DIM,
+from .conditioners import (  # the math lives there; CONDITIONERS, PARAMETRIZATIONS re-exported
     CONDITIONERS,
     PARAMETRIZATIONS,
     ConditionedWeight,
