@@ -12,6 +12,8 @@ so ``enerf eval`` (and later render / mesh) need nothing but ``--ckpt``.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -29,6 +31,9 @@ __all__ = [
     "load_checkpoint",
     "atomic_write_bytes",
     "atomic_write_text",
+    "atomic_write_json",
+    "json_safe",
+    "nonfinite_models",
     "publish",
     "rng_state",
     "restore_rng_state",
@@ -85,6 +90,36 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN / inf float replaced by None (JSON has no spelling for them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    """Write ``value`` as indented, always valid JSON (non-finite floats become null)."""
+    atomic_write_text(path, json.dumps(json_safe(value), indent=2, allow_nan=False) + "\n")
+
+
+def nonfinite_models(models: dict[str, dict]) -> list[str]:
+    """``name.key`` of every floating-point tensor in the state dicts ``models`` that holds NaN or inf."""
+    bad = []
+    for name, state in models.items():
+        for key, tensor in (state or {}).items():
+            if torch.is_tensor(tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                bad.append(f"{name}.{key}")
+    return bad
+
+
+def _some(names: list[str]) -> str:
+    return names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
+
+
 def rng_state() -> dict[str, Any]:
     state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state()}
     if torch.cuda.is_available():
@@ -107,7 +142,12 @@ def save_checkpoint(
     optimizer: dict | None = None,
     extra: dict | None = None,
 ) -> None:
-    """Atomically write a checkpoint (temp file + rename)."""
+    """Atomically write a checkpoint (temp file + rename); weights with NaN or inf are refused
+    (CheckpointError), so a diverged run never replaces its last good checkpoint."""
+    bad = nonfinite_models(models)
+    if bad:
+        raise CheckpointError(f"{path}: not written, the weights {_some(bad)} hold NaN or inf (training diverged); "
+                              "lower --lrate")
     payload = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -147,4 +187,11 @@ def load_checkpoint(
         config = _CONFIG_LOADERS[task](payload["config"])
     except (ConfigError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{path}: checkpoint config is incompatible with this enerf ({exc})") from None
+    models = payload.get("models")
+    if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
+        raise CheckpointError(f"{path}: checkpoint holds no weights (its 'models' entry is missing or malformed)")
+    bad = nonfinite_models(models)
+    if bad:
+        raise CheckpointError(f"{path}: the weights {_some(bad)} hold NaN or inf (a diverged run); use an earlier "
+                              "checkpoint or retrain with a lower --lrate")
     return payload, config

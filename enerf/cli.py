@@ -4,6 +4,7 @@
                 [--precond none|bnp] [--weight_decay L --decay_space p|z] [--grad_reg L] ...
     enerf eval --ckpt PATH
     enerf data synth --out DIR
+    enerf data colmap --images DIR --out SCENE [--factors 4 8] [--matcher exhaustive|sequential]
     enerf shape train --mesh torus|bunny|PATH --kind occupancy|sdf [--conditioning row] [--iters N]
     enerf shape mesh --ckpt PATH [--resolution R]      enerf shape eval --ckpt PATH
 
@@ -14,13 +15,17 @@ with the same meaning, so an existing nerf-pytorch config file works unchanged.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
 import configargparse
 
 from .config import CONDITIONING_MODES, DECAY_SPACES, PRECOND_MODES, RENDERERS, DataConfig, FieldConfig, RenderConfig, RunConfig, TrainConfig
-from .errors import ConfigError, EnerfError
+from .errors import ConfigError, EnerfError, system_error_line
+from .runfolder import check_output_dir
+from .validate import (validate_compare_config, validate_mesh_config, validate_mesh_resolution, validate_synth,
+                       validate_video_config)
 
 __all__ = ["main", "build_train_parser", "run_config_from_args"]
 
@@ -153,6 +158,13 @@ IGNORED_KEYS = (
 )
 
 
+class OneLineParser(configargparse.ArgumentParser):
+    """An argument parser whose errors are a ConfigError (one line, exit 2), not usage + exit."""
+
+    def error(self, message: str):
+        raise ConfigError(f"{self.prog}: {message.splitlines()[0] if message else 'invalid arguments'}")
+
+
 def _bool(text: str) -> bool:
     value = str(text).strip().lower()
     if value in ("1", "true", "yes", "on"):
@@ -178,7 +190,7 @@ def _is_tuple_field(section: str, name: str) -> bool:
 
 
 def build_train_parser() -> configargparse.ArgumentParser:
-    parser = configargparse.ArgumentParser(
+    parser = OneLineParser(
         prog="enerf train",
         description="Train a NeRF (vanilla or equilibrated-weight-conditioned) and score held-out views.",
         config_file_parser_class=configargparse.DefaultConfigFileParser,
@@ -242,14 +254,19 @@ def run_config_from_args(args) -> RunConfig:
         raise ConfigError(str(exc)) from None
 
 
+def _fmt(value, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
 def _print_metrics(metrics: dict, where: Path) -> None:
-    lpips = "n/a" if metrics["lpips"] is None else f"{metrics['lpips']:.4f}"
     print(
-        f"held-out PSNR {metrics['psnr']:.2f} dB  SSIM {metrics['ssim']:.4f}  LPIPS {lpips}"
-        f"  ({len(metrics['per_image'])} views, {metrics['steps']} steps) -> {where}"
+        f"held-out PSNR {_fmt(metrics['psnr'], '.2f')} dB  SSIM {_fmt(metrics['ssim'], '.4f')}"
+        f"  LPIPS {_fmt(metrics['lpips'], '.4f')}  ({len(metrics['per_image'])} views, {metrics['steps']} steps) -> {where}"
     )
     if metrics["lpips"] is None and metrics.get("lpips_error"):
         print(f"LPIPS unavailable: {metrics['lpips_error']}")
+    for warning in metrics.get("warnings") or []:
+        print(f"warning: {warning}")
 
 
 def _cmd_train(argv: list[str]) -> int:
@@ -268,7 +285,7 @@ def _cmd_train(argv: list[str]) -> int:
 def _cmd_eval(argv: list[str]) -> int:
     from .train.evaluate import evaluate_checkpoint
 
-    parser = configargparse.ArgumentParser(prog="enerf eval", description="Recompute metrics.json from a checkpoint.")
+    parser = OneLineParser(prog="enerf eval", description="Recompute metrics.json from a checkpoint.")
     parser.add_argument("--ckpt", required=True, help="path to a checkpoint (.pt)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None)
     args = parser.parse_args(argv)
@@ -280,8 +297,13 @@ def _cmd_eval(argv: list[str]) -> int:
 def _cmd_data(argv: list[str]) -> int:
     from .data.synthetic import synth_main
 
-    parser = configargparse.ArgumentParser(prog="enerf data", description="Dataset utilities.")
-    parser.add_argument("action", choices=("synth",), help="synth: write the embedded synthetic scene")
+    if argv and argv[0] == "colmap":
+        from .data.colmap import colmap_main
+
+        return colmap_main(argv[1:])
+    parser = OneLineParser(prog="enerf data", description="Dataset utilities.")
+    parser.add_argument("action", choices=("synth", "colmap"),
+                        help="synth: write the embedded synthetic scene; colmap: pose your own photos (colmap --help)")
     parser.add_argument("--out", required=True, help="output folder (LLFF layout)")
     parser.add_argument("--views", type=int, default=24)
     parser.add_argument("--width", type=int, default=1008)
@@ -289,6 +311,8 @@ def _cmd_data(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
+    validate_synth(args.views, args.width, args.height, args.seed)
+    check_output_dir(args.out, "--out")
     path = synth_main(args.out, args.views, args.width, args.height, args.seed, args.overwrite)
     print(f"wrote synthetic LLFF scene to {path}")
     return 0
@@ -318,7 +342,7 @@ def _cmd_render(argv: list[str]) -> int:
     from .config import VideoConfig
     from .export.video import render_video_from_checkpoint
 
-    parser = configargparse.ArgumentParser(prog="enerf render", description="Render rgb.mp4 / depth.mp4 from a checkpoint.")
+    parser = OneLineParser(prog="enerf render", description="Render rgb.mp4 / depth.mp4 from a checkpoint.")
     parser.add_argument("--ckpt", required=True, help="path to a checkpoint (.pt)")
     parser.add_argument("--out", default=None, help="output folder (default <run>/video_<path>)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None)
@@ -331,7 +355,8 @@ def _cmd_render(argv: list[str]) -> int:
         "chunk": "rays per forward pass (0: the checkpoint's chunk); bounds the peak memory",
     })
     args = parser.parse_args(argv)
-    info = render_video_from_checkpoint(args.ckpt, _dataclass_from_args(VideoConfig, args), DATA_ROOT, args.out,
+    video = validate_video_config(_dataclass_from_args(VideoConfig, args))
+    info = render_video_from_checkpoint(args.ckpt, video, DATA_ROOT, args.out,
                                         args.device, progress=not args.quiet)
     print(f"wrote {info['frames']} frames of {info['width']}x{info['height']} ({info['path']} path, "
           f"{info['depth_kind']} colour-mapped) -> {info['rgb']}, {info['depth']}")
@@ -344,7 +369,7 @@ def _cmd_mesh(argv: list[str]) -> int:
     from .config import MeshConfig
     from .export.nerf_mesh import distance_to_true_surfaces, mesh_from_checkpoint
 
-    parser = configargparse.ArgumentParser(prog="enerf mesh", description="Extract a coloured mesh from a NeRF checkpoint.")
+    parser = OneLineParser(prog="enerf mesh", description="Extract a coloured mesh from a NeRF checkpoint.")
     parser.add_argument("--ckpt", required=True, help="path to a checkpoint (.pt)")
     parser.add_argument("--out", default=None, help="mesh file, .ply or .obj (default <run>/mesh.ply)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None)
@@ -355,7 +380,7 @@ def _cmd_mesh(argv: list[str]) -> int:
         "field": "fine or coarse network", "frame": "world (poses_bounds.npy frame) or scene (normalised frame)",
     })
     args = parser.parse_args(argv)
-    cfg = _dataclass_from_args(MeshConfig, args)
+    cfg = validate_mesh_config(_dataclass_from_args(MeshConfig, args))
     mesh, path, run = mesh_from_checkpoint(args.ckpt, cfg, DATA_ROOT, args.out, args.device)
     print(f"wrote mesh with {len(mesh.vertices)} vertices, {len(mesh.faces)} faces -> {path}")
     dist = distance_to_true_surfaces(run, mesh, cfg.frame, DATA_ROOT)
@@ -373,7 +398,7 @@ def _cmd_compare(argv: list[str]) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1 :]
-    parser = configargparse.ArgumentParser(
+    parser = OneLineParser(
         prog="enerf compare", description="Run scenes x modes x seeds and write compare.md / .csv and plots.",
         epilog="Flags after -- go to every run, e.g. enerf compare --modes none row -- --iters 500")
     parser.add_argument("--config", nargs="+", default=None,
@@ -388,8 +413,9 @@ def _cmd_compare(argv: list[str]) -> int:
         "baseline": "mode the deltas are measured against",
     })
     args = parser.parse_args(argv)
-    result = run_compare(_dataclass_from_args(CompareConfig, args), args.config, extra, progress=not args.quiet,
-                         data_root=DATA_ROOT)
+    cfg = validate_compare_config(_dataclass_from_args(CompareConfig, args))
+    check_output_dir(cfg.out, "--out")
+    result = run_compare(cfg, args.config, extra, progress=not args.quiet, data_root=DATA_ROOT)
     print("wrote " + ", ".join(str(p) for p in result["outputs"]))
     return 0
 
@@ -425,7 +451,7 @@ def _cmd_shape(argv: list[str]) -> int:
         return 0
     action, argv = argv[0], argv[1:]
     if action == "train":
-        parser = configargparse.ArgumentParser(
+        parser = OneLineParser(
             prog="enerf shape train", config_file_parser_class=configargparse.DefaultConfigFileParser,
             description="Fit an occupancy or SDF network to a mesh; writes metrics.json, mesh and checkpoint.")
         parser.add_argument("--config", is_config_file=True, help="configargparse file (key = value per line)")
@@ -447,7 +473,7 @@ def _cmd_shape(argv: list[str]) -> int:
         m = train_shape(cfg, resume=args.resume, progress=not args.quiet)
         where = Path(cfg.basedir) / cfg.expname / "metrics.json"
     else:
-        parser = configargparse.ArgumentParser(prog=f"enerf shape {action}", description=(
+        parser = OneLineParser(prog=f"enerf shape {action}", description=(
             "Extract the surface of a shape checkpoint (marching cubes)." if action == "mesh"
             else "Recompute metrics.json of a shape checkpoint."))
         parser.add_argument("--ckpt", required=True, help="path to a checkpoint (.pt) from enerf shape train")
@@ -457,6 +483,7 @@ def _cmd_shape(argv: list[str]) -> int:
             parser.add_argument("--out", default=None, help="mesh file (default <run>/mesh_<resolution>.ply)")
         args = parser.parse_args(argv)
         if action == "mesh":
+            validate_mesh_resolution(args.resolution)
             path, mesh, seconds = mesh_from_checkpoint(args.ckpt, args.resolution, args.out, args.device)
             print(f"wrote mesh with {len(mesh.vertices)} vertices, {len(mesh.faces)} faces "
                   f"({args.resolution}^3 grid, {seconds:.1f} s) -> {path}")
@@ -489,6 +516,12 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[argv[0]](argv[1:])
     except EnerfError as exc:
         print(f"enerf: error: {exc}", file=sys.stderr)
+        return 2
+    except (MemoryError, RuntimeError, OSError) as exc:  # the machine's limits, not bad input
+        line = system_error_line(exc)
+        if line is None or os.environ.get("ENERF_TRACEBACK"):
+            raise
+        print(f"enerf: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("enerf: interrupted", file=sys.stderr)

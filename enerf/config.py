@@ -354,8 +354,8 @@ class ShapeTrainConfig:
 
     def __post_init__(self) -> None:
         _check_optimizer_fields(self)
-        if self.iters < 0 or self.batch_size < 1:
-            raise ConfigError("--iters must be >= 0 and --batch_size >= 1")
+        if self.iters < 1 or self.batch_size < 1:
+            raise ConfigError(f"--iters and --batch_size must be integers >= 1, got {self.iters} and {self.batch_size}")
         if self.mesh_resolution < 8:
             raise ConfigError(f"--mesh_resolution must be >= 8, got {self.mesh_resolution}")
 

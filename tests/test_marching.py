@@ -32,7 +32,7 @@ from enerf.render.marching import (
     visibility_mask,
 )
 from enerf.render.occupancy_grid import OccupancyGrid, ray_aabb_intersect
-from enerf.render.renderer import FieldFns, GridRenderer, grid_from_field, resolve_renderer
+from enerf.render.renderer import FieldFns, GridRenderer, resolve_renderer
 from enerf.train.components import build_fields, field_fns, load_scene
 from enerf.train.evaluate import render_view, renderer_from_checkpoint
 from enerf.train.ray_batch import RayBatch
@@ -481,32 +481,7 @@ def test_cli_nerfacc_on_cpu_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2 and len(lines) == 1 and "nerfacc needs a CUDA device" in lines[0], proc.stderr
 
 
-def _nerfacc_reason() -> str:
-    if not torch.cuda.is_available():
-        return "no CUDA device: the nerfacc path cannot run here"
-    ok, why = nerfacc_backend.nerfacc_status(torch.device("cuda"))
-    return "" if ok else why
-
-
-@pytest.mark.skipif(bool(_nerfacc_reason()), reason=_nerfacc_reason() or "nerfacc available")
-def test_nerfacc_and_torch_grid_render_the_same_image():
-    device = torch.device("cuda")
-    torch.manual_seed(0)
-    field = NeRFField(netdepth=2, netwidth=32, view_width=16, multires=4, multires_views=2).to(device)
-    with torch.no_grad():
-        field.density_head.bias.fill_(2.0)  # a field with real density to march through
-    fns = field_fns({"coarse": field})
-    rays = Rays(*(t.to(device) for t in _random_rays(4096, seed=7)))
-    cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 128, grid_resolution=32)
-    torch_renderer = grid_from_field(cfg, device, rays, fns)
-    grid = OccupancyGrid(torch_renderer.grid.aabb, 32).to(device)
-    nerfacc_renderer = GridRenderer(dataclasses.replace(cfg, renderer="nerfacc"), grid, use_nerfacc=True)
-    nerfacc_renderer.load_state_dict(torch_renderer.state_dict())
-    assert 0 < int(torch_renderer.grid.binaries.sum()) < torch_renderer.grid.n_cells
-    a = torch_renderer.render_image(rays, fns)
-    b = nerfacc_renderer.render_image(rays, fns)
-    for key in ("rgb", "acc", "depth"):
-        np.testing.assert_allclose(a[key].numpy(), b[key].numpy(), atol=1e-4)
+# nerfacc vs torch_grid on CUDA: tests/test_nerfacc_equality.py
 
 
 # ----------------------------------------------------------------------------- training

@@ -28,6 +28,7 @@ from ..config import MeshConfig
 from ..data.rays import ndc_to_world
 from ..data.scene import Scene
 from ..errors import ConfigError, EnerfError
+from ..runfolder import check_output_file
 from .isosurface import isosurface, query_grid
 from .trained import TrainedRun, load_trained, output_dir
 
@@ -212,9 +213,12 @@ def mesh_from_checkpoint(
     """``enerf mesh``: load, extract, write ``out`` (default ``<run>/mesh.ply``)."""
     if out is not None and Path(out).suffix.lower() not in MESH_FORMATS:
         raise ConfigError(f"--out {out}: mesh format must be one of {', '.join(MESH_FORMATS)}")
+    if out is not None:
+        check_output_file(out, "--out")
     run = load_trained(ckpt_path, data_root, device_name)
-    mesh = mesh_from_run(run, cfg)
     path = Path(out) if out else output_dir(run, "mesh.ply")
+    check_output_file(path, "--out")
+    mesh = mesh_from_run(run, cfg)
     write_mesh(mesh, path)
     return mesh, path, run
 

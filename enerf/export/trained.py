@@ -14,7 +14,7 @@ from ..errors import CheckpointError
 from ..fields.nerf import NeRFField
 from ..render.renderer import Renderer
 from ..train.components import build_fields, load_scene, run_dir, select_device
-from ..train.evaluate import renderer_from_checkpoint
+from ..train.evaluate import load_field_weights, renderer_from_checkpoint
 
 __all__ = ["TrainedRun", "load_trained", "output_dir"]
 
@@ -45,12 +45,8 @@ def load_trained(ckpt_path: str | Path, data_root: Path, device_name: str | None
         raise CheckpointError(f"{ckpt_path}: not a NeRF checkpoint (no 'coarse' field weights)")
     device = select_device(device_name or cfg.train.device)
     fields = build_fields(cfg.field, with_fine="fine" in models, device=device)
-    for name, field in fields.items():
-        try:
-            field.load_state_dict(models[name])
-        except RuntimeError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CheckpointError(f"{ckpt_path}: weights of '{name}' do not fit its config ({first})") from None
+    load_field_weights(fields, models, ckpt_path)
+    for field in fields.values():
         field.eval()
     scene = load_scene(cfg.data, data_root, cfg.render.white_bkgd)
     renderer = renderer_from_checkpoint(payload, cfg, device)

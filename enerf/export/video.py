@@ -34,6 +34,7 @@ from ..data.camera_paths import interpolated_path, llff_spiral_path, spherical_p
 from ..data.rays import Rays, make_rays
 from ..data.scene import Scene
 from ..errors import ConfigError
+from ..runfolder import check_output_dir
 from ..train.evaluate import render_rays_image
 from .trained import TrainedRun, load_trained, output_dir
 
@@ -242,7 +243,10 @@ def render_video_from_checkpoint(
     device_name: str | None = None, progress: bool = True,
 ) -> dict:
     """``enerf render``: load the checkpoint, render, write into ``out_dir`` (default ``<run>/video_<path>``)."""
+    if out_dir:
+        check_output_dir(out_dir, "--out")
     run = load_trained(ckpt_path, data_root, device_name)
     target = Path(out_dir) if out_dir else output_dir(run, f"video_{cfg.path}")
+    check_output_dir(target, "--out")
     return render_video(run, target, cfg, progress)
 

@@ -62,12 +62,21 @@ from typing import Callable, Iterator
 import torch
 from torch import Tensor, nn
 
+from .conditioners import (  # the math lives there; CONDITIONERS, PARAMETRIZATIONS re-exported
+    CONDITIONERS,
+    PARAMETRIZATIONS,
+    ConditionedWeight,
+    _equilibrate_vjp,
+    _equilibration,
+    check_conditioning,
+)
 from ..errors import ConfigError
 
 __all__ = [
     "CONDITIONERS",
     "PARAMETRIZATIONS",
     "ConditionedLinear",
+    "ConditionedWeight",
     "conditioned_weights_once",
     "condition_number",
     "condition_numbers",
@@ -76,129 +85,7 @@ __all__ = [
 ]
 
 
-class _Equilibrate(torch.autograd.Function):
-    """w / max(||w||_2 along ``dim``, eps), with a hand-written backward.
-
-    Same values and gradients as the autograd graph of ``w / norm(w).clamp_min(eps)``, in
-    fewer kernels, which is what the per-step overhead on a GPU is made of. Backward, per
-    normalised vector with n = ||w|| > eps: d(w/n) = (I - ŵŵᵀ) dw / n; where the norm is
-    clamped to eps, n is a constant: dw / eps.
-    """
-
-    @staticmethod
-    def forward(ctx, weight: Tensor, dim: int, eps: float) -> Tensor:
-        unit, projector, norms = _equilibration(weight, dim, eps)
-        ctx.save_for_backward(projector, norms, weight)
-        ctx.dim, ctx.eps = dim, eps
-        return unit
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        projector, norms, weight = ctx.saved_tensors
-        if torch.is_grad_enabled():
-            # create_graph=True (double backprop, e.g. gradient regularization): recompute the
-            # same formula from the input with differentiable ops, so the graph reaches weight.
-            norms = torch.linalg.vector_norm(weight, dim=ctx.dim, keepdim=True).clamp_min(ctx.eps)
-            unit = weight / norms
-            along = (grad * unit).sum(ctx.dim, keepdim=True) * (norms > ctx.eps)
-            return (grad - unit * along) / norms, None, None
-        return _equilibrate_vjp(grad, projector, norms, ctx.dim), None, None
-
-
-def _equilibration(weight: Tensor, dim: int, eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """``weight / max(||weight||, eps)`` along ``dim`` and what its gradient needs.
-
-    Returns (unit, projector, norms): unit = weight / norms; norms = max(||w||, eps) (keepdim);
-    projector = unit where the norm is above eps and 0 where it was clamped (there E is the
-    constant 1/eps, so the vjp projects nothing out).
-    """
-    norms = torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
-    unit = weight / norms
-    return unit, unit * (norms > eps), norms
-
-
-def _equilibrate_vjp(grad: Tensor, projector: Tensor, norms: Tensor, dim: int, out: Tensor | None = None) -> Tensor:
-    """The gradient w.r.t. w of ``w / max(||w||, eps)`` (along ``dim``) given the gradient
-    ``grad`` w.r.t. its output: (I - ûûᵀ) grad / n per vector (``_equilibration``'s projector
-    and norms). ``out``: a tensor to write into (may be ``grad`` itself)."""
-    along = (grad * projector).sum(dim, keepdim=True)
-    return torch.addcmul(grad, projector, along, value=-1.0, out=out).div_(norms)
-
-
-def _equilibrate(weight: Tensor, dim: int, eps: float, detach: bool) -> Tensor:
-    """Unit 2-norm slices of ``weight`` along ``dim`` (norms clamped to >= eps)."""
-    if detach:  # E's diagonal computed under detach: a constant scaling in backprop
-        with torch.no_grad():
-            scale = 1.0 / torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
-        return weight * scale
-    return _Equilibrate.apply(weight, dim, eps)
-
-
-# modes whose E W is w / ||w|| along one dimension of weight [out, in] (also what
-# ``conditioned_weights_once``'s leaf_grads handles)
-_EQUILIBRATED_DIM = {"row": 0, "col": 1}
-
-
-def _row(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
-    """Paper's E W (rows of W = inputs): unit-norm input columns of weight [out, in]."""
-    return _equilibrate(weight, _EQUILIBRATED_DIM["row"], eps, detach)
-
-
-def _col(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
-    """Paper's W E (columns of W = outputs): unit-norm output rows of weight [out, in]."""
-    return _equilibrate(weight, _EQUILIBRATED_DIM["col"], eps, detach)
-
-
-def _rowcol(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
-    """``row`` then ``col``, ``passes`` times."""
-    for _ in range(passes):
-        weight = _col(_row(weight, eps, detach=detach), eps, detach=detach)
-    return weight
-
-
-def _none(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
-    return weight
-
-
-def _ws(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
-    """Weight standardization: (w - mean) / sqrt(var + eps) over the inputs of each output row."""
-    if detach:  # mean and scale computed under detach: constants in backprop
-        with torch.no_grad():
-            var, mean = torch.var_mean(weight, dim=1, keepdim=True, correction=0)
-            scale = torch.rsqrt(var + eps)
-        return (weight - mean) * scale
-    var, mean = torch.var_mean(weight, dim=1, keepdim=True, correction=0)
-    return (weight - mean) * torch.rsqrt(var + eps)
-
-
-def _wn(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
-    """Weight normalization: ``weight`` is already g·v/||v|| (torch's parametrization, see
-    ``PARAMETRIZATIONS``), so this entry passes it through."""
-    return weight
-
-
-def _register_weight_norm(layer: nn.Module) -> None:
-    torch.nn.utils.parametrizations.weight_norm(layer, name="weight", dim=0)
-
-
-# mode -> f(weight [out, in], eps, passes, *, detach=False) -> conditioned weight [out, in]
-CONDITIONERS: dict[str, Callable[..., Tensor]] = {
-    "none": _none,
-    "row": _row,
-    "col": _col,
-    "rowcol": _rowcol,
-    "wn": _wn,
-    "ws": _ws,
-}
-
-# mode -> f(layer) registering a torch parametrization on ``layer.weight`` at construction
-# (the modes whose reparameterisation owns extra parameters).
-PARAMETRIZATIONS: dict[str, Callable[[nn.Module], None]] = {
-    "wn": _register_weight_norm,
-}
-
-
-class ConditionedLinear(nn.Linear):
+class ConditionedLinear(ConditionedWeight, nn.Linear):
     """``nn.Linear`` whose weight is equilibrated in every forward pass: y = x (E W)^T + b.
 
     Same parameters, state-dict keys and default initialisation as ``nn.Linear``; ``fold()``
@@ -224,53 +111,9 @@ class ConditionedLinear(nn.Linear):
         device=None,
         dtype=None,
     ) -> None:
-        if conditioning not in CONDITIONERS:
-            raise ConfigError(f"conditioning {conditioning!r} is not one of {', '.join(CONDITIONERS)}")
-        if int(passes) < 1:
-            raise ConfigError(f"conditioning passes must be >= 1, got {passes}")
-        if not eps > 0:
-            raise ConfigError(f"conditioning eps must be > 0, got {eps}")
-        if detach_conditioner and conditioning in PARAMETRIZATIONS:
-            raise ConfigError(f"--detach_conditioner is not available with --conditioning {conditioning}; turn it off")
+        check_conditioning(conditioning, eps, detach_conditioner, passes)
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
-        self.conditioning = conditioning
-        self.eps = float(eps)
-        self.detach_conditioner = bool(detach_conditioner)
-        self.passes = int(passes)
-        if conditioning in PARAMETRIZATIONS:
-            PARAMETRIZATIONS[conditioning](self)
-
-    def stored_weight(self) -> Tensor:
-        """The trained [out, in] parameter the conditioner reads: ``weight`` itself, or v
-        (``parametrizations.weight.original1``) for ``wn``. Tensor  # [out_features, in_features]"""
-        if self.conditioning == "wn":
-            return self.parametrizations.weight.original1
-        return self.weight
-
-    _weight_cache: dict | None = None  # set by ``conditioned_weights_once``: {grad mode: E W, "leaves": _LeafGroup}
-
-    def conditioned_weight(self) -> Tensor:
-        """The paper's (E W)^T in torch layout: Tensor  # [out_features, in_features].
-
-        Inside ``conditioned_weights_once`` it is computed once per grad mode and reused (once
-        for both, as part of a leaf, with ``leaf_grads``).
-        """
-        cache = self._weight_cache
-        if cache is None:
-            return CONDITIONERS[self.conditioning](self.weight, self.eps, self.passes, detach=self.detach_conditioner)
-        if "leaves" in cache:
-            return cache["leaves"].conditioned_weight(self)
-        grad = torch.is_grad_enabled()
-        if grad not in cache:
-            cache[grad] = CONDITIONERS[self.conditioning](self.weight, self.eps, self.passes, detach=self.detach_conditioner)
-        return cache[grad]
-
-    def equilibrated_along(self) -> int | None:
-        """The dimension of ``weight`` [out, in] that E W normalises to unit length (``row``: 0,
-        ``col``: 1), or None when E W is not one such normalisation (other modes, detached E)."""
-        if self.detach_conditioner:
-            return None
-        return _EQUILIBRATED_DIM.get(self.conditioning)
+        self._set_conditioning(conditioning, eps, detach_conditioner, passes)
 
     def forward(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., in_features] -> Tensor  # [..., out_features]."""
@@ -287,14 +130,6 @@ class ConditionedLinear(nn.Linear):
         if self.bias is not None:
             plain.bias.copy_(self.bias)
         return plain
-
-    def extra_repr(self) -> str:
-        text = f"{super().extra_repr()}, conditioning={self.conditioning}"
-        if self.conditioning == "rowcol":
-            text += f", passes={self.passes}"
-        if self.detach_conditioner:
-            text += ", detach_conditioner=True"
-        return text
 
 
 class _LeafGroup:
@@ -360,7 +195,8 @@ def _leaf_groups(layers: list[ConditionedLinear]) -> list[_LeafGroup]:
 
 @contextlib.contextmanager
 def conditioned_weights_once(*modules: nn.Module, leaf_grads: bool = False) -> Iterator[None]:
-    """Compute each ``ConditionedLinear``'s E W once for all forward passes inside the block.
+    """Compute each conditioned layer's E W (``ConditionedLinear``, ``ConditionedConv2d``) once
+    for all forward passes inside the block.
 
     E W depends on W alone, so within one training step (several forward passes over the same
     weights: a grid update, front-to-back rounds) it can be shared; gradients of all passes
@@ -374,7 +210,7 @@ def conditioned_weights_once(*modules: nn.Module, leaf_grads: bool = False) -> I
         into leaves, so W would get no gradient.
     """
     # each layer once, even if modules overlap (a layer stacked twice would get its gradient twice)
-    layers = list({id(m): m for module in modules for m in module.modules() if isinstance(m, ConditionedLinear)}.values())
+    layers = list({id(m): m for module in modules for m in module.modules() if isinstance(m, ConditionedWeight)}.values())
     for layer in layers:
         layer._weight_cache = {}
     if leaf_grads:
@@ -388,46 +224,63 @@ def conditioned_weights_once(*modules: nn.Module, leaf_grads: bool = False) -> I
             layer._weight_cache = None
 
 
-def _kappa(matrix: Tensor) -> float:
-    s = torch.linalg.svdvals(matrix.detach().to(device="cpu", dtype=torch.float64))
+def _kappa(weight: Tensor) -> float:
+    """κ of ``weight`` viewed as [out, rest] (a conv kernel as [out, in/groups · kh · kw])."""
+    s = torch.linalg.svdvals(weight.detach().flatten(1).to(device="cpu", dtype=torch.float64))
     return math.inf if s[-1] == 0 else float(s[0] / s[-1])
 
 
-def condition_number(layer: nn.Linear) -> tuple[float, float]:
+def condition_number(layer: nn.Linear | nn.Conv2d) -> tuple[float, float]:
     """(κ(W), κ(EW)) of one layer: σ_max / σ_min in float64, inf when σ_min = 0.
 
-    W is the stored parameter (v for ``wn``), EW the weight the layer applies.
+    W is the stored parameter (v for ``wn``), EW the weight the layer applies; a convolution
+    kernel counts as the matrix [out, in/groups · kh · kw] that its conditioner sees.
 
-    A plain ``nn.Linear`` gives (κ(W), κ(W)). Transposition does not change κ, so the
+    A plain ``nn.Linear`` / ``nn.Conv2d`` gives (κ(W), κ(W)). Transposition does not change κ, so the
     values are the same in the paper's and in torch's layout.
     """
     with torch.no_grad():
-        if isinstance(layer, ConditionedLinear):
+        if isinstance(layer, ConditionedWeight):
             return _kappa(layer.stored_weight()), _kappa(layer.conditioned_weight())
         return _kappa(layer.weight), _kappa(layer.weight)
 
 
 def condition_numbers(module: nn.Module) -> dict[str, tuple[float, float]]:
-    """{submodule name: (κ(W), κ(EW))} for every ConditionedLinear inside ``module``."""
-    return {name: condition_number(m) for name, m in module.named_modules() if isinstance(m, ConditionedLinear)}
+    """{submodule name: (κ(W), κ(EW))} for every conditioned layer inside ``module``."""
+    return {name: condition_number(m) for name, m in module.named_modules() if isinstance(m, ConditionedWeight)}
+
+
+def replace_submodules(root: nn.Module, new_for: Callable[[str, nn.Module], nn.Module | None]) -> list[str]:
+    """Replace, in place, each submodule of ``root`` for which ``new_for(name, module)`` returns
+    a module; a module registered under several names is asked once and replaced under each.
+    Returns the names replaced, in ``named_modules`` order."""
+    made: dict[int, nn.Module | None] = {}
+    replaced = []
+    for name, child in list(root.named_modules(remove_duplicate=False)):
+        if not name:
+            continue
+        if id(child) not in made:
+            made[id(child)] = new_for(name, child)
+        if made[id(child)] is not None:
+            parent_name, _, attr = name.rpartition(".")
+            # ModuleList / Sequential children are registered under their index as a string,
+            # so setattr replaces them in place like any named child.
+            setattr(root.get_submodule(parent_name), attr, made[id(child)])
+            replaced.append(name)
+    return replaced
 
 
 def fold_module(module: nn.Module) -> nn.Module:
-    """A deep copy of ``module`` with every ConditionedLinear replaced by its folded nn.Linear.
+    """A deep copy of ``module`` with every conditioned layer replaced by its folded plain layer
+    (``ConditionedLinear`` -> ``nn.Linear``, ``ConditionedConv2d`` -> ``nn.Conv2d``).
 
     The copy has the same state-dict keys, so its weights also load into a field built with
-    ``conditioning="none"``.
+    ``conditioning="none"`` (or the model before ``condition_model``).
     """
     folded = copy.deepcopy(module)
-    if isinstance(folded, ConditionedLinear):
+    if isinstance(folded, ConditionedWeight):
         return folded.fold()
-    for name, child in list(folded.named_modules()):
-        if isinstance(child, ConditionedLinear):
-            parent_name, _, attr = name.rpartition(".")
-            parent = folded.get_submodule(parent_name)
-            # ModuleList / Sequential children are registered under their index as a string,
-            # so setattr replaces them in place like any named child.
-            setattr(parent, attr, child.fold())
+    replace_submodules(folded, lambda name, child: child.fold() if isinstance(child, ConditionedWeight) else None)
     return folded
 
 

@@ -11,15 +11,16 @@ import imageio.v3 as iio
 import numpy as np
 import torch
 
-from ..checkpoint import atomic_write_bytes, atomic_write_text, load_checkpoint
+from ..checkpoint import atomic_write_bytes, atomic_write_json, load_checkpoint
 from ..config import RenderConfig, RunConfig
 from ..data.rays import Rays
 from ..data.scene import Scene
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError
 from ..fields.nerf import NeRFField
 from ..metrics import LPIPS_MIN_SIZE, image_metrics, make_lpips
 from ..render.nerfacc_backend import nerfacc_status
 from ..render.renderer import HierarchicalRenderer, Renderer, grid_from_field, make_renderer
+from ..runfolder import RunLock, check_output_dir
 from .components import build_fields, field_fns, load_scene, run_dir, select_device
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "evaluate_views",
     "summarize",
     "write_metrics",
+    "read_metrics",
+    "load_field_weights",
     "evaluate_checkpoint",
 ]
 
@@ -141,7 +144,35 @@ def summarize(per_image: list[dict], lpips_error: str | None) -> dict:
 
 
 def write_metrics(path: Path, metrics: dict) -> None:
-    atomic_write_text(path, json.dumps(metrics, indent=2) + "\n")
+    """Write metrics.json atomically; always valid JSON (a NaN or inf value is written as null)."""
+    atomic_write_json(path, metrics)
+
+
+def read_metrics(path: Path) -> dict:
+    """A run's metrics.json as a dict ({} when absent); ConfigError when it is not a JSON object."""
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid JSON ({str(exc).splitlines()[0]}); move it away or delete it, "
+                          "then run again") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path} holds a JSON {type(value).__name__}, not a metrics object; move it away or delete it")
+    return value
+
+
+def load_field_weights(fields: dict[str, NeRFField], models: dict, ckpt_path: str | Path) -> None:
+    """Load ``models[name]`` into each field; CheckpointError (one line) when the weights do not
+    fit the network the checkpoint's config describes."""
+    for name, field in fields.items():
+        if name not in models:
+            raise CheckpointError(f"{ckpt_path}: no weights for the '{name}' field")
+        try:
+            field.load_state_dict(models[name])
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(f"{ckpt_path}: weights of '{name}' do not fit its config ({first})") from None
 
 
 def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str | None = None) -> dict:
@@ -152,29 +183,27 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
     device = select_device(device_name or cfg.train.device)
     scene = load_scene(cfg.data, data_root, cfg.render.white_bkgd)
     fields = build_fields(cfg.field, with_fine="fine" in payload["models"], device=device)
-    for name, field in fields.items():
-        field.load_state_dict(payload["models"][name])
+    load_field_weights(fields, payload["models"], ckpt_path)
     renderer = renderer_from_checkpoint(payload, cfg, device)
-    lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
     ckpt_path = Path(ckpt_path)
     # A checkpoint lives in <run>/checkpoints/; results go beside it, wherever the run was moved.
     out_dir = ckpt_path.resolve().parent.parent if ckpt_path.parent.name == "checkpoints" else run_dir(cfg)
-    per_image = evaluate_views(
-        scene, scene.i_test, fields, cfg.render, device, lpips_metric, image_dir=out_dir / "test_views", renderer=renderer
-    )
-    previous = {}
+    check_output_dir(out_dir, "--ckpt's run folder")
     metrics_path = out_dir / "metrics.json"
-    if metrics_path.is_file():
-        previous = json.loads(metrics_path.read_text())
-    metrics = {
-        **previous,
-        **summarize(per_image, lpips_error),
-        "per_image": per_image,
-        "steps": int(payload["step"]),
-        "conditioning": cfg.field.conditioning,
-        "conditioned_layers": cfg.field.conditioned_layers,
-        "checkpoint": str(ckpt_path),
-    }
-    metrics.setdefault("train_seconds", payload["extra"].get("train_seconds"))
-    write_metrics(metrics_path, metrics)
+    previous = read_metrics(metrics_path)
+    lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
+    with RunLock(out_dir, "enerf eval"):  # training writes metrics.json too: one writer at a time
+        per_image = evaluate_views(scene, scene.i_test, fields, cfg.render, device, lpips_metric,
+                                   image_dir=out_dir / "test_views", renderer=renderer)
+        metrics = {
+            **previous,
+            **summarize(per_image, lpips_error),
+            "per_image": per_image,
+            "steps": int(payload["step"]),
+            "conditioning": cfg.field.conditioning,
+            "conditioned_layers": cfg.field.conditioned_layers,
+            "checkpoint": str(ckpt_path),
+        }
+        metrics.setdefault("train_seconds", payload["extra"].get("train_seconds"))
+        write_metrics(metrics_path, metrics)
     return metrics

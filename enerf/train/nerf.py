@@ -11,7 +11,7 @@ One run writes into ``<basedir>/<expname>/``::
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,17 +21,20 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from ..checkpoint import atomic_write_text, load_checkpoint, save_checkpoint
+from ..checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
 from ..config import RunConfig, TrainConfig
 from ..data.sampler import RaySampler, center_mask, training_rays
 from ..data.scene import Scene
-from ..errors import CheckpointError, EnerfError
+from ..errors import CheckpointError
 from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers, conditioned_weights_once
 from ..optim import PreconditionedOptimizer
 from ..render.renderer import FieldFns, Renderer, make_renderer
+from ..runfolder import RunLock, check_output_dir, remove_stale_temp_files
+from ..validate import validate_run_config
 from .components import build_fields, field_fns, load_scene, run_dir, select_device
+from .divergence import FiniteGuard, black_level_psnr, black_warning
 from .evaluate import evaluate_views, summarize, write_metrics
 from .ray_batch import RayBatch
 from .state import LoopState, optimizer_from_config, restore_loop_state, seed_everything
@@ -151,7 +154,16 @@ def step_run(run: NerfRun, step: int) -> tuple[dict[str, torch.Tensor], torch.Te
 
 
 def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
+    """The checkpoint payload to resume from; CheckpointError (before anything is written) when
+    it is another task's, or its scene or network differs from ``cfg``'s."""
     payload, saved = load_checkpoint(ckpt_path)
+    if not isinstance(saved, RunConfig):
+        raise CheckpointError(f"{ckpt_path}: a shape checkpoint; resume it with enerf shape train --resume")
+    for f in dataclasses.fields(cfg.data):
+        was, now = getattr(saved.data, f.name), getattr(cfg.data, f.name)
+        if was != now:
+            raise CheckpointError(f"--resume: {ckpt_path} was trained with data.{f.name} = {was!r}, not {now!r}; "
+                                  "pass the same scene flags or use a new --expname")
     if saved.field != cfg.field or saved.render.n_importance != cfg.render.n_importance:
         raise CheckpointError(
             f"{ckpt_path}: its network config differs from this run's; use a new --expname or the same settings"
@@ -160,21 +172,38 @@ def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
 
 
 def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True) -> dict:
-    """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json)."""
+    """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json).
+
+    Flags and the output folder are checked first; the run folder is locked (``RunLock``) from
+    the first write to the last, and stale temp files of a killed run are removed."""
+    validate_run_config(cfg)
     out_dir = run_dir(cfg)
+    check_output_dir(out_dir, "--basedir")
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
     payload = _resume_state(ckpt_path, cfg) if resume else None
     run = prepare_run(cfg, data_root, payload)
+    with RunLock(out_dir, "enerf train"):
+        remove_stale_temp_files(out_dir)
+        return _train_locked(run, out_dir, ckpt_path, payload, progress)
+
+
+def _train_locked(run: NerfRun, out_dir: Path, ckpt_path: Path, payload: dict | None, progress: bool) -> dict:
+    """``train_nerf`` with the run folder locked: the loop, the final checkpoint and evaluation."""
+    cfg = run.cfg
     scene, fields, optimizer, generator, sampler, renderer, ray_batch = (
         run.scene, run.fields, run.optimizer, run.generator, run.sampler, run.renderer, run.ray_batch)
     device, eval_views = run.device, run.eval_views
     loop = run.loop
     start_step, history, train_seconds, kappa_history = loop.start_step, loop.history, loop.train_seconds, loop.kappa_history
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+    warmup_steps = max(cfg.train.log_every, cfg.train.iters // 10)
+    warmup_psnr = (payload or {}).get("extra", {}).get("warmup_psnr")
+    atomic_write_json(out_dir / "config.json", cfg.to_dict())
     writer = SummaryWriter(log_dir=str(out_dir / "tb"))
+    guard = FiniteGuard(((f"{n}.{k}", p) for n, f in fields.items() for k, p in f.named_parameters()), cfg.train.lrate)
+    saved_step = start_step if payload is not None else None
 
     def checkpoint(step: int) -> None:
+        nonlocal saved_step
         save_checkpoint(
             ckpt_path,
             cfg,
@@ -182,8 +211,10 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
             {name: f.state_dict() for name, f in fields.items()},
             optimizer.state_dict(),
             extra={"generator": generator.get_state(), "sampler": sampler.state_dict(), "history": history, "train_seconds": train_seconds,
-                   "kappa_history": kappa_history, "estimator": renderer.state_dict(), "ray_batch": ray_batch.state_dict()},
+                   "kappa_history": kappa_history, "estimator": renderer.state_dict(), "ray_batch": ray_batch.state_dict(),
+                   "warmup_psnr": warmup_psnr},
         )
+        saved_step = step
 
     bar = tqdm(range(start_step, cfg.train.iters), initial=start_step, total=cfg.train.iters,
                disable=not progress, dynamic_ncols=True, desc=cfg.expname)
@@ -194,10 +225,11 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
         lr = learning_rate(step, cfg.train.lrate, cfg.train.lrate_decay) * cfg.train.lrate_scale
 
         done = step + 1
+        guard.check(done, loss, ckpt_path, saved_step)
         if done % cfg.train.log_every == 0 or done == cfg.train.iters:
-            if not torch.isfinite(loss):
-                raise EnerfError(f"training diverged by step {done}: the loss is not finite; lower --lrate")
             train_psnr = mse_to_psnr(losses["mse"].item())
+            if done <= warmup_steps:
+                warmup_psnr = train_psnr if warmup_psnr is None else max(train_psnr, warmup_psnr)
             bar.set_postfix(loss=f"{loss.item():.4f}", psnr=f"{train_psnr:.2f}")
             for name, value in losses.items():
                 writer.add_scalar(f"train/{name}", value.item(), done)
@@ -236,8 +268,11 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
     lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
     per_image = evaluate_views(scene, scene.i_test, fields, cfg.render, device, lpips_metric, out_dir / "test_views",
                                renderer=renderer)
+    summary = summarize(per_image, lpips_error)
+    black = black_level_psnr(scene.images[scene.i_test], 1.0 if cfg.render.white_bkgd else 0.0) if len(per_image) else None
+    warning = black_warning(summary["psnr"], black, warmup_psnr, warmup_steps) if black is not None else None
     metrics = {
-        **summarize(per_image, lpips_error),
+        **summary,
         "per_image": per_image,
         "steps": steps,
         "train_seconds": train_seconds,
@@ -254,6 +289,8 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
         "kappa": {k: list(v) for k, v in condition_numbers(fields["coarse"]).items()},
         "kappa_history": kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
         "checkpoint": str(ckpt_path),
+        "black_psnr": black,  # held-out PSNR of an image that is the background colour everywhere
+        "warnings": [warning] if warning else [],
     }
     writer.add_scalar("test/psnr", metrics["psnr"], steps)
     writer.close()

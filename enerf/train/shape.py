@@ -17,7 +17,6 @@ the batch (IGR / SIREN).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from ..checkpoint import atomic_write_bytes, atomic_write_text, load_checkpoint, save_checkpoint
+from ..checkpoint import atomic_write_bytes, atomic_write_json, load_checkpoint, save_checkpoint
 from ..config import ShapeDataConfig, ShapeRunConfig
 from ..data.mesh import MeshSamples, cached_samples, normalize_mesh, sample_eval_points, sample_training_points, volume_box
 from ..data.shapes import load_shape
@@ -38,7 +37,11 @@ from ..export.isosurface import isosurface, query_grid
 from ..fields.shape import ISO_LEVEL, ShapeField
 from ..metrics import shape_metrics, volumetric_iou
 from ..nn.conditioning import condition_numbers
+from ..runfolder import RunLock, check_output_dir, check_output_file, remove_stale_temp_files
+from ..validate import validate_shape_run_config
 from .components import select_device
+from .divergence import FiniteGuard
+from .evaluate import read_metrics
 from .state import optimizer_from_config, restore_loop_state, seed_everything
 
 __all__ = [
@@ -179,14 +182,20 @@ def _finish(field, data, cfg, device, out_dir, steps, train_seconds, history, ck
         mesh_path = out_dir / f"mesh_{cfg.train.mesh_resolution}.ply"
         _write_mesh(mesh_path, mesh)
         metrics["mesh_file"] = str(mesh_path)
-    atomic_write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2, allow_nan=False) + "\n")
+    atomic_write_json(out_dir / "metrics.json", metrics)
     return metrics
 
 
 def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True) -> dict:
-    """Train (or resume) one shape run; returns the final metrics (also in metrics.json)."""
+    """Train (or resume) one shape run; returns the final metrics (also in metrics.json).
+
+    Flags and output folders are checked first, the run folder is locked (``RunLock``) while
+    it is written, and stale temp files of a killed run are removed."""
+    validate_shape_run_config(cfg)
     device = select_device(cfg.train.device)
     out_dir = Path(cfg.basedir) / cfg.expname
+    check_output_dir(out_dir, "--basedir")
+    check_output_dir(cfg.data.cache_dir, "--cache_dir")
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
     payload = None
     if resume:
@@ -199,10 +208,19 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
     field = ShapeField.from_config(cfg.field).to(device)
     optimizer = optimizer_from_config(field, cfg.train)
     loop = restore_loop_state(payload, {"field": field}, optimizer, generator)
-    start_step, history, train_seconds, kappa_history = loop.start_step, loop.history, loop.train_seconds, loop.kappa_history
+    with RunLock(out_dir, "enerf shape train"):
+        remove_stale_temp_files(out_dir)
+        return _train_shape_locked(cfg, data, field, optimizer, generator, loop, device, out_dir, ckpt_path,
+                                   payload is not None, progress)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+
+def _train_shape_locked(cfg, data, field, optimizer, generator, loop, device, out_dir: Path, ckpt_path: Path,
+                        resumed: bool, progress: bool) -> dict:
+    """``train_shape`` with the run folder locked: the loop, the final checkpoint, the metrics."""
+    start_step, history, train_seconds, kappa_history = loop.start_step, loop.history, loop.train_seconds, loop.kappa_history
+    atomic_write_json(out_dir / "config.json", cfg.to_dict())
+    guard = FiniteGuard(field.named_parameters(), cfg.train.lrate)
+    saved_step = start_step if resumed else None
     points = torch.from_numpy(data.train.points.copy()).to(device)  # copies: the samples stay read-only
     occupancy = torch.from_numpy(data.train.occupancy.copy()).to(device)
     sdf = torch.from_numpy(data.train.sdf.copy()).to(device)
@@ -210,9 +228,11 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
     t = cfg.train
 
     def checkpoint(step: int) -> None:
+        nonlocal saved_step
         save_checkpoint(ckpt_path, cfg, step, {"field": field.state_dict()}, optimizer.state_dict(),
                         extra={"generator": generator.get_state(), "history": history, "train_seconds": train_seconds,
                                "kappa_history": kappa_history})
+        saved_step = step
 
     bar = tqdm(range(start_step, t.iters), initial=start_step, total=t.iters, disable=not progress,
                dynamic_ncols=True, desc=cfg.expname)
@@ -231,9 +251,8 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
         optimizer.backward(loss)
         optimizer.step()
         done = step + 1
+        guard.check(done, loss, ckpt_path, saved_step)
         if done % t.log_every == 0 or done == t.iters:
-            if not math.isfinite(loss.item()):
-                raise EnerfError(f"training diverged by step {done}: the loss is not finite; lower --lrate")
             bar.set_postfix(loss=f"{loss.item():.4g}")
             for name, value in losses.items():
                 writer.add_scalar(f"train/{name}", value.item(), done)
@@ -279,18 +298,24 @@ def _load_field(ckpt: str | Path, device_name: str | None) -> tuple[ShapeField, 
         raise CheckpointError(f"{ckpt}: a NeRF checkpoint; `enerf shape` needs one written by `enerf shape train`")
     device = select_device(device_name or cfg.train.device)
     field = ShapeField.from_config(cfg.field).to(device)
-    field.load_state_dict(payload["models"]["field"])
+    try:
+        field.load_state_dict(payload["models"]["field"])
+    except (KeyError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{ckpt}: its 'field' weights do not fit its config ({first})") from None
     return field, cfg, payload, device
 
 
 def evaluate_shape_checkpoint(ckpt: str | Path, device_name: str | None = None) -> dict:
     """Recompute ``metrics.json`` (and the mesh it scores) from a checkpoint alone."""
     field, cfg, payload, device = _load_field(ckpt, device_name)
+    out_dir = check_output_dir(Path(ckpt).resolve().parent.parent, "--ckpt's run folder")
+    read_metrics(out_dir / "metrics.json")  # a corrupt one is reported before any work
     data = load_shape_data(cfg.data, cfg.train.eval_points)
-    out_dir = Path(ckpt).resolve().parent.parent
     extra = payload.get("extra", {})
-    return _finish(field, data, cfg, device, out_dir, payload["step"], extra.get("train_seconds", 0.0),
-                   extra.get("history", []), Path(ckpt), extra.get("kappa_history", []))
+    with RunLock(out_dir, "enerf shape eval"):
+        return _finish(field, data, cfg, device, out_dir, payload["step"], extra.get("train_seconds", 0.0),
+                       extra.get("history", []), Path(ckpt), extra.get("kappa_history", []))
 
 
 def mesh_from_checkpoint(
@@ -304,6 +329,7 @@ def mesh_from_checkpoint(
     path = Path(out) if out else Path(ckpt).resolve().parent.parent / f"mesh_{resolution}.ply"
     if path.suffix.lower() not in (".ply", ".obj", ".off", ".stl", ".glb"):
         raise EnerfError(f"--out {path}: choose a .ply, .obj, .off, .stl or .glb file name")
+    check_output_file(path, "--out")
     lo, hi = volume_box(cfg.data.padding)
     tic = time.perf_counter()
     mesh = extract_mesh(field, lo, hi, resolution, device, cfg.train.chunk)

@@ -1,0 +1,304 @@
+"""``enerf data colmap``: a folder of photos to a trainable scene, with pycolmap (COLMAP's SIFT
+extraction, matching and incremental mapping, on the CPU, no binary to install).
+
+Output (``--layout llff``, what ``enerf train --datadir SCENE`` reads)::
+
+    SCENE/
+      images/            the registered photos, copied unchanged
+      images_<f>/        PNG copies downscaled by each factor f (pixel-block averages)
+      poses_bounds.npy   [N, 17]: LLFF's 3 x 5 [down, right, back, centre, hwf] pose + near, far
+      sparse/0/          the COLMAP model (cameras.bin, images.bin, points3D.bin...)
+
+``--layout blender`` writes ``transforms.json`` (camera-to-world, OpenGL axes, with the shared
+intrinsics; the format of instant-ngp / nerfstudio) in place of ``poses_bounds.npy``.
+
+All photos share one SIMPLE_RADIAL camera (focal length, principal point at the centre, one
+radial coefficient), as LLFF's ``imgs2poses.py`` sets COLMAP up; like it, the radial
+coefficient is reported but the images are not undistorted. The scene is built in a temporary
+folder beside ``SCENE`` and renamed into place at the end, so ``SCENE`` is absent or complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import imageio.v3 as iio
+import numpy as np
+
+from ..errors import ConfigError, DataError, EnerfError
+from .colmap_poses import depth_bounds, llff_pose_from_cam_from_world, opengl_c2w_from_cam_from_world, poses_bounds_rows
+from .llff import IMAGE_SUFFIXES, area_downscale, read_image
+
+__all__ = ["colmap_scene", "colmap_main", "collect_photos", "import_pycolmap", "MATCHERS", "LAYOUTS", "MIN_IMAGES"]
+
+MATCHERS = ("exhaustive", "sequential")
+LAYOUTS = ("llff", "blender")
+MIN_IMAGES = 3
+INSTALL_HINT = 'pip install -e ".[colmap]"'
+
+
+def import_pycolmap():
+    """The pycolmap module, or an EnerfError naming the install command."""
+    try:
+        import pycolmap
+    except ImportError:
+        raise EnerfError(f"enerf data colmap needs pycolmap, which is not installed: {INSTALL_HINT}") from None
+    return pycolmap
+
+
+def collect_photos(folder: Path) -> tuple[list[Path], list[str], tuple[int, int]]:
+    """The photos of ``folder`` (png / jpg, sorted by name) and the names of the other files.
+
+    Returns:
+        photos: the image files, sorted by name
+        skipped: names of files (and folders) that are not png / jpg images
+        size: (width, height) shared by every photo
+    Raises:
+        DataError: missing folder, fewer than ``MIN_IMAGES`` photos, an unreadable photo, photos of
+            different sizes or two photos with the same name stem.
+    """
+    from PIL import Image
+
+    if not folder.is_dir():
+        raise DataError(f"{folder}: --images folder not found")
+    entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+    photos = [p for p in entries if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
+    skipped = [p.name + ("/" if p.is_dir() else "") for p in entries if p not in photos]
+    if len(photos) < MIN_IMAGES:
+        raise DataError(f"{folder}: {len(photos)} png / jpg photo(s) found, at least {MIN_IMAGES} are needed "
+                        "(take overlapping photos of the scene from several positions)")
+    stems: dict[str, str] = {}
+    for p in photos:
+        if p.stem in stems:
+            raise DataError(f"{folder}: {stems[p.stem]} and {p.name} share a name stem (downscaled copies would "
+                            "collide); rename one")
+        stems[p.stem] = p.name
+    sizes = []
+    for p in photos:
+        try:
+            with Image.open(p) as img:
+                sizes.append(img.size)
+        except Exception as exc:
+            raise DataError(f"{p}: unreadable image ({type(exc).__name__}); remove it or convert it to png / jpg") from None
+        if sizes[-1] != sizes[0]:
+            raise DataError(f"{folder}: photos of different sizes ({photos[0].name} is {sizes[0][0]}x{sizes[0][1]}, "
+                            f"{p.name} is {sizes[-1][0]}x{sizes[-1][1]}); resize them to one size first")
+    return photos, skipped, sizes[0]
+
+
+@contextlib.contextmanager
+def _built_beside(out: Path, overwrite: bool):
+    """Yield a temporary folder beside ``out``; renamed to ``out`` when the block succeeds, removed otherwise."""
+    if out.exists() and not overwrite:
+        raise DataError(f"{out}: already exists; choose another --out or pass --overwrite")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.colmap-", dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / "scene")
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _extract_and_match(pycolmap, tmp: Path, matcher: str, say: Callable[[str], None]) -> None:
+    database = tmp / "database.db"
+    reader = pycolmap.ImageReaderOptions()
+    reader.camera_model = "SIMPLE_RADIAL"
+    start = time.perf_counter()
+    pycolmap.extract_features(database, tmp / "images", camera_mode=pycolmap.CameraMode.SINGLE,
+                              reader_options=reader, device=pycolmap.Device.cpu)
+    with pycolmap.Database.open(database) as db:
+        n_images, n_keypoints = db.num_images(), db.num_keypoints()
+    say(f"extraction: {n_keypoints:,} SIFT features in {n_images} images "
+        f"({n_keypoints / max(n_images, 1):,.0f} per image), {time.perf_counter() - start:.1f} s")
+    start = time.perf_counter()
+    match = pycolmap.match_exhaustive if matcher == "exhaustive" else pycolmap.match_sequential
+    match(database, device=pycolmap.Device.cpu)
+    with pycolmap.Database.open(database) as db:
+        n_pairs, n_verified, n_inliers = db.num_matched_image_pairs(), db.num_verified_image_pairs(), db.num_inlier_matches()
+    say(f"matching ({matcher}): {n_pairs:,} image pairs matched, {n_verified:,} verified, "
+        f"{n_inliers:,} inlier matches, {time.perf_counter() - start:.1f} s")
+
+
+def _map(pycolmap, tmp: Path, n_photos: int, seed: int, say: Callable[[str], None]):
+    start = time.perf_counter()
+    pycolmap.set_random_seed(seed)
+    options = pycolmap.IncrementalPipelineOptions()
+    options.multiple_models = False
+    options.extract_colors = True
+    options.random_seed = seed
+    (tmp / "sparse").mkdir()
+    models = pycolmap.incremental_mapping(tmp / "database.db", tmp / "images", tmp / "sparse", options=options)
+    if not models:
+        raise DataError(f"COLMAP registered none of the {n_photos} photos (no image pair with enough matches to "
+                        "start); the photos need more overlap and texture")
+    key = max(models, key=lambda k: models[k].num_reg_images())
+    model = models[key]
+    say(f"mapping: {model.num_reg_images()} / {n_photos} images registered, {model.num_points3D():,} points, "
+        f"mean reprojection error {model.compute_mean_reprojection_error():.2f} px, {time.perf_counter() - start:.1f} s")
+    for other in models:  # keep the chosen model as sparse/0
+        if other != key:
+            shutil.rmtree(tmp / "sparse" / str(other), ignore_errors=True)
+    if key != 0:
+        os.replace(tmp / "sparse" / str(key), tmp / "sparse" / "0")
+    return model
+
+
+def _camera_geometry(model) -> list[dict]:
+    """Per registered image (sorted by name): name, cam_from_world R, t and near / far depths."""
+    xyz = {pid: point.xyz for pid, point in model.points3D.items()}
+    views = []
+    for image in model.images.values():
+        if not image.has_pose:
+            continue
+        pose = image.cam_from_world()
+        rotation, translation = pose.rotation.matrix(), np.asarray(pose.translation)
+        seen = [xyz[p.point3D_id] for p in image.get_observation_points2D() if p.point3D_id in xyz]
+        if not seen:
+            raise DataError(f"{image.name}: registered without any 3D point; cannot bound its depth")
+        near, far = depth_bounds(np.stack(seen), rotation, translation)
+        views.append({"name": image.name, "R": rotation, "t": translation, "near": near, "far": far})
+    return sorted(views, key=lambda v: v["name"])
+
+
+def _write_downscaled(tmp: Path, names: list[str], factors: list[int]) -> None:
+    """``images_<f>/<stem>.png`` for every factor: pixel-block averages of ``images/<name>``."""
+    for factor in factors:
+        (tmp / f"images_{factor}").mkdir()
+    for name in names:
+        img = read_image(tmp / "images" / name)
+        for factor in factors:
+            small = np.clip(np.round(area_downscale(img, factor) * 255.0), 0, 255).astype(np.uint8)
+            iio.imwrite(tmp / f"images_{factor}" / (Path(name).stem + ".png"), small)
+
+
+def _write_transforms(path: Path, camera, views: list[dict]) -> None:
+    f, cx, cy, k = (float(v) for v in camera.params)
+    meta = {
+        "camera_model": "SIMPLE_RADIAL", "w": int(camera.width), "h": int(camera.height),
+        "fl_x": f, "fl_y": f, "cx": cx, "cy": cy, "k1": k, "k2": 0.0, "p1": 0.0, "p2": 0.0,
+        "camera_angle_x": 2.0 * math.atan(0.5 * camera.width / f),
+        "frames": [{"file_path": f"images/{v['name']}", "near": v["near"], "far": v["far"],
+                    "transform_matrix": opengl_c2w_from_cam_from_world(v["R"], v["t"]).tolist()} for v in views],
+    }
+    path.write_text(json.dumps(meta, indent=2))
+
+
+def colmap_scene(
+    images: str | Path,
+    out: str | Path,
+    factors: tuple[int, ...] = (4, 8),
+    matcher: str = "exhaustive",
+    layout: str = "llff",
+    overwrite: bool = False,
+    seed: int = 0,
+    say: Callable[[str], None] = print,
+) -> dict:
+    """Pose the photos in ``images`` with COLMAP and write the scene to ``out`` (module docstring).
+
+    Returns:
+        dict with ``out``, ``registered`` (names), ``unregistered`` (names), ``reprojection_error`` (px),
+        ``hwf`` (height, width, focal of images/), ``k`` (radial coefficient) and ``seconds``.
+    Raises:
+        DataError / ConfigError / EnerfError: bad input, fewer than 3 registered photos, or no pycolmap;
+            ``out`` is then left as it was.
+    """
+    start = time.perf_counter()
+    images, out = Path(images), Path(out)
+    if matcher not in MATCHERS:
+        raise ConfigError(f"--matcher must be one of {', '.join(MATCHERS)}, got {matcher!r}")
+    if layout not in LAYOUTS:
+        raise ConfigError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    if any(int(f) != f or f < 2 for f in factors):
+        raise ConfigError(f"--factors must be integers >= 2, got {list(factors)}")
+    factors = sorted({int(f) for f in factors})
+    if out.exists() and not overwrite:
+        raise DataError(f"{out}: already exists; choose another --out or pass --overwrite")
+    if out.exists() and out.resolve() in (images.resolve(), *images.resolve().parents):
+        raise DataError(f"{images}: lies inside --out {out}, which --overwrite replaces as a whole; "
+                        "move the photos out of it first")
+    photos, skipped, (width, height) = collect_photos(images)
+    if min(width, height) < max(factors, default=1):
+        raise ConfigError(f"{images}: photos of {width}x{height} are smaller than factor {max(factors)}; lower --factors")
+    pycolmap = import_pycolmap()
+    pycolmap.logging.minloglevel = 2  # COLMAP's own log: errors only; progress is printed per stage here
+    note = f" (skipped {len(skipped)} other file(s): {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''})"
+    say(f"photos: {len(photos)} of {width}x{height} in {images}" + (note if skipped else ""))
+
+    with _built_beside(out, overwrite) as tmp:
+        (tmp / "images").mkdir()
+        for p in photos:
+            shutil.copy2(p, tmp / "images" / p.name)
+        _extract_and_match(pycolmap, tmp, matcher, say)
+        model = _map(pycolmap, tmp, len(photos), seed, say)
+        views = _camera_geometry(model)
+        registered = [v["name"] for v in views]
+        unregistered = [p.name for p in photos if p.name not in set(registered)]
+        if len(views) < MIN_IMAGES:
+            raise DataError(f"{images}: only {len(views)} of {len(photos)} photos registered, at least {MIN_IMAGES} "
+                            "are needed; take more overlapping photos (or try --matcher exhaustive)")
+        for name in unregistered:  # the loaders pair images/ with the poses one to one
+            (tmp / "images" / name).unlink()
+        camera = model.cameras[next(iter(model.cameras.keys()))]
+        hwf = (float(camera.height), float(camera.width), float(camera.params[0]))
+        if layout == "llff":
+            poses = np.stack([llff_pose_from_cam_from_world(v["R"], v["t"], hwf) for v in views])
+            bounds = np.array([[v["near"], v["far"]] for v in views])
+            np.save(tmp / "poses_bounds.npy", poses_bounds_rows(poses, bounds))
+            written = ["poses_bounds.npy"]
+        else:
+            _write_transforms(tmp / "transforms.json", camera, views)
+            written = ["transforms.json"]
+        _write_downscaled(tmp, registered, factors)
+        written += [f"images/ {width}x{height}"] + [f"images_{f}/ {width // f}x{height // f}" for f in factors]
+        written += ["sparse/0"]
+        (tmp / "database.db").unlink(missing_ok=True)
+        say("writing: " + ", ".join(written))
+    return {
+        "out": out, "registered": registered, "unregistered": unregistered,
+        "reprojection_error": float(model.compute_mean_reprojection_error()),
+        "hwf": hwf, "k": float(camera.params[3]), "seconds": time.perf_counter() - start,
+    }
+
+
+def colmap_main(argv: list[str]) -> int:
+    """``enerf data colmap``: parse the flags, build the scene, print the summary line."""
+    import configargparse
+
+    parser = configargparse.ArgumentParser(
+        prog="enerf data colmap",
+        description="Pose a folder of photos with COLMAP (pycolmap) and write a scene enerf trains on.")
+    parser.add_argument("--images", required=True, help="folder of photos (png / jpg, one size; other files skipped)")
+    parser.add_argument("--out", required=True, help="scene folder to write (must not exist unless --overwrite)")
+    parser.add_argument("--factors", type=int, nargs="*", default=[4, 8],
+                        help="write images_<f>/ downscaled by each factor (none: only images/)")
+    parser.add_argument("--matcher", choices=MATCHERS, default="exhaustive",
+                        help="exhaustive: every pair (up to a few hundred photos); sequential: neighbours in name "
+                             "order (video frames, long captures)")
+    parser.add_argument("--layout", choices=LAYOUTS, default="llff",
+                        help="llff: poses_bounds.npy (enerf train --datadir); blender: transforms.json")
+    parser.add_argument("--seed", type=int, default=0, help="COLMAP's random seed")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    args = parser.parse_args(argv)
+    info = colmap_scene(args.images, args.out, args.factors, args.matcher, args.layout, args.overwrite, args.seed)
+    h, w, f = info["hwf"]
+    left = info["unregistered"]
+    note = (f"; {len(left)} did not register and were left out: {', '.join(left[:10])}{', ...' if len(left) > 10 else ''}"
+            if left else "")
+    print(f"wrote {info['out']}: {len(info['registered'])} of {len(info['registered']) + len(left)} images registered"
+          f"{note}; mean reprojection error {info['reprojection_error']:.2f} px; focal {f:.1f} px at {w:.0f}x{h:.0f}, "
+          f"radial k {info['k']:+.4f}; {info['seconds']:.1f} s")
+    return 0

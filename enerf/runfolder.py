@@ -1,0 +1,135 @@
+"""Output locations checked before any work, and one writer per run folder.
+
+* ``check_output_dir`` / ``check_output_file``: the place exists or can be created, and can be
+  written; otherwise one ``ConfigError`` line naming the flag and the path part that blocks it.
+  Nothing is created by the check.
+* ``RunLock``: an OS file lock (``fcntl.flock``) on ``<run>/.lock``, held while a command writes
+  into the run folder. A second writer stops at once with one line naming the process that holds
+  it. The kernel drops the lock when its process dies (``kill -9`` included), so a killed run
+  never leaves a stale lock behind.
+* ``remove_stale_temp_files``: the ``.NAME.*.tmp`` files of an atomic write that a killed process
+  never renamed (``enerf.checkpoint``); removed once the lock is held, so no live writer owns them.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import ConfigError
+
+__all__ = ["check_output_dir", "check_output_file", "RunLock", "remove_stale_temp_files", "LOCK_NAME"]
+
+LOCK_NAME = ".lock"
+
+
+def _nearest_existing(path: Path) -> Path:
+    probe = path
+    while not os.path.lexists(probe):
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    return probe
+
+
+def _writable(folder: Path) -> str | None:
+    """None when a file can be created in ``folder``; else the reason. Probes with a temp file
+    (removed at once) so read-only mounts and root's pseudo file systems are caught too."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "permission denied"
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".enerf-probe-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
+
+
+def check_output_dir(path: str | Path, flag: str) -> Path:
+    """``path`` is a folder, or can be made one (its nearest existing ancestor is a writable
+    folder); returns it. Raises ConfigError naming ``flag`` otherwise."""
+    path = Path(os.path.abspath(path))
+    probe = _nearest_existing(path)
+    if probe.is_symlink() and not probe.exists():
+        raise ConfigError(f"{flag} {path}: {probe} is a broken symbolic link; choose another path")
+    if not probe.is_dir():
+        what = "the path itself" if probe == path else str(probe)
+        raise ConfigError(f"{flag} {path}: {what} is a file, not a folder; choose another path")
+    reason = _writable(probe)
+    if reason is not None:
+        raise ConfigError(f"{flag} {path}: cannot write in {probe} ({reason}); choose a writable folder")
+    return path
+
+
+def check_output_file(path: str | Path, flag: str) -> Path:
+    """``path`` can be written as a file: not a folder, its folder exists or can be made."""
+    path = Path(os.path.abspath(path))
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path} is a folder; give a file name")
+    check_output_dir(path.parent, flag)
+    return path
+
+
+def remove_stale_temp_files(run_dir: Path) -> list[Path]:
+    """Delete the ``.*.tmp`` files of unfinished atomic writes in ``run_dir`` and the folders a
+    run writes into (``checkpoints``, ``test_views``); returns what was removed. Call with the
+    run's lock held."""
+    removed = []
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "test_views"):
+        if not folder.is_dir():
+            continue
+        for tmp in folder.glob(".*.tmp"):
+            if tmp.is_file():
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+    return removed
+
+
+class RunLock:
+    """``with RunLock(run_dir, "enerf train"):`` — exclusive writer of ``run_dir``.
+
+    Creates ``run_dir`` (check it first with ``check_output_dir``), locks ``run_dir/.lock`` with
+    ``fcntl.flock`` and writes this process's id and command into it; raises ConfigError when
+    another process holds the lock. The lock file stays (removing it would race a waiting
+    writer); the lock itself ends with the ``with`` block or the process.
+    """
+
+    def __init__(self, run_dir: str | Path, command: str) -> None:
+        self.run_dir = Path(run_dir)
+        self.command = command
+        self._fd: int | None = None
+
+    def acquire(self) -> "RunLock":
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ConfigError(f"{self.run_dir}: cannot create the run folder's lock file ({exc.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise ConfigError(f"{self.run_dir}: cannot lock the run folder ({exc.strerror})") from None
+            raise ConfigError(f"{self.run_dir} is in use by {holder}; wait for it to finish or use another "
+                              "--expname / --basedir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()} ({self.command})\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
