@@ -1,6 +1,6 @@
 """The one exception type the CLI turns into a single line and exit code 2."""
 
-__all__ = ["EnerfError", "DataError", "CheckpointError", "ConfigError", "DivergenceError", "system_error_line"]
+__all__ = ["EnerfError", "DataError", "CheckpointError", "ConfigError", "DivergenceError"]
 
 
 class EnerfError(Exception):
@@ -16,20 +16,13 @@ class CheckpointError(EnerfError):
 
 
 class ConfigError(EnerfError):
-    """A configuration value is invalid."""
+    """A configuration value is invalid. ``fields``: the config field names the message uses
+    (``n_rand``), which the CLI writes as its flags (``--N_rand``)."""
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.fields = tuple(fields)
 
 
 class DivergenceError(EnerfError):
     """Training produced a non-finite loss, gradient or weight; the last good checkpoint is kept."""
-
-
-def system_error_line(exc: BaseException) -> str | None:
-    """One line for running out of memory or a failed file operation; None for other errors
-    (bugs keep their traceback). ``ENERF_TRACEBACK=1`` shows the traceback in every case."""
-    if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and (
-            "out of memory" in str(exc) or "not enough memory" in str(exc))):
-        return "out of memory; lower --N_rand, --chunk, --batch_size or the image size (--factor)"
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f" ({exc.filename})" if exc.filename else ""
-        return f"{exc.strerror}{where}; check the path and free space"
-    return None

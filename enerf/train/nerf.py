@@ -32,7 +32,6 @@ from ..nn.conditioning import condition_numbers, conditioned_weights_once
 from ..optim import PreconditionedOptimizer
 from ..render.renderer import FieldFns, Renderer, make_renderer
 from ..runfolder import RunLock, check_output_dir, remove_stale_temp_files
-from ..validate import validate_run_config
 from .components import build_fields, field_fns, load_scene, run_dir, select_device
 from .divergence import FiniteGuard, black_level_psnr, black_warning
 from .evaluate import evaluate_views, summarize, write_metrics
@@ -176,7 +175,6 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
 
     Flags and the output folder are checked first; the run folder is locked (``RunLock``) from
     the first write to the last, and stale temp files of a killed run are removed."""
-    validate_run_config(cfg)
     out_dir = run_dir(cfg)
     check_output_dir(out_dir, "--basedir")
     ckpt_path = out_dir / "checkpoints" / "latest.pt"

@@ -38,7 +38,6 @@ from ..fields.shape import ISO_LEVEL, ShapeField
 from ..metrics import shape_metrics, volumetric_iou
 from ..nn.conditioning import condition_numbers
 from ..runfolder import RunLock, check_output_dir, check_output_file, remove_stale_temp_files
-from ..validate import validate_shape_run_config
 from .components import select_device
 from .divergence import FiniteGuard
 from .evaluate import read_metrics
@@ -191,7 +190,6 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
 
     Flags and output folders are checked first, the run folder is locked (``RunLock``) while
     it is written, and stale temp files of a killed run are removed."""
-    validate_shape_run_config(cfg)
     device = select_device(cfg.train.device)
     out_dir = Path(cfg.basedir) / cfg.expname
     check_output_dir(out_dir, "--basedir")

@@ -1,0 +1,137 @@
+"""What every command shares: the one-line parser, flags generated from config dataclasses, and
+the wording of errors with flag names."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import configargparse
+
+from ..config import (CompareConfig, MeshConfig, RunConfig, ShapeMeshConfig, ShapeRunConfig, SynthConfig,
+                      VideoConfig)
+from ..config.spec import value_type
+from ..errors import ConfigError, EnerfError
+
+__all__ = ["DATA_ROOT", "DEVICES_FLAG", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
+           "add_ckpt_flags", "flag_name", "error_line", "system_error_line"]
+
+DATA_ROOT = Path("data")
+DEVICES_FLAG = ("auto", "cpu", "cuda")
+# The configs whose fields are flags; flag_name() reads their `flag` metadata.
+FLAG_CONFIGS = (RunConfig, ShapeRunConfig, VideoConfig, MeshConfig, CompareConfig, SynthConfig, ShapeMeshConfig)
+
+
+class OneLineParser(configargparse.ArgumentParser):
+    """An argument parser whose errors are a ConfigError (one line, exit 2), not usage + exit."""
+
+    def error(self, message: str):
+        raise ConfigError(f"{self.prog}: {message.splitlines()[0] if message else 'invalid arguments'}")
+
+
+def parse_bool(text: str) -> bool:
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise configargparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+_TYPES = {"int": int, "float": float, "bool": parse_bool, "str": str}
+
+
+def _flag_kwargs(f: dataclasses.Field) -> dict[str, Any]:
+    """argparse keywords of the flag of field ``f``: type, nargs, help (default None: the dataclass holds it)."""
+    kind, is_tuple = value_type(f)
+    flag_type = f.metadata.get("flag_type")
+    if flag_type is not None:
+        kind = flag_type.__name__
+    help_text = (f.metadata.get("help") or "").replace("%", "%%")  # argparse formats help with %
+    kwargs: dict[str, Any] = {"type": _TYPES[kind], "default": None, "help": help_text or None}
+    if kind == "bool":
+        kwargs.update(nargs="?", const=True)
+    if is_tuple:
+        kwargs["nargs"] = "+"
+    choices = f.metadata.get("choices")
+    kwargs["metavar"] = "{" + ",".join(choices) + "}" if choices else (f.metadata.get("flag") or f.name).upper()
+    return kwargs
+
+
+def _leaf_fields(cls, prefix: str = ""):
+    """(dest, field) of every field of ``cls`` that has a flag, sections flattened (``train.n_rand``)."""
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("section"):
+            yield from _leaf_fields(f.default_factory, f"{prefix}{f.name}.")
+        elif f.metadata.get("cli", True):
+            yield prefix + f.name, f
+
+
+def add_config_flags(parser, cls, aliases: dict[str, str] | None = None) -> None:
+    """One ``--flag`` per field of dataclass ``cls`` (and of its sections), with the field's help;
+    ``aliases`` (other flag -> field name) adds further names for a field."""
+    dests = {}
+    for dest, f in _leaf_fields(cls):
+        parser.add_argument(f"--{f.metadata.get('flag') or f.name}", dest=dest, **_flag_kwargs(f))
+        dests[f.name] = (dest, f)
+    for alias, name in (aliases or {}).items():
+        dest, f = dests[name]
+        kwargs = _flag_kwargs(f)
+        kwargs["help"] = f"nerf-pytorch name of --{f.metadata.get('flag') or f.name}"
+        parser.add_argument(f"--{alias}", dest=dest, **kwargs)
+
+
+def config_from_args(cls, args, prefix: str = ""):
+    """``cls`` with the flags that were given (not None) overlaid on the dataclass defaults."""
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("section"):
+            values[f.name] = config_from_args(f.default_factory, args, f"{prefix}{f.name}.")
+            continue
+        value = getattr(args, prefix + f.name, None) if f.metadata.get("cli", True) else None
+        if value is None:
+            continue
+        convert = f.metadata.get("from_flag")
+        value = tuple(value) if isinstance(value, list) else value
+        values[f.name] = convert(value) if convert else value
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def add_ckpt_flags(parser, what: str = "a checkpoint (.pt)") -> None:
+    """--ckpt and --device, the flags of every command that reads a checkpoint."""
+    parser.add_argument("--ckpt", required=True, help=f"path to {what}")
+    parser.add_argument("--device", choices=DEVICES_FLAG, default=None)
+
+
+def flag_name(field: str) -> str:
+    """The flag of config field ``field``: ``n_rand`` -> ``--N_rand``."""
+    for cls in FLAG_CONFIGS:
+        for _, f in _leaf_fields(cls):
+            if f.name == field and f.metadata.get("flag") and f.metadata.get("flag_type") is None:
+                return f"--{f.metadata['flag']}"
+    return f"--{field}"
+
+
+def error_line(exc: EnerfError) -> str:
+    """The message of ``exc`` with the config fields it names written as flags."""
+    text = str(exc)
+    for field in getattr(exc, "fields", ()):
+        text = re.sub(rf"(?<![\w-]){re.escape(field)}\b", flag_name(field), text)
+    return text
+
+
+def system_error_line(exc: BaseException) -> str | None:
+    """One line for running out of memory or a failed file operation; None for other errors
+    (bugs keep their traceback). ``ENERF_TRACEBACK=1`` shows the traceback in every case."""
+    if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and (
+            "out of memory" in str(exc) or "not enough memory" in str(exc))):
+        return "out of memory; lower --N_rand, --chunk, --batch_size or the image size (--factor)"
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror}{where}; check the path and free space"
+    return None

@@ -1,0 +1,73 @@
+"""``enerf train``: fit a NeRF from flags / a config file, score held-out views.
+
+Config files use configargparse's ``key = value`` syntax; nerf-pytorch's keys are accepted with
+the same meaning (``NERF_PYTORCH_ALIASES``, ``NERF_PYTORCH_IGNORED``), so an existing
+nerf-pytorch config file works unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import configargparse
+
+from ..config import NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, RunConfig
+from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args, parse_bool
+
+__all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "cmd_train"]
+
+
+def build_train_parser() -> configargparse.ArgumentParser:
+    """The ``enerf train`` parser: one flag per RunConfig field, nerf-pytorch's names as aliases."""
+    parser = OneLineParser(
+        prog="enerf train",
+        description="Train a NeRF (vanilla or equilibrated-weight-conditioned) and score held-out views.",
+        config_file_parser_class=configargparse.DefaultConfigFileParser,
+    )
+    parser.add_argument("--config", is_config_file=True, help="configargparse file (key = value per line)")
+    add_config_flags(parser, RunConfig, aliases=NERF_PYTORCH_ALIASES)
+    add_run_flags(parser)
+    for key in NERF_PYTORCH_IGNORED:
+        parser.add_argument(f"--{key}", default=None, help=configargparse.SUPPRESS)
+    return parser
+
+
+def add_run_flags(parser) -> None:
+    """--resume and --quiet, the flags of a training command that are not part of its config."""
+    parser.add_argument("--resume", type=parse_bool, nargs="?", const=True, default=False,
+                        help="continue from <basedir>/<expname>/checkpoints/latest.pt")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run_config_from_args(args) -> RunConfig:
+    """Overlay the flags that were given onto the dataclass defaults."""
+    return config_from_args(RunConfig, args)
+
+
+def print_metrics(metrics: dict, where: Path) -> None:
+    """One line of held-out metrics, then LPIPS problems and warnings."""
+    def fmt(value, spec: str) -> str:
+        return "n/a" if value is None else format(value, spec)
+
+    print(
+        f"held-out PSNR {fmt(metrics['psnr'], '.2f')} dB  SSIM {fmt(metrics['ssim'], '.4f')}"
+        f"  LPIPS {fmt(metrics['lpips'], '.4f')}  ({len(metrics['per_image'])} views, {metrics['steps']} steps) -> {where}"
+    )
+    if metrics["lpips"] is None and metrics.get("lpips_error"):
+        print(f"LPIPS unavailable: {metrics['lpips_error']}")
+    for warning in metrics.get("warnings") or []:
+        print(f"warning: {warning}")
+
+
+def cmd_train(argv: list[str]) -> int:
+    from ..train.nerf import train_nerf
+
+    args = build_train_parser().parse_args(argv)
+    cfg = run_config_from_args(args)
+    for key in ("netdepth_fine", "netwidth_fine"):
+        if getattr(args, key) is not None:
+            print(f"enerf: note: {key} is ignored; the fine network has the coarse network's shape", file=sys.stderr)
+    metrics = train_nerf(cfg, data_root=DATA_ROOT, resume=args.resume, progress=not args.quiet)
+    print_metrics(metrics, Path(cfg.basedir) / cfg.expname / "metrics.json")
+    return 0

@@ -1,0 +1,30 @@
+"""Configuration dataclasses: one per component, the only home of default values and of the
+rules a value must follow.
+
+Each field carries its help text, flag name, choices and range in its metadata
+(``enerf.config.spec.option``); the CLI builds its flags from them and every dataclass checks
+itself on construction (``check_config``), so validation lives in one place.
+
+    nerf.py      DataConfig, FieldConfig, RenderConfig, TrainConfig, RunConfig (``enerf train``)
+    shape.py     ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig, ShapeRunConfig (``enerf shape``)
+    commands.py  VideoConfig, MeshConfig, CompareConfig, SynthConfig (render, mesh, compare, data synth)
+    spec.py      option(), check_config(), Range
+"""
+
+from .commands import CAMERA_PATHS, CompareConfig, MeshConfig, SynthConfig, VideoConfig
+from .nerf import (CONDITIONING_MODES, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, NERF_PYTORCH_ALIASES,
+                   NERF_PYTORCH_IGNORED, PRECOND_MODES, RENDERERS, DataConfig, FieldConfig, RenderConfig, RunConfig,
+                   TrainConfig, build_config, run_config_from_dict)
+from .shape import (SHAPE_KINDS, ShapeDataConfig, ShapeFieldConfig, ShapeMeshConfig, ShapeRunConfig, ShapeTrainConfig,
+                    shape_run_config_from_dict)
+from .spec import MAX_GRID, MAX_RAYS, MAX_SEED, Range, check_config, option
+
+__all__ = [
+    "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "RunConfig", "run_config_from_dict", "build_config",
+    "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES", "DECAY_SPACES", "DEVICES",
+    "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED",
+    "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig", "CAMERA_PATHS",
+    "SHAPE_KINDS", "ShapeDataConfig", "ShapeFieldConfig", "ShapeTrainConfig", "ShapeRunConfig", "ShapeMeshConfig",
+    "shape_run_config_from_dict",
+    "option", "check_config", "Range", "MAX_SEED", "MAX_RAYS", "MAX_GRID",
+]

@@ -1,0 +1,89 @@
+"""Options of the commands that read a checkpoint or make data: render, mesh, compare, data synth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+from .spec import MAX_GRID, MAX_SEED, check_box, check_config, option
+
+__all__ = ["CAMERA_PATHS", "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig"]
+
+CAMERA_PATHS = ("spiral", "orbit", "test", "train", "interp")
+
+
+@dataclass(frozen=True)
+class VideoConfig:
+    """``enerf render``: camera path, frame count and encoding of the novel-view videos."""
+
+    path: str = option("spiral", "camera path: spiral (LLFF; the orbit on Blender scenes), orbit (Blender: "
+                       "elevation -30 deg, radius 4), test (held-out views), train, interp (through the training "
+                       "cameras)", choices=CAMERA_PATHS)
+    frames: int = option(120, "frames of the spiral / interp paths (test / train: one per view)", lo=1, hi=100_000)
+    fps: int = option(30, "frames per second of the videos", lo=1, hi=1000)
+    downscale: int = option(1, "render at 1/N of the training image size", lo=1)
+    colormap: str = option("turbo", "matplotlib colormap for depth / disparity")
+    quality: float = option(8.0, "imageio-ffmpeg quality, 0 (worst) .. 10 (best)", lo=0.0, hi=10.0)
+    png: bool = option(False, "also write every frame as PNG")
+    chunk: int = option(0, "rays per forward pass (0: the checkpoint's chunk); bounds the peak memory", lo=0)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        from matplotlib import colormaps
+
+        if self.colormap not in colormaps:
+            raise ConfigError(f"colormap {self.colormap!r} is not a matplotlib colormap (e.g. turbo, viridis, gray)",
+                              fields=("colormap",))
+
+
+@dataclass(frozen=True)
+class MeshConfig:
+    """``enerf mesh``: density grid, iso-level and clean-up."""
+
+    resolution: int = option(256, "grid points per axis", lo=8, hi=MAX_GRID)
+    threshold: float = option(10.0, "density iso-level (sigma, in the field's coordinates)")
+    chunk: int = option(65536, "grid points per forward pass", lo=1)
+    min_component: int = option(0, "drop connected components with fewer faces (0: keep all)", lo=0)
+    bbox: tuple[float, ...] = option((), "xmin ymin zmin xmax ymax zmax in the field's coordinates (NDC for "
+                                     "forward-facing scenes; default: from the scene)")
+    field: str = option("fine", "fine (if the checkpoint has one) or coarse network", choices=("fine", "coarse"))
+    frame: str = option("world", "world (poses_bounds.npy frame) or scene (normalised frame)",
+                        choices=("world", "scene"))
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        if self.bbox:
+            check_box("bbox", self.bbox)
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """``enerf compare``: the grid of runs and where its table and plots go. A new option of the
+    command is a new field here; its flag is generated from it."""
+
+    task: str = option("nerf", "nerf (enerf train) or shape (enerf shape train)", choices=("nerf", "shape"))
+    scenes: tuple[str, ...] = option(("demo",), "scene names or folders (nerf), mesh names (shape)")
+    modes: tuple[str, ...] = option(("none", "row"), "COND, COND+PRECOND or COND:LAYERS, each optionally *S "
+                                    "(learning rates times S), e.g. none row rowcol row+bnp row:all row*2")
+    seeds: tuple[int, ...] = option((0, 1, 2), "seeds of every scene and mode", lo=0, hi=MAX_SEED)
+    jobs: int = option(1, "runs at once (each gets cores // jobs threads)", lo=1, hi=256)
+    out: str = option("runs/compare", "output folder")
+    baseline: str = option("none", "mode the deltas are measured against")
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        if not str(self.out).strip():
+            raise ConfigError("out must name a folder, got ''", fields=("out",))
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """``enerf data synth``: the embedded synthetic scene's size."""
+
+    views: int = option(24, "camera views", lo=1, hi=10_000)
+    width: int = option(1008, "image width in pixels", lo=2, hi=16384)
+    height: int = option(756, "image height in pixels", lo=2, hi=16384)
+    seed: int = option(0, "random seed of the scene", lo=0, hi=MAX_SEED)
+
+    def __post_init__(self) -> None:
+        check_config(self)

@@ -1,0 +1,224 @@
+"""NeRF run configuration: one dataclass per component, the only home of default values.
+
+Field names follow nerf-pytorch's config keys where one exists; three are lower-cased here
+(``n_rand``, ``n_samples``, ``n_importance``) and keep nerf-pytorch's spelling as flags
+(``--N_rand``). ``NERF_PYTORCH_ALIASES`` and ``NERF_PYTORCH_IGNORED`` list the other keys of
+nerf-pytorch's config files, so such a file loads unchanged.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import asdict, dataclass, fields
+
+from ..errors import ConfigError
+from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, option, section, show
+
+__all__ = ["DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "RunConfig", "run_config_from_dict",
+           "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
+           "DECAY_SPACES", "DEVICES", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
+
+DATASET_TYPES = ("auto", "llff", "blender")  # enerf.train.components.LOADERS
+ENCODINGS = ("frequency", "triplane")  # enerf.fields.nerf: how positions enter the MLP
+CONDITIONING_MODES = ("none", "row", "col", "rowcol", "wn", "ws")  # enerf.nn.conditioning.CONDITIONERS
+RENDERERS = ("auto", "nerfacc", "torch_grid", "hierarchical")  # enerf.render.renderer
+PRECOND_MODES = ("none", "bnp")  # gradient preconditioners (enerf.optim)
+DECAY_SPACES = ("p", "z")  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
+DEVICES = ("auto", "cpu", "cuda")
+
+# nerf-pytorch config keys read under another name here (key -> field).
+NERF_PYTORCH_ALIASES = {"N_iters": "iters", "i_print": "log_every", "i_weights": "ckpt_every", "random_seed": "seed"}
+# nerf-pytorch config keys accepted so its config files load, without effect here.
+NERF_PYTORCH_IGNORED = ("netdepth_fine", "netwidth_fine", "netchunk", "no_batching", "no_reload", "ft_path",
+                        "render_only", "render_test", "render_factor", "i_img", "i_testset", "i_video", "i_embed",
+                        "shape")
+
+CONDITIONING_HELP = ("weight conditioning of the linear layers: none (vanilla NeRF), E-NeRF's row / col / rowcol, "
+                     "wn (weight normalization) or ws (weight standardization)")
+LAYERS_HELP = "which layers are conditioned: hidden (the trunk), all, none, or comma-separated names"
+PRECOND_HELP = "gradient preconditioner: none, or bnp (batch normalization preconditioning; any conditioning)"
+DECAY_HELP = "p: λ||p||² added to the loss; z: decoupled decay in the preconditioned space (AdamW-style)"
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the scene lives and how it is loaded (LLFF conventions)."""
+
+    scene: str = option("demo", "scene name: 'demo' (embedded, made on first use) or a folder under "
+                        "data/nerf_llff_data/ or data/nerf_synthetic/ (e.g. fern, lego)")
+    datadir: str = option("", "scene folder in LLFF or Blender layout (overrides --scene)")
+    dataset_type: str = option("auto", "auto (blender if the folder has transforms_*.json, llff if "
+                               "poses_bounds.npy), llff or blender", choices=DATASET_TYPES)
+    factor: int = option(0, "image downscale factor (LLFF: uses images_<f>/ if present, else resizes in process; "
+                         "0: 8 for LLFF, 1 for Blender)", lo=0)
+    half_res: bool = option(False, "Blender: halve the stored images")
+    testskip: int = option(1, "Blender: keep every N-th test frame", lo=1)
+    llffhold: int = option(8, "hold out every N-th image for testing (0: none)", lo=0)
+    use_ndc: bool = option(True, "use world-space rays instead of NDC (for non-forward-facing scenes)",
+                           flag="no_ndc", flag_type=bool, from_flag=operator.not_)
+    spherify: bool = option(False, "LLFF: spherify the poses (360-degree scenes)")
+    recenter: bool = option(True, "LLFF: recenter the poses", cli=False)
+    bd_factor: float = option(0.75, "LLFF: scale the scene so the nearest bound is 1 / bd_factor", lo=0.0, lo_open=True)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+@dataclass(frozen=True)
+class FieldConfig:
+    """The NeRF MLP and its weight conditioning."""
+
+    netdepth: int = option(8, "hidden layers of the trunk", lo=1)
+    netwidth: int = option(256, "width of the trunk", lo=1)
+    skips: tuple[int, ...] = option((4,), "trunk layers that re-read the encoded input", lo=0, cli=False)
+    multires: int = option(10, "positional-encoding frequencies for positions", lo=0, hi=32)
+    multires_views: int = option(4, "positional-encoding frequencies for view directions", lo=0, hi=32)
+    use_viewdirs: bool = option(True, "condition colour on the view direction")
+    view_width: int = option(128, "width of the view-direction branch (netwidth // 2 in NeRF)", lo=1)
+    conditioning: str = option("none", CONDITIONING_HELP, choices=CONDITIONING_MODES)
+    conditioned_layers: str = option("hidden", LAYERS_HELP)
+    detach_conditioner: bool = option(False, "treat the equilibration matrix as a constant in backprop")
+    conditioning_passes: int = option(1, "alternating row / column passes of rowcol", lo=1)
+    conditioning_eps: float = option(1e-8, "floor of the equilibration norms", lo=0.0, lo_open=True, cli=False)
+    encoding: str = option("frequency", "positions: frequency (NeRF's sinusoids) or triplane (TensoRF VM grids)",
+                           choices=ENCODINGS)
+    grid_resolutions: tuple[int, ...] = option((64, 256), "triplane: plane side / line length per level", lo=2)
+    grid_components: int = option(8, "triplane: channels per plane-line product (3 x this per level)", lo=1)
+    grid_aabb: tuple[float, ...] = option((-1.5, -1.67, -1.0, 1.5, 1.67, 1.0),
+                                          "triplane: xmin ymin zmin xmax ymax zmax of the grids (TensoRF's NDC box)")
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        if self.encoding == "triplane":
+            check_box("grid_aabb", self.grid_aabb)
+            if not self.grid_resolutions:
+                raise ConfigError("grid_resolutions needs at least one value (>= 2)", fields=("grid_resolutions",))
+        if any(s == self.netdepth - 1 for s in self.skips):
+            raise ConfigError(f"skips must be in 0..{self.netdepth - 2} (or >= {self.netdepth}, ignored) for netdepth "
+                              f"{self.netdepth}, got {show(self.skips)}", fields=("skips", "netdepth"))
+
+
+@dataclass(frozen=True)
+class RenderConfig:
+    """Volume rendering: NeRF's hierarchical sampler, or ray marching through an occupancy grid."""
+
+    n_samples: int = option(64, "coarse samples per ray", flag="N_samples", lo=1)
+    n_importance: int = option(0, "fine samples per ray (0: no fine network)", flag="N_importance", lo=0)
+    perturb: bool = option(True, "stratified jitter while training: 1 on, 0 off", flag_type=float,
+                           from_flag=lambda value: value > 0)
+    lindisp: bool = option(False, "sample linearly in disparity")
+    raw_noise_std: float = option(0.0, "noise on the pre-activation density while training", lo=0.0)
+    white_bkgd: bool = option(False, "composite onto a white background")
+    chunk: int = option(8192, "rays per forward pass when rendering whole images", lo=1)
+    renderer: str = option("hierarchical", "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid "
+                           "ray marching in plain torch, CPU or CUDA), nerfacc (the same with nerfacc, CUDA), auto "
+                           "(nerfacc if it builds, else torch_grid)", choices=RENDERERS)
+    render_step_size: float = option(1.0 / 128, "grid renderers: marching step in ray t (NDC rays span t in [0, 1])",
+                                     lo=0.0, lo_open=True)
+    grid_resolution: int = option(64, "grid renderers: occupancy grid cells per axis over the scene (NDC) box",
+                                  lo=1, hi=1024)
+    occ_thre: float = option(0.01, "grid renderers: a cell is occupied when density * step exceeds "
+                             "min(this, mean occupancy)", lo=0.0)
+    grid_update_every: int = option(16, "grid renderers: steps between occupancy grid updates", lo=1)
+    grid_warmup: int = option(256, "grid renderers: steps during which every update re-evaluates all cells", lo=0)
+    grid_ema_decay: float = option(0.95, "grid renderers: decay of a cell's running occupancy per update",
+                                   lo=0.0, hi=1.0, lo_open=True)
+    early_stop_eps: float = option(1e-4, "grid renderers: drop samples behind transmittance below this "
+                                   "(0: no early stop)", lo=0.0, hi=1.0)
+    alpha_thre: float = option(0.0, "grid renderers: drop samples with opacity below this", lo=0.0, hi=1.0)
+    cull_occluded: bool = option(False, "torch_grid: occlusion culling; a cell no training ray reached with "
+                                 "transmittance >= --early_stop_eps since the last grid update is empty "
+                                 "(needs --early_stop_eps > 0)")
+    early_stop_block: int = option(4, "torch_grid: query colour and density front to back, this many samples per "
+                                   "ray in the first round and twice as many in each next one, stopping each ray at "
+                                   "its early stop (0: nerfacc's way, a density pre-pass over all samples, then the "
+                                   "rendering pass)", lo=0)
+    target_sample_batch_size: int = option(0, "grid renderers: samples per step; rays per step adapt to it "
+                                           "(0: N_rand * N_samples; -1: N_rand rays every step)", lo=-1)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, logging and evaluation cadence."""
+
+    iters: int = option(5000, "training steps", lo=1)
+    n_rand: int = option(1024, "rays per step", flag="N_rand", lo=1, hi=MAX_RAYS)
+    lrate: float = option(5e-4, "learning rate", lo=0.0, lo_open=True)
+    lrate_decay: float = option(250, "thousands of steps for a 10x learning-rate decay (nerf-pytorch)",
+                                lo=0.0, lo_open=True)
+    encoding_lrate: float = option(0.0, "learning rate of a learned position encoding (triplane grids; 0: lrate)",
+                                   lo=0.0)
+    lrate_scale: float = option(1.0, "multiplies lrate and encoding_lrate (what enerf compare's COND*S modes set, "
+                                "for learning-rate sweeps)", lo=0.0, lo_open=True)
+    tv_weight: float = option(0.0, "weight of the total-variation loss on triplane grids (0: off)", lo=0.0)
+    seed: int = option(0, "random seed (weights, ray batches, jitter)", lo=0, hi=MAX_SEED)
+    precrop_iters: int = option(0, "steps that sample rays from the central crop only", lo=0)
+    precrop_frac: float = option(0.5, "side of that central crop, as a fraction of the image", lo=0.0, hi=1.0,
+                                 lo_open=True)
+    eval_every: int = option(0, "steps between held-out evaluations (0: only at the end)", lo=0)
+    eval_views: int = option(0, "held-out views used by periodic evaluations (0: all)", lo=0)
+    log_every: int = option(100, "steps between TensorBoard scalars", lo=1)
+    kappa_every: int = option(500, "steps between per-layer condition numbers (0: never)", lo=0)
+    ckpt_every: int = option(0, "steps between checkpoints (0: only at the end)", lo=0)
+    time_budget: float = option(0.0, "stop training after this many seconds (0: no limit)", lo=0.0)
+    stop_at_psnr: float = option(0.0, "stop once a periodic held-out evaluation (--eval_every) reaches this PSNR "
+                                 "(0: never)", lo=0.0)
+    device: str = option("auto", "auto (CUDA if available), cpu or cuda", choices=DEVICES)
+    compute_lpips: bool = option(True, "skip LPIPS", flag="no_lpips", flag_type=bool, from_flag=operator.not_)
+    precond: str = option("none", PRECOND_HELP, choices=PRECOND_MODES)
+    weight_decay: float = option(0.0, "L2 regularization strength λ (0: off); where it acts: --decay_space", lo=0.0)
+    decay_space: str = option("z", DECAY_HELP, choices=DECAY_SPACES)
+    grad_reg: float = option(0.0, "gradient regularization λ||∇L||² in --decay_space, by double backprop "
+                             "(0: off; slow)", lo=0.0)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run needs; stored verbatim in every checkpoint."""
+
+    expname: str = option("demo", "run name: the run folder is <basedir>/<expname>")
+    basedir: str = option("runs", "folder of the run folders")
+    data: DataConfig = section(DataConfig)
+    field: FieldConfig = section(FieldConfig)
+    render: RenderConfig = section(RenderConfig)
+    train: TrainConfig = section(TrainConfig)
+
+    def __post_init__(self) -> None:
+        check_run_name(self.expname, self.basedir)
+        r = self.render
+        if r.renderer != "hierarchical" and r.n_importance > 0:
+            raise ConfigError(f"n_importance must be 0 with renderer {r.renderer} (one field), got {r.n_importance}",
+                              fields=("n_importance", "renderer"))
+        if r.cull_occluded and r.early_stop_eps <= 0:
+            raise ConfigError("cull_occluded needs early_stop_eps > 0, got 0", fields=("cull_occluded", "early_stop_eps"))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def build_config(cls, values: dict):
+    """``cls(**values)`` from a ``to_dict()`` section: JSON lists back to tuples; unknown keys are a
+    ConfigError; missing keys take their defaults."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown {cls.__name__} keys in checkpoint config: {', '.join(unknown)}")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+def run_config_from_dict(values: dict) -> RunConfig:
+    """Rebuild a RunConfig from ``RunConfig.to_dict()`` output (e.g. from a checkpoint)."""
+    return RunConfig(
+        expname=values["expname"],
+        basedir=values["basedir"],
+        data=build_config(DataConfig, values["data"]),
+        field=build_config(FieldConfig, values["field"]),
+        render=build_config(RenderConfig, values["render"]),
+        train=build_config(TrainConfig, values["train"]),
+    )
