@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -16,12 +17,14 @@ from skimage.metrics import peak_signal_noise_ratio
 
 from enerf.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
 from enerf.cli import main
-from enerf.config import RunConfig, TrainConfig
+from enerf.cli.common import error_line, flag_name
+from enerf.config import (CompareConfig, FieldConfig, MeshConfig, RunConfig, ShapeMeshConfig, ShapeRunConfig,
+                          SynthConfig, TrainConfig, VideoConfig)
+from enerf.config.spec import value_type
 from enerf.data.synthetic import make_synthetic_scene
 from enerf.errors import CheckpointError, ConfigError, DivergenceError
 from enerf.runfolder import RunLock, check_output_dir, check_output_file, remove_stale_temp_files
 from enerf.train.divergence import FiniteGuard, black_level_psnr, black_warning
-from enerf.validate import RUN_RULES, validate_run_config
 
 TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
         "--multires", "2", "--multires_views", "1", "--N_samples", "8", "--N_rand", "64", "--log_every", "1",
@@ -33,28 +36,52 @@ def scene_dir(tmp_path_factory) -> Path:
     return make_synthetic_scene(tmp_path_factory.mktemp("scene") / "tiny", n_views=8, width=24, height=18, seed=2)
 
 
-@pytest.mark.parametrize("rule", RUN_RULES, ids=[r.flag for r in RUN_RULES])
-def test_every_range_admits_its_bounds_and_refuses_beyond_them(rule):
-    """Each rule's closed ends pass and a value just outside (or NaN) fails, with the flag named."""
-    inside = [v for v, open_ in ((rule.lo, rule.lo_open), (rule.hi, rule.hi_open)) if math.isfinite(v) and not open_]
+def _numeric_fields():
+    """(config class, field) of every numeric field of the command-line configs."""
+    for root in (RunConfig, ShapeRunConfig, VideoConfig, MeshConfig, CompareConfig, SynthConfig, ShapeMeshConfig):
+        sections = [f.default_factory for f in dataclasses.fields(root) if f.metadata.get("section")] or [root]
+        for cls in sections:
+            for f in dataclasses.fields(cls):
+                if value_type(f)[0] in ("int", "float"):
+                    yield cls, f
+
+
+NUMERIC = list(_numeric_fields())
+
+
+@pytest.mark.parametrize("cls, f", NUMERIC, ids=[f"{c.__name__}.{f.name}" for c, f in NUMERIC])
+def test_every_range_admits_its_bounds_and_refuses_beyond_them(cls, f):
+    """Each field's closed ends pass and a value just outside (or NaN) fails on construction,
+    with a message that names the field and a CLI line that names its flag."""
+    rng, (kind, each) = f.metadata["range"], value_type(f)
+    integer = kind == "int"
+    inside = [v for v, open_ in ((rng.lo, rng.lo_open), (rng.hi, rng.hi_open)) if math.isfinite(v) and not open_]
     for v in inside:
-        assert rule.ok(int(v) if rule.integer else float(v)), (rule.flag, v)
-    outside = [math.nan] + ([rule.lo - 1] if math.isfinite(rule.lo) else []) + ([rule.hi + 1] if math.isfinite(rule.hi) else [])
-    outside += [rule.lo] if rule.lo_open else []
+        assert rng.admits(int(v) if integer else float(v), integer), (f.name, v)
+    outside = [math.nan] + ([rng.lo - 1] if math.isfinite(rng.lo) else []) + ([rng.hi + 1] if math.isfinite(rng.hi) else [])
+    outside += [rng.lo] if rng.lo_open else []
     for v in outside:
-        assert not rule.ok(v), (rule.flag, v)
-        with pytest.raises(ConfigError, match=f"^--{rule.flag} "):
-            rule.check_value((v,) if rule.each else v)
+        assert not rng.admits(v, integer), (f.name, v)
+        with pytest.raises(ConfigError, match=f"^{f.name} ") as err:
+            cls(**{f.name: (v,) if each else v})
+        assert err.value.fields == (f.name,)
+        assert error_line(err.value).startswith(flag_name(f.name) + " ")
 
 
-def test_defaults_pass_and_combinations_are_refused():
-    assert validate_run_config(RunConfig()) == RunConfig()
-    with pytest.raises(ConfigError, match="--N_importance must be 0 with --renderer torch_grid"):
-        validate_run_config(RunConfig(render=RunConfig().render.__class__(renderer="torch_grid", n_importance=8)))
-    with pytest.raises(ConfigError, match="--iters must be an integer >= 1, got -5"):
-        validate_run_config(RunConfig(train=TrainConfig(iters=-5)))
-    with pytest.raises(ConfigError, match="--lrate must be a finite number > 0, got inf"):
-        validate_run_config(RunConfig(train=TrainConfig(lrate=math.inf)))
+def test_flags_spelled_as_nerf_pytorch_and_combinations_are_refused():
+    assert [flag_name(n) for n in ("n_rand", "n_samples", "n_importance", "iters")] == \
+        ["--N_rand", "--N_samples", "--N_importance", "--iters"]
+    with pytest.raises(ConfigError) as err:
+        RunConfig(render=RunConfig().render.__class__(renderer="torch_grid", n_importance=8))
+    assert str(err.value) == "n_importance must be 0 with renderer torch_grid (one field), got 8"
+    assert error_line(err.value) == "--N_importance must be 0 with --renderer torch_grid (one field), got 8"
+    with pytest.raises(ConfigError, match="^iters must be an integer >= 1, got -5$"):
+        TrainConfig(iters=-5)
+    with pytest.raises(ConfigError, match="^lrate must be a finite number > 0, got inf$"):
+        TrainConfig(lrate=math.inf)
+    with pytest.raises(ConfigError) as err:
+        FieldConfig(netdepth=4, skips=(3,))
+    assert error_line(err.value) == "--skips must be in 0..2 (or >= 4, ignored) for --netdepth 4, got 3"
 
 
 def test_output_checks_name_what_blocks_them(tmp_path):
