@@ -196,7 +196,8 @@ class RunConfig:
             raise ConfigError(f"n_importance must be 0 with renderer {r.renderer} (one field), got {r.n_importance}",
                               fields=("n_importance", "renderer"))
         if r.cull_occluded and r.early_stop_eps <= 0:
-            raise ConfigError("cull_occluded needs early_stop_eps > 0, got 0", fields=("cull_occluded", "early_stop_eps"))
+            raise ConfigError("cull_occluded needs early_stop_eps > 0, got 0",
+                              fields=("cull_occluded", "early_stop_eps"))
 
     def to_dict(self) -> dict:
         return asdict(self)

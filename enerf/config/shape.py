@@ -35,7 +35,8 @@ class ShapeDataConfig:
     def __post_init__(self) -> None:
         check_config(self)
         if self.n_uniform + self.n_near * len(self.near_sigmas) == 0:
-            raise ConfigError("n_uniform and n_near must give at least one training point", fields=("n_uniform", "n_near"))
+            raise ConfigError("n_uniform and n_near must give at least one training point",
+                              fields=("n_uniform", "n_near"))
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,7 @@ def write_mesh(mesh: trimesh.Trimesh, path: Path) -> None:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in MESH_FORMATS:
-        raise ConfigError(f"--out {path}: mesh format {suffix or '(none)'} is not one of {', '.join(MESH_FORMATS)}")
+        raise ConfigError(f"{path}: mesh format {suffix or '(none)'} is not one of {', '.join(MESH_FORMATS)}")
     data = mesh.export(file_type=suffix[1:])
     atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
 
@@ -182,19 +182,19 @@ def _similarity(matrix: np.ndarray) -> PointMap:
 def mesh_from_run(run: TrainedRun, cfg: MeshConfig) -> trimesh.Trimesh:
     """Extract the mesh of a loaded run (see the module docstring)."""
     if cfg.field not in ("fine", "coarse"):
-        raise ConfigError(f"--field {cfg.field!r} is not one of fine, coarse")
+        raise ConfigError(f"field {cfg.field!r} is not one of fine, coarse", ("field",))
     if cfg.frame not in ("world", "scene"):
-        raise ConfigError(f"--frame {cfg.frame!r} is not one of world, scene")
+        raise ConfigError(f"frame {cfg.frame!r} is not one of world, scene", ("frame",))
     if cfg.bbox and len(cfg.bbox) != 6:
-        raise ConfigError(f"--bbox takes 6 numbers (xmin ymin zmin xmax ymax zmax), got {len(cfg.bbox)}")
+        raise ConfigError(f"bbox takes 6 numbers (xmin ymin zmin xmax ymax zmax), got {len(cfg.bbox)}", ("bbox",))
     if cfg.resolution < 2:
-        raise ConfigError(f"--resolution must be at least 2, got {cfg.resolution}")
+        raise ConfigError(f"resolution must be at least 2, got {cfg.resolution}", ("resolution",))
     if cfg.chunk < 1:
-        raise ConfigError(f"--chunk must be positive, got {cfg.chunk}")
+        raise ConfigError(f"chunk must be positive, got {cfg.chunk}", ("chunk",))
     scene = run.scene
     lo, hi = (np.asarray(cfg.bbox[:3]), np.asarray(cfg.bbox[3:])) if cfg.bbox else default_bbox(scene)
     if scene.use_ndc and hi[2] >= 1.0:
-        raise ConfigError(f"--bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)")
+        raise ConfigError(f"bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)", ("bbox",))
     field = run.fields.get(cfg.field) or run.fields["coarse"]
 
     def color_fn(points: Tensor, dirs: Tensor) -> Tensor:

@@ -64,12 +64,12 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
       a content box (Blender) is the orbit too.
     """
     if path not in CAMERA_PATHS:
-        raise ConfigError(f"--path {path!r} is not one of {', '.join(CAMERA_PATHS)}")
+        raise ConfigError(f"path {path!r} is not one of {', '.join(CAMERA_PATHS)}", ("path",))
     if path in ("spiral", "orbit", "interp") and n_frames < 1:
-        raise ConfigError(f"--frames must be at least 1, got {n_frames}")
+        raise ConfigError(f"frames must be at least 1, got {n_frames}", ("frames",))
     if path == "test":
         if scene.i_test.size == 0:
-            raise ConfigError("the scene has no held-out views (llffhold = 0); use --path spiral, interp or train")
+            raise ConfigError("the scene has no held-out views (llffhold = 0); use path spiral, interp or train", ("path",))
         return scene.poses[scene.i_test]
     if path == "train":
         return scene.poses[scene.i_train]
@@ -77,8 +77,8 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
         return interpolated_path(scene.poses[scene.i_train], n_frames).astype(np.float32)
     if path == "orbit" or (scene.aabb is not None and not scene.use_ndc):
         if scene.use_ndc:
-            raise ConfigError("--path orbit circles an object at the origin (Blender scenes); this scene uses NDC "
-                              "rays (forward-facing): use --path spiral, interp, test or train")
+            raise ConfigError("path orbit circles an object at the origin (Blender scenes); this scene uses NDC "
+                              "rays (forward-facing): use path spiral, interp, test or train", ("path",))
         return orbit_path(n_frames)
     if spherify:
         return spherical_path(1.0, float(scene.poses[:, 2, 3].mean()), n_frames).astype(np.float32)
@@ -93,7 +93,7 @@ def frame_rays(scene: Scene, c2w: np.ndarray, downscale: int, device: torch.devi
     """
     height, width = scene.height // downscale, scene.width // downscale
     if height < 1 or width < 1:
-        raise ConfigError(f"--downscale {downscale} leaves no pixels of the {scene.width}x{scene.height} images")
+        raise ConfigError(f"downscale {downscale} leaves no pixels of the {scene.width}x{scene.height} images", ("downscale",))
     pose = torch.as_tensor(np.asarray(c2w, dtype=np.float32), device=device)
     return make_rays(height, width, scene.focal / downscale, pose, scene.near, scene.far, scene.use_ndc)
 
@@ -192,11 +192,11 @@ def render_video(
         and the paths written.
     """
     if cfg.downscale < 1:
-        raise ConfigError(f"--downscale must be a positive integer, got {cfg.downscale}")
+        raise ConfigError(f"downscale must be a positive integer, got {cfg.downscale}", ("downscale",))
     if cfg.fps <= 0:
-        raise ConfigError(f"--fps must be positive, got {cfg.fps}")
+        raise ConfigError(f"fps must be positive, got {cfg.fps}", ("fps",))
     if cfg.colormap not in colormaps:
-        raise ConfigError(f"--colormap {cfg.colormap!r} is not a matplotlib colormap (try turbo, viridis, magma)")
+        raise ConfigError(f"colormap {cfg.colormap!r} is not a matplotlib colormap (try turbo, viridis, magma)", ("colormap",))
     scene = run.scene
     poses = camera_path(scene, cfg.path, cfg.frames, run.cfg.data.spherify)
     chunk = cfg.chunk if cfg.chunk > 0 else run.cfg.render.chunk

@@ -152,7 +152,8 @@ def check_conditioning(conditioning: str, eps: float, detach_conditioner: bool, 
     if not eps > 0:
         raise ConfigError(f"conditioning eps must be > 0, got {eps}")
     if detach_conditioner and conditioning in PARAMETRIZATIONS:
-        raise ConfigError(f"--detach_conditioner is not available with --conditioning {conditioning}; turn it off")
+        raise ConfigError(f"detach_conditioner is not available with conditioning {conditioning}; turn it off",
+                          ("detach_conditioner", "conditioning"))
 
 
 class ConditionedWeight:

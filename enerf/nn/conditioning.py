@@ -310,7 +310,7 @@ def select_layers(spec: str, names: list[str], hidden: list[str]) -> set[str]:
             unknown.append(token)
     if unknown:
         raise ConfigError(
-            f"--conditioned_layers names unknown layer(s) {', '.join(unknown)}; "
-            f"use hidden, all, none or names from: {', '.join(names)}"
+            f"conditioned_layers names unknown layer(s) {', '.join(unknown)}; "
+            f"use hidden, all, none or names from: {', '.join(names)}", ("conditioned_layers",)
         )
     return chosen

@@ -174,7 +174,7 @@ class BNP:
                 seen.add(id(layer))
                 conv = isinstance(layer, nn.Conv2d)
                 if conv and layer.groups != 1:
-                    raise ConfigError("--precond bnp supports Conv2d layers with groups=1 only")
+                    raise ConfigError("precond bnp supports Conv2d layers with groups=1 only", ("precond",))
                 n_in = layer.in_channels if conv else layer.in_features
                 w = weight_parameter(layer)
                 state = _LayerState(layer, conv, torch.zeros(n_in, device=w.device, dtype=w.dtype),

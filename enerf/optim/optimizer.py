@@ -46,9 +46,10 @@ class PreconditionedOptimizer:
     def __init__(self, params: list[Tensor], optimizer: torch.optim.Optimizer, bnp: BNP | None = None,
                  weight_decay: float = 0.0, decay_space: str = "z", grad_reg: float = 0.0) -> None:
         if decay_space not in DECAY_SPACES:
-            raise ConfigError(f"--decay_space {decay_space!r} is not one of {', '.join(DECAY_SPACES)}")
+            raise ConfigError(f"decay_space {decay_space!r} is not one of {', '.join(DECAY_SPACES)}", ("decay_space",))
         if weight_decay < 0 or grad_reg < 0:
-            raise ConfigError(f"--weight_decay and --grad_reg must be >= 0, got {weight_decay}, {grad_reg}")
+            raise ConfigError(f"weight_decay and grad_reg must be >= 0, got {weight_decay}, {grad_reg}",
+                              ("weight_decay", "grad_reg"))
         self.params = list(params)
         self.optimizer = optimizer
         self.bnp = bnp
@@ -131,7 +132,7 @@ def build_optimizer(
     learning rate is ``lr * lr_scale(name)``; each group records its ``lr_scale`` so that a
     schedule can set ``group["lr"] = lr(step) * group["lr_scale"]``. None: one group, scale 1."""
     if precond not in PRECOND_MODES:
-        raise ConfigError(f"--precond {precond!r} is not one of {', '.join(PRECOND_MODES)}")
+        raise ConfigError(f"precond {precond!r} is not one of {', '.join(PRECOND_MODES)}", ("precond",))
     models = [models] if isinstance(models, nn.Module) else list(models)
     params, seen, groups = [], set(), {}
     for model in models:

@@ -74,7 +74,7 @@ def resolve_renderer(name: str, device: torch.device, warn: Callable[[str], None
         ConfigError: ``nerfacc`` was asked for and cannot run here (the message says why).
     """
     if name not in RENDERERS:
-        raise ConfigError(f"--renderer {name!r} is not one of {', '.join(RENDERERS)}")
+        raise ConfigError(f"renderer {name!r} is not one of {', '.join(RENDERERS)}", ("renderer",))
     if name in ("hierarchical", "torch_grid"):
         return name
     from .nerfacc_backend import nerfacc_status
@@ -82,7 +82,7 @@ def resolve_renderer(name: str, device: torch.device, warn: Callable[[str], None
     ok, why = nerfacc_status(device)
     if name == "nerfacc":
         if not ok:
-            raise ConfigError(f"--renderer nerfacc cannot run: {why}; use --renderer torch_grid (the same algorithm in torch) or auto")
+            raise ConfigError(f"renderer nerfacc cannot run: {why}; use renderer torch_grid (the same algorithm in torch) or auto", ("renderer",))
         return "nerfacc"
     if ok:
         return "nerfacc"

@@ -27,9 +27,9 @@ def select_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda was asked for but torch sees no CUDA device; use --device cpu or auto")
+        raise ConfigError("device cuda was asked for but torch sees no CUDA device; use device cpu or auto", ("device",))
     if name not in ("cpu", "cuda"):
-        raise ConfigError(f"--device {name!r} is not one of auto, cpu, cuda")
+        raise ConfigError(f"device {name!r} is not one of auto, cpu, cuda", ("device",))
     return torch.device(name)
 
 

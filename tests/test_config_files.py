@@ -1,0 +1,104 @@
+"""Every file in configs/ parses to the config its text says: a tiny independent ``key = value``
+reader builds the expected dataclasses from the defaults, and the CLI's parser must agree with
+them on every field. Also: every flag has help text, and ``enerf --version``."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import enerf
+from enerf.cli import build_train_parser, run_config_from_args
+from enerf.cli.common import config_from_args
+from enerf.cli.shape import build_shape_train_parser
+from enerf.config import RunConfig, ShapeRunConfig
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+# nerf-pytorch spellings of three fields (flag -> field); every other key is a field's own name.
+CAPITALISED = {"N_rand": "n_rand", "N_samples": "n_samples", "N_importance": "n_importance"}
+
+
+def read_keys(path: Path) -> dict[str, str]:
+    """``key = value`` lines of a config file, comments and blank lines dropped."""
+    keys = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            key, _, value = line.partition("=")
+            keys[key.strip()] = value.strip()
+    return keys
+
+
+def convert(text: str, annotation: str):
+    """The value ``text`` means for a field annotated ``annotation`` (``int``, ``tuple[float, ...]`` ...)."""
+    if annotation.startswith("tuple["):
+        item = annotation[len("tuple["):].split(",")[0]
+        return tuple(convert(t.strip(), item) for t in text.strip("[]").split(",") if t.strip())
+    if annotation == "bool":
+        return {"true": True, "false": False}[text.lower()]
+    return {"int": int, "float": float, "str": str}[annotation](text)
+
+
+def expected_config(root_cls, keys: dict[str, str]):
+    """``root_cls`` defaults with ``keys`` applied, each to the one section that has the field."""
+    top, sections = {}, {}
+    section_classes = {f.name: f.default_factory for f in dataclasses.fields(root_cls) if f.default_factory is not dataclasses.MISSING}
+    for key, text in keys.items():
+        name = CAPITALISED.get(key, key)
+        if name in ("expname", "basedir"):
+            top[name] = text
+            continue
+        owners = [(s, f) for s, cls in section_classes.items() for f in dataclasses.fields(cls) if f.name == name]
+        assert len(owners) == 1, (key, owners)
+        section, f = owners[0]
+        sections.setdefault(section, {})[name] = convert(text, str(f.type))
+    return root_cls(**top, **{s: cls(**sections.get(s, {})) for s, cls in section_classes.items()})
+
+
+NERF_FILES = sorted(p for p in CONFIGS.glob("*.txt") if not p.name.startswith("shape"))
+SHAPE_FILES = sorted(CONFIGS.glob("shape*.txt"))
+
+
+def test_there_are_config_files_of_both_kinds():
+    assert len(NERF_FILES) >= 5 and len(SHAPE_FILES) >= 2
+
+
+@pytest.mark.parametrize("path", NERF_FILES, ids=[p.name for p in NERF_FILES])
+def test_nerf_config_file_parses_to_what_its_text_says(path):
+    keys = read_keys(path)
+    parsed = run_config_from_args(build_train_parser().parse_args(["--config", str(path)]))
+    assert parsed == expected_config(RunConfig, keys)
+    assert parsed != RunConfig()  # the file changed something
+
+
+@pytest.mark.parametrize("path", SHAPE_FILES, ids=[p.name for p in SHAPE_FILES])
+def test_shape_config_file_parses_to_what_its_text_says(path):
+    parsed = config_from_args(ShapeRunConfig, build_shape_train_parser().parse_args(["--config", str(path)]))
+    assert parsed == expected_config(ShapeRunConfig, read_keys(path))
+
+
+def test_flags_override_the_file_and_nerf_pytorch_aliases_and_inverted_flags_map(tmp_path):
+    config = tmp_path / "c.txt"
+    config.write_text("N_iters = 7\ni_print = 3\nrandom_seed = 5\nnetchunk = 99\nN_rand = 100\n")
+    args = build_train_parser().parse_args(["--config", str(config), "--N_rand", "33", "--no_ndc", "--perturb", "0",
+                                            "--no_lpips", "--grid_aabb", "-1", "-2", "-3", "1", "2", "3"])
+    cfg = run_config_from_args(args)
+    assert (cfg.train.iters, cfg.train.log_every, cfg.train.seed, cfg.train.n_rand) == (7, 3, 5, 33)
+    assert (cfg.data.use_ndc, cfg.render.perturb, cfg.train.compute_lpips) == (False, False, False)
+    assert cfg.field.grid_aabb == (-1.0, -2.0, -3.0, 1.0, 2.0, 3.0)
+
+
+def test_every_flag_has_help():
+    for parser in (build_train_parser(), build_shape_train_parser()):
+        missing = [a.option_strings for a in parser._actions if a.option_strings and not a.help]
+        assert missing == []
+
+
+@pytest.mark.parametrize("module", ["enerf", "enerf.cli"])
+def test_version_and_module_entry_points(module):
+    proc = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"enerf {enerf.__version__}"
