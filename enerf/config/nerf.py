@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from ..errors import ConfigError
 from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, option, section, show
 
-__all__ = ["DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "RunConfig", "run_config_from_dict",
+__all__ = ["DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
            "DECAY_SPACES", "DEVICES", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
 
@@ -32,12 +32,6 @@ NERF_PYTORCH_ALIASES = {"N_iters": "iters", "i_print": "log_every", "i_weights":
 NERF_PYTORCH_IGNORED = ("netdepth_fine", "netwidth_fine", "netchunk", "no_batching", "no_reload", "ft_path",
                         "render_only", "render_test", "render_factor", "i_img", "i_testset", "i_video", "i_embed",
                         "shape")
-
-CONDITIONING_HELP = ("weight conditioning of the linear layers: none (vanilla NeRF), E-NeRF's row / col / rowcol, "
-                     "wn (weight normalization) or ws (weight standardization)")
-LAYERS_HELP = "which layers are conditioned: hidden (the trunk), all, none, or comma-separated names"
-PRECOND_HELP = "gradient preconditioner: none, or bnp (batch normalization preconditioning; any conditioning)"
-DECAY_HELP = "p: λ||p||² added to the loss; z: decoupled decay in the preconditioned space (AdamW-style)"
 
 
 @dataclass(frozen=True)
@@ -75,8 +69,11 @@ class FieldConfig:
     multires_views: int = option(4, "positional-encoding frequencies for view directions", lo=0, hi=32)
     use_viewdirs: bool = option(True, "condition colour on the view direction")
     view_width: int = option(128, "width of the view-direction branch (netwidth // 2 in NeRF)", lo=1)
-    conditioning: str = option("none", CONDITIONING_HELP, choices=CONDITIONING_MODES)
-    conditioned_layers: str = option("hidden", LAYERS_HELP)
+    conditioning: str = option("none", "weight conditioning of the linear layers: none (vanilla NeRF), E-NeRF's row / "
+                               "col / rowcol, wn (weight normalization) or ws (weight standardization)",
+                               choices=CONDITIONING_MODES)
+    conditioned_layers: str = option("hidden", "which layers are conditioned: hidden (the trunk), all, none, or "
+                                     "comma-separated names")
     detach_conditioner: bool = option(False, "treat the equilibration matrix as a constant in backprop")
     conditioning_passes: int = option(1, "alternating row / column passes of rowcol", lo=1)
     conditioning_eps: float = option(1e-8, "floor of the equilibration norms", lo=0.0, lo_open=True, cli=False)
@@ -141,7 +138,33 @@ class RenderConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class Cadence:
+    """How often a training run logs, evaluates and saves, and where it runs; shared by
+    ``TrainConfig`` and ``ShapeTrainConfig`` (their fields come first)."""
+
+    eval_every: int = option(0, "steps between held-out evaluations (0: only at the end)", lo=0)
+    log_every: int = option(100, "steps between TensorBoard scalars", lo=1)
+    kappa_every: int = option(500, "steps between per-layer condition numbers (0: never)", lo=0)
+    ckpt_every: int = option(0, "steps between checkpoints (0: only at the end)", lo=0)
+    time_budget: float = option(0.0, "stop training after this many seconds (0: no limit)", lo=0.0)
+    device: str = option("auto", "auto (CUDA if available), cpu or cuda", choices=DEVICES)
+
+
+@dataclass(frozen=True)
+class Regularization:
+    """Gradient preconditioner and regularizers (``enerf.optim``); shared like ``Cadence``."""
+
+    precond: str = option("none", "gradient preconditioner: none, or bnp (batch normalization preconditioning; any "
+                          "conditioning)", choices=PRECOND_MODES)
+    weight_decay: float = option(0.0, "L2 regularization strength λ (0: off); where it acts: --decay_space", lo=0.0)
+    decay_space: str = option("z", "p: λ||p||² added to the loss; z: decoupled decay in the preconditioned space "
+                              "(AdamW-style)", choices=DECAY_SPACES)
+    grad_reg: float = option(0.0, "gradient regularization λ||∇L||² in --decay_space, by double backprop "
+                             "(0: off; slow)", lo=0.0)
+
+
+@dataclass(frozen=True)
+class TrainConfig(Cadence, Regularization):
     """Optimisation, logging and evaluation cadence."""
 
     iters: int = option(5000, "training steps", lo=1)
@@ -158,21 +181,10 @@ class TrainConfig:
     precrop_iters: int = option(0, "steps that sample rays from the central crop only", lo=0)
     precrop_frac: float = option(0.5, "side of that central crop, as a fraction of the image", lo=0.0, hi=1.0,
                                  lo_open=True)
-    eval_every: int = option(0, "steps between held-out evaluations (0: only at the end)", lo=0)
     eval_views: int = option(0, "held-out views used by periodic evaluations (0: all)", lo=0)
-    log_every: int = option(100, "steps between TensorBoard scalars", lo=1)
-    kappa_every: int = option(500, "steps between per-layer condition numbers (0: never)", lo=0)
-    ckpt_every: int = option(0, "steps between checkpoints (0: only at the end)", lo=0)
-    time_budget: float = option(0.0, "stop training after this many seconds (0: no limit)", lo=0.0)
     stop_at_psnr: float = option(0.0, "stop once a periodic held-out evaluation (--eval_every) reaches this PSNR "
                                  "(0: never)", lo=0.0)
-    device: str = option("auto", "auto (CUDA if available), cpu or cuda", choices=DEVICES)
     compute_lpips: bool = option(True, "skip LPIPS", flag="no_lpips", flag_type=bool, from_flag=operator.not_)
-    precond: str = option("none", PRECOND_HELP, choices=PRECOND_MODES)
-    weight_decay: float = option(0.0, "L2 regularization strength λ (0: off); where it acts: --decay_space", lo=0.0)
-    decay_space: str = option("z", DECAY_HELP, choices=DECAY_SPACES)
-    grad_reg: float = option(0.0, "gradient regularization λ||∇L||² in --decay_space, by double backprop "
-                             "(0: off; slow)", lo=0.0)
 
     def __post_init__(self) -> None:
         check_config(self)

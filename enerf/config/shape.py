@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import ClassVar
 
 from ..errors import ConfigError
-from .nerf import DECAY_HELP, DECAY_SPACES, DEVICES, PRECOND_MODES, CONDITIONING_MODES, build_config
+from .nerf import CONDITIONING_MODES, Cadence, Regularization, build_config
 from .spec import MAX_GRID, MAX_SEED, check_config, check_run_name, option, section
 
 __all__ = ["SHAPE_KINDS", "ShapeDataConfig", "ShapeFieldConfig", "ShapeTrainConfig", "ShapeRunConfig",
@@ -64,7 +64,7 @@ class ShapeFieldConfig:
 
 
 @dataclass(frozen=True)
-class ShapeTrainConfig:
+class ShapeTrainConfig(Cadence, Regularization):
     """Optimisation, evaluation and metrics of a shape run."""
 
     iters: int = option(5000, "training steps", lo=1)
@@ -75,22 +75,11 @@ class ShapeTrainConfig:
     sdf_clamp: float = option(0.1, "DeepSDF's delta: L1 between clamp(f, -d, d) and clamp(s, -d, d)",
                               lo=0.0, lo_open=True)
     eikonal_weight: float = option(0.0, "SDF: weight of the eikonal term mean (|grad f| - 1)^2", lo=0.0)
-    eval_every: int = option(0, "steps between IoU / Chamfer evaluations (0: only at the end)", lo=0)
-    log_every: int = option(100, "steps between TensorBoard scalars", lo=1)
-    kappa_every: int = option(500, "steps between per-layer condition numbers (0: never)", lo=0)
-    ckpt_every: int = option(0, "steps between checkpoints (0: only at the end)", lo=0)
-    time_budget: float = option(0.0, "stop training after this many seconds (0: no limit)", lo=0.0)
-    device: str = option("auto", "auto (CUDA if available), cpu or cuda", choices=DEVICES)
     eval_points: int = option(100_000, "uniform points for volumetric IoU", lo=1)
     surface_points: int = option(100_000, "surface samples per mesh for Chamfer / NC / F-score", lo=1)
     mesh_resolution: int = option(128, "marching-cubes grid of the metrics mesh", lo=8, hi=MAX_GRID)
     fscore_tau: float = option(0.01, "F-score threshold (1% of the unit cube's side)", lo=0.0, lo_open=True)
     chunk: int = option(65536, "points per forward pass when evaluating", lo=1)
-    precond: str = option("none", "gradient preconditioner: none or bnp (batch normalization preconditioning)",
-                          choices=PRECOND_MODES)
-    weight_decay: float = option(0.0, "λ of the L2 regularization (0: off)", lo=0.0)
-    decay_space: str = option("z", DECAY_HELP, choices=DECAY_SPACES)
-    grad_reg: float = option(0.0, "λ of the gradient regularization λ||∇L||² in --decay_space (0: off)", lo=0.0)
 
     def __post_init__(self) -> None:
         check_config(self)
