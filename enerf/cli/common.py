@@ -10,16 +10,15 @@ from typing import Any
 
 import configargparse
 
-from ..config import (CompareConfig, MeshConfig, RunConfig, ShapeMeshConfig, ShapeRunConfig, SynthConfig,
+from ..config import (DEVICES, CompareConfig, MeshConfig, RunConfig, ShapeMeshConfig, ShapeRunConfig, SynthConfig,
                       VideoConfig)
 from ..config.spec import value_type
 from ..errors import ConfigError, EnerfError
 
-__all__ = ["DATA_ROOT", "DEVICES_FLAG", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
+__all__ = ["DATA_ROOT", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
            "add_ckpt_flags", "flag_name", "error_line", "system_error_line"]
 
 DATA_ROOT = Path("data")
-DEVICES_FLAG = ("auto", "cpu", "cuda")
 # The configs whose fields are flags; flag_name() reads their `flag` metadata.
 FLAG_CONFIGS = (RunConfig, ShapeRunConfig, VideoConfig, MeshConfig, CompareConfig, SynthConfig, ShapeMeshConfig)
 
@@ -105,7 +104,8 @@ def config_from_args(cls, args, prefix: str = ""):
 def add_ckpt_flags(parser, what: str = "a checkpoint (.pt)") -> None:
     """--ckpt and --device, the flags of every command that reads a checkpoint."""
     parser.add_argument("--ckpt", required=True, help=f"path to {what}")
-    parser.add_argument("--device", choices=DEVICES_FLAG, default=None)
+    parser.add_argument("--device", choices=DEVICES, default=None,
+                        help="auto (CUDA if available), cpu or cuda (default: the run's device setting)")
 
 
 def flag_name(field: str) -> str:
