@@ -14,7 +14,8 @@ import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio
 
-from enerf.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
+from enerf.atomic import atomic_write_json
+from enerf.checkpoint import load_checkpoint, save_checkpoint
 from enerf.cli import main
 from enerf.config import RunConfig, TrainConfig
 from enerf.data.synthetic import make_synthetic_scene

@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from enerf.checkpoint import atomic_write_text
+from enerf.atomic import atomic_write_text
 
 TARGETS = {"fern": 24.0, "lego": 28.0}  # issue targets (dB) within 10 minutes of training
 MARKS = (60.0, 120.0, 300.0, 600.0)

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from enerf.checkpoint import atomic_write_bytes, atomic_write_text
+from enerf.atomic import atomic_write_bytes, atomic_write_text
 from enerf.compare.plots import curves_figure, figure_png
 from enerf.compare.table import cell_stats, paired_ci
 from enerf.errors import EnerfError
