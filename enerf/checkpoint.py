@@ -12,98 +12,26 @@ so ``enerf eval`` (and later render / mesh) need nothing but ``--ckpt``.
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import tempfile
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import torch
 
+from .atomic import atomic_replace
 from .config import RunConfig, ShapeRunConfig, run_config_from_dict, shape_run_config_from_dict
 from .errors import CheckpointError, ConfigError
+from .rng import rng_state
 
 __all__ = [
     "FORMAT_VERSION",
     "save_checkpoint",
     "load_checkpoint",
-    "atomic_write_bytes",
-    "atomic_write_text",
-    "atomic_write_json",
-    "json_safe",
     "nonfinite_models",
-    "publish",
-    "rng_state",
-    "restore_rng_state",
 ]
 
 FORMAT = "enerf-checkpoint"
 FORMAT_VERSION = 1
 # payload["task"] -> the config class's loader ("nerf" when the key is missing)
 _CONFIG_LOADERS = {"nerf": run_config_from_dict, "shape": shape_run_config_from_dict}
-
-
-def _read_umask() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return umask
-
-
-_UMASK = _read_umask()  # read once, at import: os.umask is process-wide, so not while threads write files
-
-
-def publish(tmp: str | Path, path: Path) -> None:
-    """Give a finished temp file the permissions a plain ``open`` would (``mkstemp`` makes them
-    0600) and rename it onto ``path`` in one step."""
-    os.chmod(tmp, 0o666 & ~_UMASK)
-    os.replace(tmp, path)
-
-
-def _atomic_replace(path: Path, write) -> None:
-    """Write through ``write(tmp_path)`` into a temp file beside ``path``, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        publish(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so readers never see a half-written file."""
-
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as f:
-            f.write(data)
-
-    _atomic_replace(path, write)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with every NaN / inf float replaced by None (JSON has no spelling for them)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def atomic_write_json(path: Path, value: Any) -> None:
-    """Write ``value`` as indented, always valid JSON (non-finite floats become null)."""
-    atomic_write_text(path, json.dumps(json_safe(value), indent=2, allow_nan=False) + "\n")
 
 
 def nonfinite_models(models: dict[str, dict]) -> list[str]:
@@ -118,20 +46,6 @@ def nonfinite_models(models: dict[str, dict]) -> list[str]:
 
 def _some(names: list[str]) -> str:
     return names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
-
-
-def rng_state() -> dict[str, Any]:
-    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def save_checkpoint(
@@ -159,7 +73,7 @@ def save_checkpoint(
         "rng": rng_state(),
         "extra": extra or {},
     }
-    _atomic_replace(Path(path), lambda tmp: torch.save(payload, tmp))
+    atomic_replace(Path(path), lambda tmp: torch.save(payload, tmp))
 
 
 def load_checkpoint(

@@ -8,7 +8,7 @@
   it. The kernel drops the lock when its process dies (``kill -9`` included), so a killed run
   never leaves a stale lock behind.
 * ``remove_stale_temp_files``: the ``.NAME.*.tmp`` files of an atomic write that a killed process
-  never renamed (``enerf.checkpoint``); removed once the lock is held, so no live writer owns them.
+  never renamed (``enerf.atomic``); removed once the lock is held, so no live writer owns them.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ from enerf.data.synthetic import make_synthetic_scene
 from enerf.errors import ConfigError, DataError
 from enerf.export.video import camera_path
 from enerf.render.renderer import grid_from_field
-from enerf.train.components import build_fields, dataset_type_of, field_fns, load_scene
+from enerf.data.loaders import dataset_type_of, load_scene
+from enerf.run import build_fields, field_fns
 
 
 def _look_at(position: np.ndarray) -> np.ndarray:

@@ -33,8 +33,9 @@ from enerf.render.marching import (
 )
 from enerf.render.occupancy_grid import OccupancyGrid, ray_aabb_intersect
 from enerf.render.renderer import FieldFns, GridRenderer, resolve_renderer
-from enerf.train.components import build_fields, field_fns, load_scene
-from enerf.train.evaluate import render_view, renderer_from_checkpoint
+from enerf.data.loaders import load_scene
+from enerf.export.images import render_view
+from enerf.run import build_fields, field_fns, renderer_from_checkpoint
 from enerf.train.ray_batch import RayBatch
 
 CPU = torch.device("cpu")

@@ -15,7 +15,8 @@ import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio
 
-from enerf.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
+from enerf.atomic import atomic_write_json
+from enerf.checkpoint import load_checkpoint, save_checkpoint
 from enerf.cli import main
 from enerf.cli.common import error_line, flag_name
 from enerf.config import (CompareConfig, FieldConfig, MeshConfig, RunConfig, ShapeMeshConfig, ShapeRunConfig,

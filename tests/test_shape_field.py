@@ -8,7 +8,8 @@ import torch
 
 from enerf.errors import ConfigError
 from enerf.fields.shape import ShapeField
-from enerf.train.shape import extract_mesh, shape_losses
+from enerf.export.shape_mesh import extract_mesh
+from enerf.train.losses import shape_losses
 
 
 def _numpy_forward(field: ShapeField, x: np.ndarray, row_layers: set[str]) -> np.ndarray:

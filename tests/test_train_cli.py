@@ -15,8 +15,9 @@ from skimage.metrics import peak_signal_noise_ratio
 from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
 from enerf.data.synthetic import make_synthetic_scene
-from enerf.train.components import build_fields, load_scene
-from enerf.train.evaluate import render_view
+from enerf.data.loaders import load_scene
+from enerf.run import build_fields
+from enerf.export.images import render_view
 
 TINY = [
     "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
@@ -134,7 +135,7 @@ def test_data_synth_command_writes_a_loadable_llff_scene(tmp_path):
 
 
 def test_atomic_writes_get_the_permissions_of_a_plain_open(tmp_path):
-    from enerf.checkpoint import atomic_write_text
+    from enerf.atomic import atomic_write_text
 
     plain = tmp_path / "plain.txt"
     plain.write_text("x")

@@ -11,7 +11,8 @@ from enerf.config import FieldConfig, TrainConfig
 from enerf.errors import ConfigError
 from enerf.fields.nerf import NeRFField
 from enerf.nn.triplane import TriPlaneEncoding
-from enerf.train.nerf import nerf_losses, set_learning_rate
+from enerf.train.losses import nerf_losses
+from enerf.train.nerf import set_learning_rate
 from enerf.train.state import optimizer_from_config
 
 

@@ -16,9 +16,9 @@ from enerf.config import VideoConfig
 from enerf.data.camera_paths import interpolated_path
 from enerf.data.rays import ndc_rays, ndc_to_world
 from enerf.data.synthetic import make_synthetic_scene
-from enerf.export.trained import load_trained
+from enerf.run import load_run
 from enerf.export.video import camera_path, depth_values, render_video
-from enerf.train.evaluate import render_view
+from enerf.export.images import render_view
 
 TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
         "--multires", "3", "--multires_views", "1", "--N_samples", "8", "--N_importance", "4", "--N_rand", "64",
@@ -42,21 +42,21 @@ def test_test_path_video_has_every_held_out_view(ckpt, tmp_path):
     out = tmp_path / "vid"
     assert main(["render", "--ckpt", str(ckpt), "--path", "test", "--png", "--out", str(out), "--quiet",
                  "--quality", "10"]) == 0
-    run = load_trained(ckpt, Path("data"))
+    run = load_run(ckpt, Path("data"))
     n_test = len(run.scene.i_test)
     rgb, depth = _read_mp4(out / "rgb.mp4"), _read_mp4(out / "depth.mp4")
     assert rgb.shape == (n_test, 30, 40, 3) and depth.shape == (n_test, 30, 40, 3)
     for k, view in enumerate(run.scene.i_test):
         # PNG frames are exactly what evaluation renders for that view (one shared code path)
         png = iio.imread(out / "frames" / f"rgb_{k:04d}.png").astype(np.float64) / 255.0
-        expected = render_view(run.scene, int(view), run.fields, run.cfg.render, run.device)
+        expected = render_view(run.scene, int(view), run.models, run.cfg.render, run.device)
         assert np.abs(png - expected).max() <= 0.5 / 255 + 1e-6
         # the mp4 frame is that image up to H.264 loss
         assert np.abs(rgb[k] / 255.0 - png).mean() < 0.03
 
 
 def test_odd_sizes_are_padded_not_cropped_and_give_no_warnings(ckpt, tmp_path):
-    run = load_trained(ckpt, Path("data"))
+    run = load_run(ckpt, Path("data"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         info = render_video(run, tmp_path, VideoConfig(path="spiral", frames=5, downscale=3, png=True), progress=False)
@@ -76,7 +76,7 @@ def test_video_uses_the_checkpoints_occupancy_grid(tmp_path):
     assert main(["train", "--datadir", str(scene), "--basedir", str(tmp_path), "--expname", "g", "--iters", "20", *TINY, "--netwidth", "48",
                  "--N_importance", "0", "--renderer", "torch_grid", "--grid_resolution", "8", "--render_step_size", "0.05", "--alpha_thre", "0"]) == 0
     ckpt = tmp_path / "g" / "checkpoints" / "latest.pt"
-    run = load_trained(ckpt, Path("data"))
+    run = load_run(ckpt, Path("data"))
     payload = torch.load(ckpt, weights_only=False)
     assert torch.equal(run.renderer.grid.binaries, payload["extra"]["estimator"]["grid"]["binaries"])
     # Two copies that differ only in the stored grid: all cells occupied / all empty. Frames read the
@@ -87,7 +87,7 @@ def test_video_uses_the_checkpoints_occupancy_grid(tmp_path):
         grid["binaries"].fill_(occupied)
         grid["occs"].fill_(1.0 if occupied else 0.0)
         torch.save(payload, tmp_path / f"{name}.pt")
-        info = render_video(load_trained(tmp_path / f"{name}.pt", Path("data")), tmp_path / name,
+        info = render_video(load_run(tmp_path / f"{name}.pt", Path("data")), tmp_path / name,
                             VideoConfig(path="test", png=True), progress=False)
         assert info["frames"] == 1
         frames[name] = iio.imread(tmp_path / name / "frames" / "rgb_0000.png")
@@ -95,7 +95,7 @@ def test_video_uses_the_checkpoints_occupancy_grid(tmp_path):
 
 
 def test_spiral_frames_look_at_the_focus_depth(ckpt):
-    run = load_trained(ckpt, Path("data"))
+    run = load_run(ckpt, Path("data"))
     scene = run.scene
     poses = camera_path(scene, "spiral", 9)
     assert poses.shape == (9, 3, 4)

@@ -29,36 +29,31 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 from enerf.fields.nerf import NeRFField
 from enerf.nn.conditioning import fold_module
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared benchmark set-up
+from mlp_timing import add_mlp_arguments, random_batch, set_up, timed_training_step  # noqa: E402
+
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--width", type=int, default=256, help="netwidth (view branch: width // 2)")
-    parser.add_argument("--depth", type=int, default=8, help="netdepth")
-    parser.add_argument("--points", type=int, default=16384, help="points per step")
-    parser.add_argument("--steps", type=int, default=10, help="timed repetitions per variant (after 2 warm-up)")
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    add_mlp_arguments(parser)
     parser.add_argument("--conditioning", default="row", choices=("row", "col", "rowcol"))
-    parser.add_argument("--conditioned_layers", default="hidden")
-    parser.add_argument("--device", default="cpu", help="cpu | cuda")
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    device, sync, shape = set_up(args)
 
     torch.manual_seed(0)
-    shape = dict(netdepth=args.depth, netwidth=args.width, view_width=args.width // 2)
     vanilla = NeRFField(**shape).to(device)
     cond = NeRFField(**shape, conditioning=args.conditioning, conditioned_layers=args.conditioned_layers).to(device)
     cond.load_state_dict(vanilla.state_dict())
@@ -70,21 +65,10 @@ def main() -> None:
         args.conditioning: (cond, torch.optim.Adam(cond.parameters(), lr=5e-4)),
     }
 
-    x = torch.rand(args.points, 3, device=device) * 2 - 1
-    dirs = torch.nn.functional.normalize(torch.randn(args.points, 3, device=device), dim=-1)
-    target = torch.rand(args.points, 3, device=device)
+    batch = random_batch(args.points, device)
 
     def train_step(name: str) -> float:
-        field, opt = optimizers[name]
-        sync()
-        tic = time.perf_counter()
-        rgb, sigma = field(x, dirs)
-        loss = torch.nn.functional.mse_loss(rgb, target) + 1e-3 * sigma.mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sync()
-        return time.perf_counter() - tic
+        return timed_training_step(*optimizers[name], batch, sync)
 
     inference_fields = {"vanilla": vanilla_eval, "folded": folded_eval, "unfolded": cond_eval}
 
@@ -92,7 +76,7 @@ def main() -> None:
     def inference(name: str) -> float:
         sync()
         tic = time.perf_counter()
-        inference_fields[name](x, dirs)
+        inference_fields[name](batch.x, batch.dirs)
         sync()
         return time.perf_counter() - tic
 

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import torch
 
-from enerf.checkpoint import atomic_write_text
+from enerf.atomic import atomic_write_text
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import RunConfig
 from enerf.nn.conditioning import fold_module

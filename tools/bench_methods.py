@@ -20,12 +20,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 from enerf.fields.nerf import NeRFField
 from enerf.optim import build_optimizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared benchmark set-up
+from mlp_timing import add_mlp_arguments, random_batch, set_up, timed_training_step  # noqa: E402
 
 VARIANTS = ("none", "row", "col", "rowcol", "wn", "ws", "bnp")
 TARGETS = {"row": 1.05, "wn": 1.05, "ws": 1.05, "bnp": 1.10}
@@ -34,25 +39,15 @@ TARGETS = {"row": 1.05, "wn": 1.05, "ws": 1.05, "bnp": 1.10}
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    parser.add_argument("--width", type=int, default=256, help="netwidth (view branch: width // 2)")
-    parser.add_argument("--depth", type=int, default=8, help="netdepth")
-    parser.add_argument("--points", type=int, default=16384, help="points per step")
-    parser.add_argument("--steps", type=int, default=10, help="timed repetitions per variant (after 2 warm-up)")
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    parser.add_argument("--conditioned_layers", default="hidden")
-    parser.add_argument("--device", default="cpu", help="cpu | cuda")
+    add_mlp_arguments(parser)
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    device, sync, shape = set_up(args)
     variants = ["none"] + [v for v in args.variants if v != "none"]
 
-    shape = dict(netdepth=args.depth, netwidth=args.width, view_width=args.width // 2)
     runs = {}
     for name in variants:
         torch.manual_seed(0)  # same initial weights for every variant
@@ -61,21 +56,11 @@ def main() -> None:
         opt = build_optimizer(field, lr=5e-4, precond="bnp" if name == "bnp" else "none")
         runs[name] = (field, opt)
 
-    x = torch.rand(args.points, 3, device=device) * 2 - 1
-    dirs = torch.nn.functional.normalize(torch.randn(args.points, 3, device=device), dim=-1)
-    target = torch.rand(args.points, 3, device=device)
+    batch = random_batch(args.points, device)
 
     def train_step(name: str) -> float:
         field, opt = runs[name]
-        sync()
-        tic = time.perf_counter()
-        rgb, sigma = field(x, dirs)
-        loss = torch.nn.functional.mse_loss(rgb, target) + 1e-3 * sigma.mean()
-        opt.zero_grad(set_to_none=True)
-        opt.backward(loss)
-        opt.step()
-        sync()
-        return time.perf_counter() - tic
+        return timed_training_step(field, opt, batch, sync, backward=opt.backward)
 
     times: dict[str, list[float]] = {name: [] for name in variants}
     wall = time.perf_counter()

@@ -26,7 +26,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from enerf.checkpoint import atomic_write_text
+<<<<<<< HEAD
+from enerf.atomic import atomic_write_text
+=======
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared report writer
+from report_files import write_report_files  # noqa: E402
+>>>>>>> docs15
 
 TARGETS = {"fern": 24.0, "lego": 28.0}  # issue targets (dB) within 10 minutes of training
 MARKS = (60.0, 120.0, 300.0, 600.0)
@@ -120,9 +125,7 @@ def main() -> int:
                "time_to_target": time_to(metrics["history"], target),
                "psnr_at": {f"{m:g}s": psnr_at(metrics["history"], m) for m in MARKS},
                "history": metrics["history"], "peer": peer}
-    atomic_write_text(run_dir / "bench_real.json", json.dumps(summary, indent=2) + "\n")
-    atomic_write_text(run_dir / "bench_real.md", text)
-    print(text)
+    write_report_files(run_dir, "bench_real", summary, text)
     return 0
 
 

@@ -10,26 +10,33 @@ it under the CPU lock, as its times are the point:
 
 ``compare``: shapes x conditioning modes x seeds of short fixed-length runs
 (configs/shape_compare.txt, so the numbers do not depend on the machine's load), then a
-Markdown table of mean ± std over seeds and the difference to ``none``:
+Markdown table of mean ± std over seeds and the difference to ``none``. The grid is
+``enerf compare --task shape``'s (``enerf.compare``: runs in
+``<out>/runs/<shape>-<mode>-s<seed>/``, finished ones skipped, cut-off ones resumed):
 
     nice -n 19 python3 tools/bench_shapes.py compare --jobs 2
 
 Runs go through the CLI (``python -m enerf.cli shape train``) with ``OMP_NUM_THREADS`` set
 to ``--threads`` (default 1: on an oversubscribed 2-core machine two torch threads per run
-are several times slower than one). Finished runs (metrics.json present) are not re-run.
+are several times slower than one). ``targets`` re-runs nothing whose metrics.json exists.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from enerf.errors import EnerfError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared grid runner
+from compare_grid import finished_metrics, grid_runs, run_grid_runs  # noqa: E402
 
 METRICS = (("iou", "IoU", ".4f"), ("chamfer_l1", "Chamfer-L1", ".5f"),
            ("normal_consistency", "NC", ".4f"), ("fscore", "F-score", ".4f"))
@@ -87,18 +94,16 @@ def targets(args) -> None:
 
 
 def compare(args) -> None:
-    base = Path(args.out)
+    """The grid through ``enerf compare --task shape`` (``enerf.compare``), then the table."""
+    runs = grid_runs("shape", args.shapes, args.modes, args.seeds, Path(args.out), args.config, ["--kind", args.kind])
     if not args.report_only:
-        _run_grid(args, base)
+        try:  # one run per shape first, so that each shape's samples are cached before runs share them
+            run_grid_runs("shape", runs, ["--kind", args.kind], args.jobs, args.threads, first_per_scene=True)
+        except EnerfError as err:
+            sys.exit(f"bench_shapes: {err}")
 
     def values(mesh, mode, key):
-        out = []
-        for seed in args.seeds:
-            path = base / f"{mesh}_{args.kind}_{mode}_s{seed}" / "metrics.json"
-            if path.is_file():
-                m = json.loads(path.read_text())
-                out.append(float("nan") if m.get(key) is None else m[key])
-        return out
+        return [float("nan") if m.get(key) is None else m[key] for m in finished_metrics(runs, mesh, mode)]
 
     def mean(v):
         return statistics.mean(v) if v else float("nan")
@@ -114,31 +119,11 @@ def compare(args) -> None:
             cells = []
             for key, _, fmt in METRICS:
                 v = values(mesh, mode, key)
-                sd = statistics.stdev(v) if len(v) > 1 else float("nan")
+                sd = statistics.stdev(v) if len(v) > 1 and not any(map(math.isnan, v)) else float("nan")
                 cells.append(f"{mean(v):{fmt}} ± {sd:{fmt}}")
             n = len(values(mesh, mode, "iou"))
             d_iou, d_cd = mean(values(mesh, mode, "iou")) - base_iou, mean(values(mesh, mode, "chamfer_l1")) - base_cd
             print(f"| {mesh} | {mode} | {n} | {' | '.join(cells)} | {d_iou:+.4f} | {d_cd:+.5f} |")
-
-
-def _run_grid(args, base: Path) -> None:
-    jobs = []
-    for mesh in args.shapes:
-        for mode in args.modes:
-            for seed in args.seeds:
-                name = f"{mesh}_{args.kind}_{mode}_s{seed}"
-                if not (base / name / "metrics.json").is_file():
-                    jobs.append((_train_cmd(args.config, mesh, args.kind, mode, seed, base, name, []), base / f"{name}.log"))
-    # one run per shape first, so that each shape's samples are cached before runs share them
-    first = {}
-    for cmd, log in jobs:
-        first.setdefault(cmd[cmd.index("--mesh") + 1], (cmd, log))
-    for cmd, log in first.values():
-        _run(cmd, args.threads, log)
-    rest = [j for j in jobs if j not in first.values()]
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for i, seconds in enumerate(pool.map(lambda j: _run(j[0], args.threads, j[1]), rest)):
-            print(f"[{i + 1 + len(first)}/{len(jobs)}] {rest[i][1].stem} ({seconds:.0f} s)", file=sys.stderr)
 
 
 def main() -> None:

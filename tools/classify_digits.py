@@ -27,7 +27,6 @@ Needs scikit-learn (``pip install -e ".[bench]"``).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import OrderedDict
@@ -37,12 +36,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from enerf.checkpoint import atomic_write_bytes, atomic_write_text
+from enerf.atomic import atomic_write_bytes
 from enerf.compare.plots import curves_figure, figure_png
 from enerf.compare.table import cell_stats, paired_ci
 from enerf.errors import EnerfError
 from enerf.nn import condition_model
 from enerf.optim import BNP
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared report writer
+from report_files import write_report_files  # noqa: E402
 
 PAPER_CNN_LAYERS = ("conv1", "fc")  # the paper's placement: first convolution, last linear layer
 # norm -> (conditioning, the CNN layers it goes on); "BN+E(conv1)": E on the first convolution only
@@ -332,9 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_bytes(out / "loss_curves.png", figure_png(curves_figure(curves, "train_loss", "training loss")))
     atomic_write_bytes(out / "accuracy_curves.png", figure_png(curves_figure(curves, "test_acc", "test accuracy")))
     record = {"settings": settings, "step_ms": {f"{a} {m}": v for (a, m), v in step_ms.items()}, "runs": runs}
-    atomic_write_text(out / "classify_digits.json", json.dumps(record, indent=1) + "\n")
-    atomic_write_text(out / "classify_digits.md", table)
-    print(table)
+    write_report_files(out, "classify_digits", record, table, indent=1)
     return 0
 
 

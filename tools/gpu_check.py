@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from enerf.checkpoint import atomic_write_text
+from enerf.atomic import atomic_write_text
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import RenderConfig, RunConfig
 from enerf.data.rays import Rays

@@ -13,7 +13,7 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 
-from ..checkpoint import atomic_write_bytes, atomic_write_text
+from ..atomic import atomic_write_bytes, atomic_write_text
 from ..config import CONDITIONING_MODES, CompareConfig, run_config_from_dict
 from ..errors import ConfigError
 from . import plots
@@ -100,7 +100,7 @@ def write_report(task: Task, runs: list[GridRun], cfg: CompareConfig, data_root:
 def _side_by_side_row(scene: str, modes: list[str], seed: int, runs: list[GridRun], metrics: dict,
                       data_root: Path) -> dict:
     """Ground truth and every mode's rendering of the first held-out view (seed ``seed``)."""
-    from ..train.components import load_scene
+    from ..data.loaders import load_scene
 
     grid = {(r.scene, r.mode.spec, r.seed): r for r in runs}
     first = metrics[(scene, modes[0], seed)]
@@ -122,8 +122,8 @@ def _rendering(run: GridRun, view: int, data_root: Path) -> np.ndarray:
     png = run.run_dir / "test_views" / f"view_{view:03d}.png"
     if png.is_file():
         return np.asarray(iio.imread(png), dtype=np.float32)[..., :3] / 255.0
-    from ..export.trained import load_trained
-    from ..train.evaluate import render_view
+    from ..export.images import render_view
+    from ..run import load_run
 
-    trained = load_trained(run.run_dir / "checkpoints" / "latest.pt", data_root)
-    return render_view(trained.scene, view, trained.fields, trained.cfg.render, trained.device)
+    trained = load_run(run.run_dir / "checkpoints" / "latest.pt", data_root, task="nerf")
+    return render_view(trained.scene, view, trained.models, trained.cfg.render, trained.device)

@@ -26,7 +26,7 @@ from typing import Callable, NamedTuple
 
 from tqdm import tqdm
 
-from ..checkpoint import atomic_write_text
+from ..atomic import atomic_write_text
 from ..errors import ConfigError, EnerfError
 from .tasks import ModeSpec, Task
 

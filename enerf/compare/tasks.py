@@ -104,37 +104,24 @@ class Task:
         return cmd + list(extra)
 
 
+def _enerf_task(name: str, subcommand: tuple[str, ...], scene_flag: str, metrics: tuple[Metric, ...],
+                curve: tuple[str, str], images: bool) -> Task:
+    """A task run by an ``enerf`` subcommand that takes ``--resume`` and ``--quiet``."""
+    return Task(name, subcommand, scene_flag, metrics, *curve, images, resume_flag="--resume", quiet_flag="--quiet")
+
+
 TASKS = {
-    "nerf": Task(
-        name="nerf",
-        subcommand=("train",),
-        scene_flag="--scene",
-        metrics=(
-            Metric("psnr", "PSNR (dB)", True, ".2f"),
-            Metric("ssim", "SSIM", True, ".4f"),
-            Metric("lpips", "LPIPS", False, ".4f"),
-        ),
-        curve_key="psnr",
-        curve_label="held-out PSNR (dB)",
-        images=True,
-        resume_flag="--resume",
-        quiet_flag="--quiet",
+    "nerf": _enerf_task(
+        "nerf", ("train",), "--scene",
+        (Metric("psnr", "PSNR (dB)", True, ".2f"), Metric("ssim", "SSIM", True, ".4f"),
+         Metric("lpips", "LPIPS", False, ".4f")),
+        curve=("psnr", "held-out PSNR (dB)"), images=True,
     ),
-    "shape": Task(
-        name="shape",
-        subcommand=("shape", "train"),
-        scene_flag="--mesh",
-        metrics=(
-            Metric("iou", "IoU", True, ".4f"),
-            Metric("chamfer_l1", "Chamfer-L1", False, ".5f"),
-            Metric("normal_consistency", "NC", True, ".4f"),
-            Metric("fscore", "F-score", True, ".4f"),
-        ),
-        curve_key="iou",
-        curve_label="IoU",
-        images=False,
-        resume_flag="--resume",
-        quiet_flag="--quiet",
+    "shape": _enerf_task(
+        "shape", ("shape", "train"), "--mesh",
+        (Metric("iou", "IoU", True, ".4f"), Metric("chamfer_l1", "Chamfer-L1", False, ".5f"),
+         Metric("normal_consistency", "NC", True, ".4f"), Metric("fscore", "F-score", True, ".4f")),
+        curve=("iou", "IoU"), images=False,
     ),
 }
 

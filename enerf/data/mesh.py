@@ -31,7 +31,7 @@ import numpy as np
 import trimesh
 from scipy.spatial import cKDTree
 
-from ..checkpoint import atomic_write_bytes
+from ..atomic import atomic_write_bytes
 from ..errors import DataError
 
 __all__ = [

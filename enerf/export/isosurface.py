@@ -5,16 +5,19 @@ Shared by NeRF mesh extraction (density) and the shape networks (occupancy / SDF
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
+import trimesh
 from skimage import measure
 from torch import Tensor
 
+from ..atomic import atomic_write_bytes
 from ..errors import EnerfError
 
-__all__ = ["grid_points", "query_grid", "isosurface"]
+__all__ = ["grid_points", "query_grid", "isosurface", "save_mesh"]
 
 ScalarFn = Callable[[Tensor], Tensor]  # points [n, 3] -> values [n]
 
@@ -85,3 +88,10 @@ def isosurface(
     verts, faces, _, _ = measure.marching_cubes(
         field, level=level if inside == "above" else -level, spacing=tuple(spacing))
     return verts + lo, np.ascontiguousarray(faces[:, ::-1]).astype(np.int64)
+
+
+def save_mesh(path: Path, mesh: trimesh.Trimesh) -> None:
+    """Write ``mesh`` atomically in the format its suffix names (trimesh's exporters)."""
+    path = Path(path)
+    data = mesh.export(file_type=path.suffix.lower().lstrip("."))
+    atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)  # obj / off are text

@@ -23,14 +23,13 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
-from ..checkpoint import atomic_write_bytes
 from ..config import MeshConfig
 from ..data.rays import ndc_to_world
 from ..data.scene import Scene
 from ..errors import ConfigError, EnerfError
+from ..run import Run, load_run
 from ..runfolder import check_output_file
-from .isosurface import isosurface, query_grid
-from .trained import TrainedRun, load_trained, output_dir
+from .isosurface import isosurface, query_grid, save_mesh
 
 __all__ = [
     "MESH_FORMATS",
@@ -171,15 +170,14 @@ def write_mesh(mesh: trimesh.Trimesh, path: Path) -> None:
     suffix = path.suffix.lower()
     if suffix not in MESH_FORMATS:
         raise ConfigError(f"{path}: mesh format {suffix or '(none)'} is not one of {', '.join(MESH_FORMATS)}")
-    data = mesh.export(file_type=suffix[1:])
-    atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+    save_mesh(path, mesh)
 
 
 def _similarity(matrix: np.ndarray) -> PointMap:
     return lambda p: p @ matrix[:3, :3].T + matrix[:3, 3]
 
 
-def mesh_from_run(run: TrainedRun, cfg: MeshConfig) -> trimesh.Trimesh:
+def mesh_from_run(run: Run, cfg: MeshConfig) -> trimesh.Trimesh:
     """Extract the mesh of a loaded run (see the module docstring)."""
     if cfg.field not in ("fine", "coarse"):
         raise ConfigError(f"field {cfg.field!r} is not one of fine, coarse", ("field",))
@@ -195,7 +193,7 @@ def mesh_from_run(run: TrainedRun, cfg: MeshConfig) -> trimesh.Trimesh:
     lo, hi = (np.asarray(cfg.bbox[:3]), np.asarray(cfg.bbox[3:])) if cfg.bbox else default_bbox(scene)
     if scene.use_ndc and hi[2] >= 1.0:
         raise ConfigError(f"bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)", ("bbox",))
-    field = run.fields.get(cfg.field) or run.fields["coarse"]
+    field = run.models.get(cfg.field) or run.models["coarse"]
 
     def color_fn(points: Tensor, dirs: Tensor) -> Tensor:
         return field(points, dirs)[0]
@@ -209,21 +207,21 @@ def mesh_from_run(run: TrainedRun, cfg: MeshConfig) -> trimesh.Trimesh:
 def mesh_from_checkpoint(
     ckpt_path: str | Path, cfg: MeshConfig, data_root: Path, out: str | Path | None = None,
     device_name: str | None = None,
-) -> tuple[trimesh.Trimesh, Path, TrainedRun]:
+) -> tuple[trimesh.Trimesh, Path, Run]:
     """``enerf mesh``: load, extract, write ``out`` (default ``<run>/mesh.ply``)."""
     if out is not None and Path(out).suffix.lower() not in MESH_FORMATS:
         raise ConfigError(f"--out {out}: mesh format must be one of {', '.join(MESH_FORMATS)}")
     if out is not None:
         check_output_file(out, "--out")
-    run = load_trained(ckpt_path, data_root, device_name)
-    path = Path(out) if out else output_dir(run, "mesh.ply")
+    run = load_run(ckpt_path, data_root, device_name, task="nerf")
+    path = Path(out) if out else run.folder / "mesh.ply"
     check_output_file(path, "--out")
     mesh = mesh_from_run(run, cfg)
     write_mesh(mesh, path)
     return mesh, path, run
 
 
-def distance_to_true_surfaces(run: TrainedRun, mesh: trimesh.Trimesh, frame: str, data_root: Path) -> np.ndarray | None:
+def distance_to_true_surfaces(run: Run, mesh: trimesh.Trimesh, frame: str, data_root: Path) -> np.ndarray | None:
     """Distance of every vertex to the exact surfaces of a synthetic scene (None for other scenes).
 
     Vertices are taken to the world frame of poses_bounds.npy first when ``frame == "scene"``.

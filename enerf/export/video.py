@@ -27,16 +27,16 @@ import torch
 from matplotlib import colormaps
 from tqdm import tqdm
 
-from ..checkpoint import atomic_write_bytes, publish
+from ..atomic import atomic_write_bytes, publish
 from ..config import CAMERA_PATHS, VideoConfig
 from ..data.blender import orbit_path
 from ..data.camera_paths import interpolated_path, llff_spiral_path, spherical_path
 from ..data.rays import Rays, make_rays
 from ..data.scene import Scene
 from ..errors import ConfigError
+from ..run import Run, load_run
 from ..runfolder import check_output_dir
-from ..train.evaluate import render_rays_image
-from .trained import TrainedRun, load_trained, output_dir
+from .images import render_rays_image
 
 __all__ = [
     "camera_path",
@@ -183,7 +183,7 @@ def _png(image: np.ndarray) -> bytes:
 
 
 def render_video(
-    run: TrainedRun, out_dir: Path, cfg: VideoConfig, progress: bool = True
+    run: Run, out_dir: Path, cfg: VideoConfig, progress: bool = True
 ) -> dict:
     """Render ``cfg.path`` with the run's fields and write rgb.mp4 / depth.mp4 (+ PNG frames).
 
@@ -207,7 +207,7 @@ def render_video(
     height = width = 0
     try:
         for k, c2w in enumerate(tqdm(poses, desc=f"render {cfg.path}", disable=not progress, dynamic_ncols=True)):
-            out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device), run.fields, run.cfg.render,
+            out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device), run.models, run.cfg.render,
                                     run.device, chunk, renderer=run.renderer, aabb=scene.aabb)
             rgb = (out["rgb"].clamp(0.0, 1.0).numpy() * 255.0 + 0.5).astype(np.uint8)
             depth = colorize(depth_values(out, scene.use_ndc), lo, hi, cfg.colormap)
@@ -245,8 +245,8 @@ def render_video_from_checkpoint(
     """``enerf render``: load the checkpoint, render, write into ``out_dir`` (default ``<run>/video_<path>``)."""
     if out_dir:
         check_output_dir(out_dir, "--out")
-    run = load_trained(ckpt_path, data_root, device_name)
-    target = Path(out_dir) if out_dir else output_dir(run, f"video_{cfg.path}")
+    run = load_run(ckpt_path, data_root, device_name, task="nerf")
+    target = Path(out_dir) if out_dir else run.folder / f"video_{cfg.path}"
     check_output_dir(target, "--out")
     return render_video(run, target, cfg, progress)
 

@@ -1,4 +1,7 @@
-"""The NeRF training loop: sample rays, render, MSE, Adam with exponential decay, evaluate.
+"""The NeRF training task: sample rays, render, MSE, Adam with exponential decay, evaluate.
+
+``NerfRun`` holds a run's scene, fields, ray sampler and renderer and gives the shared loop
+(``enerf.train.loop``) its step's loss terms, its evaluations and its checkpoint extras.
 
 One run writes into ``<basedir>/<expname>/``::
 
@@ -12,17 +15,15 @@ One run writes into ``<basedir>/<expname>/``::
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.tensorboard import SummaryWriter
-from tqdm import tqdm
 
-from ..checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
+from ..checkpoint import load_checkpoint
 from ..config import RunConfig, TrainConfig
+from ..data.loaders import load_scene
 from ..data.sampler import RaySampler, center_mask, training_rays
 from ..data.scene import Scene
 from ..errors import CheckpointError
@@ -31,14 +32,17 @@ from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers, conditioned_weights_once
 from ..optim import PreconditionedOptimizer
 from ..render.renderer import FieldFns, Renderer, make_renderer
-from ..runfolder import RunLock, check_output_dir, remove_stale_temp_files
-from .components import build_fields, field_fns, load_scene, run_dir, select_device
-from .divergence import FiniteGuard, black_level_psnr, black_warning
+from ..rng import seed_everything
+from ..run import build_fields, field_fns, run_dir, select_device
+from ..runfolder import check_output_dir
+from .divergence import black_level_psnr, black_warning
 from .evaluate import evaluate_views, summarize, write_metrics
+from .loop import Evaluation, take_step, train_loop
+from .losses import nerf_losses
 from .ray_batch import RayBatch
-from .state import LoopState, optimizer_from_config, restore_loop_state, seed_everything
+from .state import LoopState, optimizer_from_config, restore_loop_state
 
-__all__ = ["train_nerf", "NerfRun", "prepare_run", "step_run", "training_step", "grid_record", "learning_rate", "set_learning_rate", "nerf_losses"]
+__all__ = ["train_nerf", "NerfRun", "prepare_run", "step_run", "grid_record", "learning_rate", "set_learning_rate"]
 
 
 def learning_rate(step: int, lrate: float, lrate_decay: float) -> float:
@@ -55,41 +59,6 @@ def set_learning_rate(optimizer, step: int, train: TrainConfig) -> float:
     return lr
 
 
-def nerf_losses(out: dict, target: torch.Tensor, fields: dict | None = None, tv_weight: float = 0.0) -> dict[str, torch.Tensor]:
-    """Named loss terms: photometric MSE of the final pass and of the coarse pass if any, and
-    ``tv_weight`` x the total variation of every field's learned position encoding (triplane)."""
-    losses = {"mse": torch.mean((out["rgb"] - target) ** 2)}
-    if "rgb_coarse" in out:
-        losses["mse_coarse"] = torch.mean((out["rgb_coarse"] - target) ** 2)
-    if tv_weight > 0 and fields:
-        encodings = [f.pos_encoding for f in fields.values() if hasattr(f.pos_encoding, "total_variation")]
-        if encodings:
-            losses["tv"] = tv_weight * sum(e.total_variation() for e in encodings)
-    return losses
-
-
-def training_step(step: int, fields: dict, fns, renderer, sampler: RaySampler, ray_batch: RayBatch, optimizer,
-                  generator: torch.Generator, center_only: bool = False,
-                  tv_weight: float = 0.0) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """One optimizer step: grid update (grid renderers), a ray batch of ``ray_batch.n_rays``, render,
-    loss (+ the optimizer's penalties), backward, step. Returns the named losses and their sum."""
-    # One E W per layer for all of this step's passes; as a leaf whose gradient a hook carries
-    # to W (cheaper on CPU) unless gradient regularization needs the whole graph.
-    with conditioned_weights_once(*fields.values(), leaf_grads=optimizer.grad_reg == 0):
-        renderer.update(step, fns, generator)  # occupancy grid, every grid_update_every steps
-        sampler.batch_size = ray_batch.n_rays
-        batch_rays, target = sampler.sample(center_only=center_only)
-        out = renderer.render_rays(batch_rays, fns, train=True, generator=generator)
-    ray_batch.record(target.shape[0], out["n_samples"], out["n_queries"])
-    losses = nerf_losses(out, target, fields, tv_weight)
-    losses.update(optimizer.penalties())
-    loss = sum(losses.values())
-    optimizer.zero_grad(set_to_none=True)
-    optimizer.backward(loss)
-    optimizer.step()
-    return losses, loss
-
-
 def grid_record(renderer, ray_batch: RayBatch) -> dict:
     """For grid renderers: the fraction of occupied cells and the points grid updates have sent
     to the field per training ray so far (not part of ``queries_per_ray``); {} otherwise."""
@@ -102,7 +71,8 @@ def grid_record(renderer, ray_batch: RayBatch) -> dict:
 
 @dataclass
 class NerfRun:
-    """Everything a NeRF training run steps with (``prepare_run``; ``step_run`` takes one step)."""
+    """A NeRF training task (``prepare_run``): what its steps and evaluations use, and the
+    methods the training loop (``enerf.train.loop``) calls."""
 
     cfg: RunConfig
     device: torch.device
@@ -116,6 +86,97 @@ class NerfRun:
     ray_batch: RayBatch
     eval_views: list[int]
     loop: LoopState
+    resumed: bool = False
+    warmup_psnr: float | None = None  # best training PSNR logged in the first warmup_steps steps
+
+    command = "enerf train"
+    final_scalar = ("test/psnr", "psnr")
+
+    @property
+    def warmup_steps(self) -> int:
+        return max(self.cfg.train.log_every, self.cfg.train.iters // 10)
+
+    def set_learning_rate(self, step: int) -> float:
+        return set_learning_rate(self.optimizer, step, self.cfg.train)
+
+    def losses(self, step: int) -> dict[str, torch.Tensor]:
+        """Grid update (grid renderers), a ray batch of ``ray_batch.n_rays``, render, loss terms."""
+        train = self.cfg.train
+        for f in self.fields.values():
+            f.train()
+        # One E W per layer for all of this step's passes; as a leaf whose gradient a hook carries
+        # to W (cheaper on CPU) unless gradient regularization needs the whole graph.
+        with conditioned_weights_once(*self.fields.values(), leaf_grads=self.optimizer.grad_reg == 0):
+            self.renderer.update(step, self.fns, self.generator)  # occupancy grid, every grid_update_every steps
+            self.sampler.batch_size = self.ray_batch.n_rays
+            batch_rays, target = self.sampler.sample(center_only=step < train.precrop_iters)
+            out = self.renderer.render_rays(batch_rays, self.fns, train=True, generator=self.generator)
+        self.ray_batch.record(target.shape[0], out["n_samples"], out["n_queries"])
+        return nerf_losses(out, target, self.fields, train.tv_weight)
+
+    def named_parameters(self):
+        return ((f"{n}.{k}", p) for n, f in self.fields.items() for k, p in f.named_parameters())
+
+    def log(self, step: int, losses: dict, loss: torch.Tensor) -> tuple[dict[str, str], dict[str, float]]:
+        train_psnr = mse_to_psnr(losses["mse"].item())
+        if step <= self.warmup_steps:
+            self.warmup_psnr = train_psnr if self.warmup_psnr is None else max(train_psnr, self.warmup_psnr)
+        return {"loss": f"{loss.item():.4f}", "psnr": f"{train_psnr:.2f}"}, {"train/psnr": train_psnr}
+
+    def kappa_module(self) -> NeRFField:
+        return self.fields["coarse"]
+
+    def evaluate(self, step: int) -> Evaluation:
+        per_image = evaluate_views(self.scene, self.eval_views, self.fields, self.cfg.render, self.device,
+                                   renderer=self.renderer)
+        psnr = float(np.mean([p["psnr"] for p in per_image]))
+        target = self.cfg.train.stop_at_psnr
+        stop = (f"held-out PSNR reached --stop_at_psnr {target:g} dB at step {step}"
+                if target > 0 and psnr >= target else None)
+        return Evaluation({"psnr": psnr, "queries_per_ray": self.ray_batch.queries_per_ray,
+                           **grid_record(self.renderer, self.ray_batch)},
+                          {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB", stop)
+
+    def checkpoint_models(self) -> dict[str, dict]:
+        return {name: f.state_dict() for name, f in self.fields.items()}
+
+    def checkpoint_extras(self) -> dict:
+        return {"sampler": self.sampler.state_dict(), "estimator": self.renderer.state_dict(),
+                "ray_batch": self.ray_batch.state_dict(), "warmup_psnr": self.warmup_psnr}
+
+    def finish(self, state: LoopState, out_dir: Path, ckpt_path: Path) -> dict:
+        """Render and score every held-out view (test_views/), write metrics.json."""
+        cfg, scene, device, renderer, ray_batch = self.cfg, self.scene, self.device, self.renderer, self.ray_batch
+        steps, train_seconds = state.step, state.train_seconds
+        lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
+        per_image = evaluate_views(scene, scene.i_test, self.fields, cfg.render, device, lpips_metric,
+                                   out_dir / "test_views", renderer=renderer)
+        summary = summarize(per_image, lpips_error)
+        black = black_level_psnr(scene.images[scene.i_test], 1.0 if cfg.render.white_bkgd else 0.0) if len(per_image) else None
+        warning = black_warning(summary["psnr"], black, self.warmup_psnr, self.warmup_steps) if black is not None else None
+        metrics = {
+            **summary,
+            "per_image": per_image,
+            "steps": steps,
+            "train_seconds": train_seconds,
+            "conditioning": cfg.field.conditioning,
+            "precond": cfg.train.precond,
+            "conditioned_layers": cfg.field.conditioned_layers,
+            "seed": cfg.train.seed,
+            "device": str(device),
+            "history": state.history + [{"step": steps, "train_seconds": train_seconds, "psnr": summary["psnr"],
+                                         "queries_per_ray": ray_batch.queries_per_ray, **grid_record(renderer, ray_batch)}],
+            "renderer": renderer.name,
+            **ray_batch.summary(),  # queries_per_ray (network queries per training ray), samples_per_ray, rays_per_step
+            **grid_record(renderer, ray_batch),  # grid renderers: grid_occupied, grid_update_queries_per_ray
+            "kappa": {k: list(v) for k, v in condition_numbers(self.fields["coarse"]).items()},
+            "kappa_history": state.kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
+            "checkpoint": str(ckpt_path),
+            "black_psnr": black,  # held-out PSNR of an image that is the background colour everywhere
+            "warnings": [warning] if warning else [],
+        }
+        write_metrics(out_dir / "metrics.json", metrics)
+        return metrics
 
 
 def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfRun:
@@ -139,17 +200,14 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     renderer = make_renderer(cfg.render, device, state=saved_extra.get("estimator"), training_rays=rays, aabb=scene.aabb)
     ray_batch = RayBatch.for_run(cfg, len(sampler), renderer.name)
     ray_batch.load_state_dict(saved_extra.get("ray_batch"))
-    return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, fns, renderer, ray_batch, list(eval_views), loop)
+    return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, fns, renderer, ray_batch,
+                   list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"))
 
 
 def step_run(run: NerfRun, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Training step ``step`` of ``run`` at its scheduled learning rate; returns (losses, loss)."""
-    train = run.cfg.train
-    for f in run.fields.values():
-        f.train()
-    set_learning_rate(run.optimizer, step, train)
-    return training_step(step, run.fields, run.fns, run.renderer, run.sampler, run.ray_batch, run.optimizer,
-                         run.generator, center_only=step < train.precrop_iters, tv_weight=train.tv_weight)
+    result = take_step(run, step)
+    return result.losses, result.loss
 
 
 def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
@@ -179,118 +237,4 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
     check_output_dir(out_dir, "--basedir")
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
     payload = _resume_state(ckpt_path, cfg) if resume else None
-    run = prepare_run(cfg, data_root, payload)
-    with RunLock(out_dir, "enerf train"):
-        remove_stale_temp_files(out_dir)
-        return _train_locked(run, out_dir, ckpt_path, payload, progress)
-
-
-def _train_locked(run: NerfRun, out_dir: Path, ckpt_path: Path, payload: dict | None, progress: bool) -> dict:
-    """``train_nerf`` with the run folder locked: the loop, the final checkpoint and evaluation."""
-    cfg = run.cfg
-    scene, fields, optimizer, generator, sampler, renderer, ray_batch = (
-        run.scene, run.fields, run.optimizer, run.generator, run.sampler, run.renderer, run.ray_batch)
-    device, eval_views = run.device, run.eval_views
-    loop = run.loop
-    start_step, history, train_seconds, kappa_history = loop.start_step, loop.history, loop.train_seconds, loop.kappa_history
-    warmup_steps = max(cfg.train.log_every, cfg.train.iters // 10)
-    warmup_psnr = (payload or {}).get("extra", {}).get("warmup_psnr")
-    atomic_write_json(out_dir / "config.json", cfg.to_dict())
-    writer = SummaryWriter(log_dir=str(out_dir / "tb"))
-    guard = FiniteGuard(((f"{n}.{k}", p) for n, f in fields.items() for k, p in f.named_parameters()), cfg.train.lrate)
-    saved_step = start_step if payload is not None else None
-
-    def checkpoint(step: int) -> None:
-        nonlocal saved_step
-        save_checkpoint(
-            ckpt_path,
-            cfg,
-            step,
-            {name: f.state_dict() for name, f in fields.items()},
-            optimizer.state_dict(),
-            extra={"generator": generator.get_state(), "sampler": sampler.state_dict(), "history": history, "train_seconds": train_seconds,
-                   "kappa_history": kappa_history, "estimator": renderer.state_dict(), "ray_batch": ray_batch.state_dict(),
-                   "warmup_psnr": warmup_psnr},
-        )
-        saved_step = step
-
-    bar = tqdm(range(start_step, cfg.train.iters), initial=start_step, total=cfg.train.iters,
-               disable=not progress, dynamic_ncols=True, desc=cfg.expname)
-    done = start_step
-    tic = time.perf_counter()
-    for step in bar:
-        losses, loss = step_run(run, step)
-        lr = learning_rate(step, cfg.train.lrate, cfg.train.lrate_decay) * cfg.train.lrate_scale
-
-        done = step + 1
-        guard.check(done, loss, ckpt_path, saved_step)
-        if done % cfg.train.log_every == 0 or done == cfg.train.iters:
-            train_psnr = mse_to_psnr(losses["mse"].item())
-            if done <= warmup_steps:
-                warmup_psnr = train_psnr if warmup_psnr is None else max(train_psnr, warmup_psnr)
-            bar.set_postfix(loss=f"{loss.item():.4f}", psnr=f"{train_psnr:.2f}")
-            for name, value in losses.items():
-                writer.add_scalar(f"train/{name}", value.item(), done)
-            writer.add_scalar("train/psnr", train_psnr, done)
-            writer.add_scalar("train/lr", lr, done)
-        if cfg.train.kappa_every > 0 and (done % cfg.train.kappa_every == 0 or done == 1):
-            kappas = condition_numbers(fields["coarse"])
-            kappa_history.append({"step": done, "layers": {k: list(v) for k, v in kappas.items()}})
-            for layer, (kappa_w, kappa_ew) in kappas.items():
-                writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
-                writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
-        if cfg.train.eval_every > 0 and done % cfg.train.eval_every == 0 and done < cfg.train.iters:
-            train_seconds += time.perf_counter() - tic
-            per_image = evaluate_views(scene, eval_views, fields, cfg.render, device, renderer=renderer)
-            psnr = float(np.mean([p["psnr"] for p in per_image]))
-            history.append({"step": done, "train_seconds": train_seconds, "psnr": psnr,
-                            "queries_per_ray": ray_batch.queries_per_ray, **grid_record(renderer, ray_batch)})
-            writer.add_scalar("test/psnr", psnr, done)
-            bar.write(f"step {done}: held-out PSNR {psnr:.2f} dB")
-            tic = time.perf_counter()
-            if cfg.train.stop_at_psnr > 0 and psnr >= cfg.train.stop_at_psnr:
-                bar.write(f"held-out PSNR reached --stop_at_psnr {cfg.train.stop_at_psnr:g} dB at step {done}")
-                break
-        if cfg.train.ckpt_every > 0 and done % cfg.train.ckpt_every == 0 and done < cfg.train.iters:
-            train_seconds += time.perf_counter() - tic
-            checkpoint(done)
-            tic = time.perf_counter()
-        if cfg.train.time_budget > 0 and train_seconds + time.perf_counter() - tic >= cfg.train.time_budget:
-            bar.write(f"time budget of {cfg.train.time_budget:.0f} s reached at step {done}")
-            break
-    bar.close()
-    steps = done
-    train_seconds += time.perf_counter() - tic
-    checkpoint(steps)
-
-    lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
-    per_image = evaluate_views(scene, scene.i_test, fields, cfg.render, device, lpips_metric, out_dir / "test_views",
-                               renderer=renderer)
-    summary = summarize(per_image, lpips_error)
-    black = black_level_psnr(scene.images[scene.i_test], 1.0 if cfg.render.white_bkgd else 0.0) if len(per_image) else None
-    warning = black_warning(summary["psnr"], black, warmup_psnr, warmup_steps) if black is not None else None
-    metrics = {
-        **summary,
-        "per_image": per_image,
-        "steps": steps,
-        "train_seconds": train_seconds,
-        "conditioning": cfg.field.conditioning,
-        "precond": cfg.train.precond,
-        "conditioned_layers": cfg.field.conditioned_layers,
-        "seed": cfg.train.seed,
-        "device": str(device),
-        "history": history + [{"step": steps, "train_seconds": train_seconds, "psnr": summarize(per_image, None)["psnr"],
-                               "queries_per_ray": ray_batch.queries_per_ray, **grid_record(renderer, ray_batch)}],
-        "renderer": renderer.name,
-        **ray_batch.summary(),  # queries_per_ray (network queries per training ray), samples_per_ray, rays_per_step
-        **grid_record(renderer, ray_batch),  # grid renderers: grid_occupied, grid_update_queries_per_ray
-        "kappa": {k: list(v) for k, v in condition_numbers(fields["coarse"]).items()},
-        "kappa_history": kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
-        "checkpoint": str(ckpt_path),
-        "black_psnr": black,  # held-out PSNR of an image that is the background colour everywhere
-        "warnings": [warning] if warning else [],
-    }
-    writer.add_scalar("test/psnr", metrics["psnr"], steps)
-    writer.close()
-    write_metrics(out_dir / "metrics.json", metrics)
-    return metrics
+    return train_loop(prepare_run(cfg, data_root, payload), out_dir, ckpt_path, progress)

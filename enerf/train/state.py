@@ -1,26 +1,18 @@
-"""What every training loop (NeRF, shapes) shares: seeding, the optimizer its config asks for,
-and the state a checkpoint carries back on ``--resume``."""
+"""What every training task (NeRF, shapes) shares: the optimizer its config asks for, and the
+loop state a checkpoint carries back on ``--resume``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable
 
-import numpy as np
 import torch
 from torch import nn
 
-from ..checkpoint import restore_rng_state
 from ..optim import PreconditionedOptimizer, build_optimizer
+from ..rng import restore_rng_state
 
-__all__ = ["seed_everything", "optimizer_from_config", "LoopState", "restore_loop_state"]
-
-
-def seed_everything(seed: int) -> torch.Generator:
-    """Seed torch and numpy; returns the generator that draws the training batches."""
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    return torch.Generator().manual_seed(seed)
+__all__ = ["optimizer_from_config", "LoopState", "restore_loop_state"]
 
 
 def optimizer_from_config(models: nn.Module | Iterable[nn.Module], train) -> PreconditionedOptimizer:
@@ -38,9 +30,10 @@ def optimizer_from_config(models: nn.Module | Iterable[nn.Module], train) -> Pre
 
 @dataclass
 class LoopState:
-    """Where a training loop stands: the next step and what it has recorded so far."""
+    """Where a training loop stands: the steps done (= the next step's index) and what it has
+    recorded so far."""
 
-    start_step: int = 0
+    step: int = 0
     history: list = field(default_factory=list)  # periodic evaluations
     kappa_history: list = field(default_factory=list)  # [{step, layers: {name: [kappa_W, kappa_EW]}}]
     train_seconds: float = 0.0

@@ -1,0 +1,59 @@
+"""Scene loaders by dataset type: resolve a scene's folder and load it into a ``Scene``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from ..config import DataConfig
+from ..errors import ConfigError, DataError
+from .blender import load_blender
+from .llff import load_llff
+from .resolve import resolve_scene_dir
+from .scene import Scene
+
+__all__ = ["LOADERS", "dataset_type_of", "load_scene"]
+
+
+def _load_llff(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
+    return load_llff(scene_dir, factor=cfg.factor or 8, recenter=cfg.recenter, bd_factor=cfg.bd_factor,
+                     spherify=cfg.spherify, llffhold=cfg.llffhold, use_ndc=cfg.use_ndc)
+
+
+def _load_blender(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
+    return load_blender(scene_dir, half_res=cfg.half_res, factor=cfg.factor or 1, testskip=cfg.testskip,
+                        white_bkgd=white_bkgd)
+
+
+# dataset_type -> loader(cfg, scene folder, white_bkgd); "auto" looks at the folder's files.
+LOADERS: dict[str, Callable[[DataConfig, Path, bool], Scene]] = {"llff": _load_llff, "blender": _load_blender}
+
+
+def dataset_type_of(scene_dir: Path, dataset_type: str) -> str:
+    """``dataset_type``, or for ``auto``: blender when the folder has a ``transforms_*.json``,
+    llff when it has ``poses_bounds.npy`` (or an ``images*/`` folder, so the LLFF loader names what is missing).
+
+    Raises:
+        DataError: ``auto`` on a folder with none of these.
+    """
+    if dataset_type != "auto":
+        return dataset_type
+    scene_dir = Path(scene_dir)
+    if any((scene_dir / f"transforms_{split}.json").is_file() for split in ("train", "val", "test")):
+        return "blender"
+    if (scene_dir / "poses_bounds.npy").is_file() or any(
+        p.is_dir() and p.name.startswith("images") for p in scene_dir.iterdir()
+    ):
+        return "llff"
+    raise DataError(f"{scene_dir}: neither transforms_train.json (Blender) nor poses_bounds.npy (LLFF) found; "
+                    "is this the scene folder?")
+
+
+def load_scene(cfg: DataConfig, data_root: Path, white_bkgd: bool = False) -> Scene:
+    """Resolve ``cfg.scene`` / ``cfg.datadir`` and load it with its dataset's loader (``LOADERS``).
+
+    ``white_bkgd``: Blender frames are composited on white (else black), as the renderer's background."""
+    if cfg.dataset_type not in (*LOADERS, "auto"):
+        raise ConfigError(f"dataset_type {cfg.dataset_type!r} is not one of auto, {', '.join(LOADERS)}")
+    scene_dir = resolve_scene_dir(cfg.scene, cfg.datadir, data_root)
+    return LOADERS[dataset_type_of(scene_dir, cfg.dataset_type)](cfg, scene_dir, white_bkgd)

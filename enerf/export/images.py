@@ -1,0 +1,61 @@
+"""Whole images from a NeRF's fields: held-out views (evaluation) and video frames, one code path."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..config import RenderConfig
+from ..data.rays import Rays
+from ..data.scene import Scene
+from ..fields.nerf import NeRFField
+from ..render.renderer import HierarchicalRenderer, Renderer, grid_from_field
+from ..run import field_fns
+
+__all__ = ["render_rays_image", "render_view"]
+
+
+def render_rays_image(
+    rays: Rays,
+    fields: dict[str, NeRFField],
+    cfg: RenderConfig,
+    device: torch.device,
+    chunk: int | None = None,
+    renderer: Renderer | None = None,
+    aabb: tuple[float, ...] | None = None,
+) -> dict[str, torch.Tensor]:
+    """Render whole-image rays (leading shape [H, W]) with the run's renderer, ``chunk`` rays at a time.
+
+    The one code path behind ``render_view`` (evaluation) and ``enerf render`` (videos).
+
+    Args:
+        renderer: the run's renderer with its trained estimator (``enerf.run.load_run``,
+            or the trainer's). None: ``cfg.renderer``; for the grid renderers the grid is
+            then read off the field (one density pass over all cells), which renders the
+            same scene but costs that pass on every call.
+        aabb: the scene's content box (``Scene.aabb``) for a grid read off the field; None:
+            the box of ``rays``.
+
+    Returns:
+        dict of CPU tensors: rgb [H, W, 3], depth [H, W], acc [H, W] (see ``render_image``).
+    """
+    for field in fields.values():
+        field.eval()
+    rays = Rays(*(t.to(device) for t in rays))
+    fns = field_fns(fields)
+    if renderer is None:
+        renderer = HierarchicalRenderer(cfg) if cfg.renderer == "hierarchical" else grid_from_field(cfg, device, rays, fns, aabb)
+    return renderer.render_image(rays, fns, chunk)
+
+
+def render_view(
+    scene: Scene,
+    index: int,
+    fields: dict[str, NeRFField],
+    cfg: RenderConfig,
+    device: torch.device,
+    renderer: Renderer | None = None,
+) -> np.ndarray:
+    """Render view ``index`` of ``scene`` (see ``render_rays_image``); returns rgb [H, W, 3] float32 in [0, 1]."""
+    out = render_rays_image(scene.rays(index, device=device), fields, cfg, device, renderer=renderer, aabb=scene.aabb)
+    return out["rgb"].clamp(0.0, 1.0).cpu().numpy()

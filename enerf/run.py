@@ -1,0 +1,198 @@
+"""A run's pieces: built from its config (device, fields and their render callables), or loaded
+from its checkpoint alone (``load_run``: config, models, renderer state, run folder).
+
+A run writes into one folder, ``<basedir>/<expname>/``, its checkpoints into
+``<run>/checkpoints/``; ``run_folder`` is the one place that maps a checkpoint back to its run
+folder, so ``enerf eval`` / ``render`` / ``mesh`` write beside the run wherever it was moved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from .checkpoint import load_checkpoint
+from .config import FieldConfig, RunConfig, ShapeRunConfig
+from .data.loaders import load_scene
+from .data.scene import Scene
+from .errors import CheckpointError, ConfigError
+from .fields.nerf import NeRFField
+from .fields.shape import ShapeField
+from .render.nerfacc_backend import nerfacc_status
+from .render.renderer import FieldFns, HierarchicalRenderer, Renderer, make_renderer
+
+__all__ = [
+    "Run",
+    "load_run",
+    "run_dir",
+    "run_folder",
+    "select_device",
+    "build_fields",
+    "render_fn",
+    "field_fns",
+    "load_weights",
+    "renderer_from_checkpoint",
+]
+
+RgbSigmaFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
+
+
+def select_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when available; ``cuda`` without a GPU is a config error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device cuda was asked for but torch sees no CUDA device; use device cpu or auto", ("device",))
+    if name not in ("cpu", "cuda"):
+        raise ConfigError(f"device {name!r} is not one of auto, cpu, cuda", ("device",))
+    return torch.device(name)
+
+
+def build_fields(cfg: FieldConfig, with_fine: bool, device: torch.device) -> dict[str, NeRFField]:
+    """The coarse field, plus a fine one of the same shape when ``with_fine``."""
+    fields = {"coarse": NeRFField.from_config(cfg).to(device)}
+    if with_fine:
+        fields["fine"] = NeRFField.from_config(cfg).to(device)
+    return fields
+
+
+def render_fn(field: NeRFField | None, density_noise_std: float = 0.0) -> RgbSigmaFn | None:
+    """Wrap a field as the renderer's ``rgb_sigma_fn(points, viewdirs) -> (rgb, sigma)``."""
+    if field is None:
+        return None
+
+    def rgb_sigma_fn(points: Tensor, viewdirs: Tensor) -> tuple[Tensor, Tensor]:
+        return field(points, viewdirs, density_noise_std=density_noise_std)
+
+    return rgb_sigma_fn
+
+
+def field_fns(fields: dict[str, NeRFField], density_noise_std: float = 0.0) -> FieldFns:
+    """The renderer's callables for ``fields``: coarse rgb_sigma (with ``density_noise_std``),
+    its density for grid updates and the early-stop pre-pass, and the fine field's rgb_sigma if any.
+
+    That density is the one rendering sees on average, E[relu(raw + noise)]: with noise it is
+    never exactly zero, so a ReLU density head that has gone negative everywhere (which the
+    noise lets training recover from) does not empty the occupancy grid for good.
+    """
+    coarse = fields["coarse"]
+
+    def sigma_fn(points: Tensor) -> Tensor:
+        return coarse.mean_density(points, density_noise_std)
+
+    return FieldFns(
+        rgb_sigma=render_fn(coarse, density_noise_std),
+        sigma=sigma_fn,
+        fine_rgb_sigma=render_fn(fields.get("fine"), density_noise_std),
+    )
+
+
+def run_dir(cfg: RunConfig | ShapeRunConfig) -> Path:
+    """Where a run trained with ``cfg`` writes: ``<basedir>/<expname>``."""
+    return Path(cfg.basedir) / cfg.expname
+
+
+def run_folder(ckpt_path: str | Path, cfg: RunConfig | ShapeRunConfig) -> Path:
+    """The run folder of a checkpoint: ``<run>`` for ``<run>/checkpoints/NAME.pt`` (wherever the
+    run was moved), else the folder its config names (``run_dir``)."""
+    ckpt = Path(ckpt_path).resolve()
+    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else run_dir(cfg)
+
+
+def load_weights(modules: dict[str, nn.Module], models: dict, ckpt_path: str | Path) -> None:
+    """Load ``models[name]`` into each module; CheckpointError (one line) when one is missing or
+    does not fit the network the checkpoint's config describes."""
+    for name, module in modules.items():
+        if name not in models:
+            raise CheckpointError(f"{ckpt_path}: no weights for the '{name}' network")
+        try:
+            module.load_state_dict(models[name])
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(f"{ckpt_path}: weights of '{name}' do not fit its config ({first})") from None
+
+
+def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device) -> Renderer | None:
+    """The renderer a checkpoint was trained with, its estimator (occupancy grid) restored.
+
+    ``--renderer auto`` resolves again on ``device``, and a ``nerfacc`` run renders with
+    ``torch_grid`` where nerfacc cannot run (a CPU): both keep the same grid state. None for a
+    grid renderer whose checkpoint holds no grid (then ``render_rays_image`` reads one off
+    the field).
+    """
+    state = (payload.get("extra") or {}).get("estimator")
+    if cfg.render.renderer == "hierarchical":
+        return HierarchicalRenderer(cfg.render)
+    if state is None:
+        return None
+    render_cfg = cfg.render
+    if render_cfg.renderer == "nerfacc" and not nerfacc_status(device)[0]:
+        render_cfg = dataclasses.replace(render_cfg, renderer="torch_grid")
+    return make_renderer(render_cfg, device, state=state)
+
+
+@dataclass
+class Run:
+    """A trained run, from its checkpoint alone (``load_run``)."""
+
+    cfg: RunConfig | ShapeRunConfig
+    step: int  # steps trained
+    models: dict[str, nn.Module]  # weights loaded, eval mode: NeRF "coarse" (+ "fine"), shape "field"
+    renderer: Renderer | None  # NeRF: the trained renderer, its occupancy grid restored (None: shape, or read off the field)
+    folder: Path  # the run folder (``run_folder``): metrics.json, test_views/, videos, meshes
+    ckpt_path: Path
+    device: torch.device
+    extra: dict  # the training loop's records: history, train_seconds, kappa_history, ...
+    scene: Scene | None = None  # NeRF runs loaded with a data_root: the scene
+
+    @property
+    def task(self) -> str:
+        """``nerf`` or ``shape``."""
+        return "shape" if isinstance(self.cfg, ShapeRunConfig) else "nerf"
+
+
+# what to say when a command meant for one task gets the other's checkpoint
+_WRONG_TASK = {
+    "nerf": "{ckpt} is a shape checkpoint; use enerf shape eval / enerf shape mesh --ckpt {ckpt}",
+    "shape": "{ckpt}: a NeRF checkpoint; `enerf shape` needs one written by `enerf shape train`",
+}
+
+
+def _build_models(cfg: RunConfig | ShapeRunConfig, models: dict, device: torch.device) -> dict[str, nn.Module]:
+    if isinstance(cfg, ShapeRunConfig):
+        return {"field": ShapeField.from_config(cfg.field).to(device)}
+    return build_fields(cfg.field, with_fine="fine" in models, device=device)
+
+
+def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str | None = None,
+             task: str | None = None) -> Run:
+    """Rebuild a run from its checkpoint: config, models with their weights, the renderer with its
+    state, the run folder, and (NeRF, with ``data_root``) the scene.
+
+    Args:
+        device_name: ``auto`` / ``cpu`` / ``cuda``; None: the device the run was trained on.
+        task: ``nerf`` or ``shape`` to refuse the other task's checkpoints; None: either.
+
+    Raises:
+        CheckpointError: missing, unreadable or foreign checkpoint, the other task's checkpoint,
+            or weights that do not fit the network its config describes.
+    """
+    ckpt_path = Path(ckpt)
+    payload, cfg = load_checkpoint(ckpt_path)
+    kind = "shape" if isinstance(cfg, ShapeRunConfig) else "nerf"
+    if task is not None and task != kind:
+        raise CheckpointError(_WRONG_TASK[task].format(ckpt=ckpt_path))
+    device = select_device(device_name or cfg.train.device)
+    models = _build_models(cfg, payload["models"], device)
+    load_weights(models, payload["models"], ckpt_path)
+    for module in models.values():
+        module.eval()
+    nerf = kind == "nerf"
+    return Run(cfg, int(payload["step"]), models, renderer_from_checkpoint(payload, cfg, device) if nerf else None,
+               run_folder(ckpt_path, cfg), ckpt_path, device, payload.get("extra") or {},
+               load_scene(cfg.data, data_root, cfg.render.white_bkgd) if nerf and data_root is not None else None)

@@ -1,0 +1,225 @@
+"""The one training loop of every task (NeRF: ``train/nerf.py``, shapes: ``train/shape.py``).
+
+A task (``TrainingTask``) brings its models, optimizer, batch and evaluation; the loop does the
+rest, the same for all tasks:
+
+* the step (``take_step``): learning rate, the task's loss terms, the optimizer's penalties,
+  the one backward pass and the update; then the divergence guard (``FiniteGuard``);
+* cadences: logging (``log_every``: progress bar, TensorBoard ``train/*``), condition numbers
+  (``kappa_every``: ``kappa_W/*``, ``kappa_EW/*`` and ``kappa_history``), held-out evaluation
+  (``eval_every``: ``history``), checkpoints (``ckpt_every``, and one at the end);
+* time: ``train_seconds`` counts training only (the clock pauses for evaluations and
+  checkpoints), and ``time_budget`` stops a run once it is spent;
+* the run folder: locked while written (``RunLock``), stale temp files removed, ``config.json``,
+  ``tb/``, ``checkpoints/latest.pt``; ``--resume`` continues from the ``LoopState`` the task
+  restored from that checkpoint.
+
+Data-parallel hooks go in two places: ``take_step`` (the one backward pass) and
+``writes_outputs`` (the one decision whether this process writes files).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple, Protocol
+
+from torch import Tensor, nn
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from ..atomic import atomic_write_json, json_safe
+from ..checkpoint import save_checkpoint
+from ..nn.conditioning import condition_numbers
+from ..runfolder import RunLock, remove_stale_temp_files
+from .divergence import FiniteGuard
+from .state import LoopState
+
+__all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "take_step", "train_loop", "writes_outputs"]
+
+
+@dataclass
+class Evaluation:
+    """One periodic evaluation, as a task reports it to the loop."""
+
+    record: dict  # the ``history`` entry's values (the loop adds step and train_seconds first)
+    scalars: dict[str, float] = field(default_factory=dict)  # TensorBoard tag -> value
+    message: str = ""  # the progress bar's line after "step N: "
+    stop: str | None = None  # why the run should stop here (e.g. a PSNR target reached); None: go on
+
+
+class TrainingTask(Protocol):
+    """What a task gives the loop (``enerf.train.nerf.NerfRun``, ``enerf.train.shape.ShapeRun``)."""
+
+    cfg: object  # RunConfig | ShapeRunConfig: expname, to_dict(), and train.{iters, log_every, ...}
+    optimizer: object  # PreconditionedOptimizer
+    generator: object  # torch.Generator that draws the batches (checkpointed)
+    loop: LoopState  # where the loop starts: restored from the checkpoint on --resume
+    resumed: bool  # whether ``loop`` came from a checkpoint
+    command: str  # the command holding the run folder's lock, e.g. "enerf train"
+    final_scalar: tuple[str, str]  # (TensorBoard tag, metrics key) written after ``finish``
+
+    def set_learning_rate(self, step: int) -> float:
+        """Set the optimizer's rate for ``step``; returns the rate to log."""
+
+    def losses(self, step: int) -> dict[str, Tensor]:
+        """Forward pass of step ``step`` on the task's next batch: the named loss terms."""
+
+    def named_parameters(self) -> Iterable[tuple[str, Tensor]]:
+        """The trained (name, parameter) pairs, for the divergence guard."""
+
+    def log(self, step: int, losses: dict[str, Tensor], loss: Tensor) -> tuple[dict[str, str], dict[str, float]]:
+        """At a logging step: (progress bar postfix, extra TensorBoard scalars)."""
+
+    def kappa_module(self) -> nn.Module:
+        """The network whose layers' condition numbers are logged."""
+
+    def evaluate(self, step: int) -> Evaluation:
+        """A periodic held-out evaluation after ``step`` steps."""
+
+    def checkpoint_models(self) -> dict[str, dict]:
+        """Name -> state_dict of every trained network."""
+
+    def checkpoint_extras(self) -> dict:
+        """The task's own resumable state (sampler, estimator, ...) for the checkpoint's ``extra``."""
+
+    def finish(self, state: LoopState, out_dir: Path, ckpt_path: Path) -> dict:
+        """Final evaluation after the last checkpoint; writes and returns the metrics."""
+
+
+class StepResult(NamedTuple):
+    losses: dict[str, Tensor]  # the named loss terms, the optimizer's penalties included
+    loss: Tensor  # their sum, the value the backward pass starts from
+    lr: float  # the learning rate of this step
+
+
+def writes_outputs() -> bool:
+    """Whether this process writes the run's files (config.json, tb/, checkpoints, metrics): the
+    one place that decides. One process per run today; data-parallel: rank 0 only."""
+    return True
+
+
+def take_step(task: TrainingTask, step: int) -> StepResult:
+    """Training step ``step`` (0-based): learning rate, the task's loss terms plus the optimizer's
+    penalties, the backward pass, the update."""
+    lr = task.set_learning_rate(step)
+    losses = task.losses(step)
+    losses.update(task.optimizer.penalties())
+    loss = sum(losses.values())
+    task.optimizer.zero_grad(set_to_none=True)
+    task.optimizer.backward(loss)  # the one backward pass (data-parallel: all-reduce the gradients after it)
+    task.optimizer.step()
+    return StepResult(losses, loss, lr)
+
+
+class Stopwatch:
+    """Training time in seconds: runs while the loop trains, paused (``paused()``) while it
+    evaluates or writes checkpoints; starts from ``seconds`` (a resumed run's count)."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self._banked = seconds
+        self._tic: float | None = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        return self._banked + (time.perf_counter() - self._tic if self._tic is not None else 0.0)
+
+    def stop(self) -> float:
+        """Stop the clock; returns the seconds counted."""
+        if self._tic is not None:
+            self._banked += time.perf_counter() - self._tic
+            self._tic = None
+        return self._banked
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        self.stop()
+        try:
+            yield
+        finally:
+            self._tic = time.perf_counter()
+
+
+class _NoWriter:
+    """Stands in for the SummaryWriter in a process that writes no outputs."""
+
+    def add_scalar(self, *args, **kwargs) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def train_loop(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool = True) -> dict:
+    """Lock ``out_dir``, train ``task`` from ``task.loop.step`` to its last step (or until it
+    stops early), write the last checkpoint to ``ckpt_path``; returns ``task.finish``'s metrics."""
+    with RunLock(out_dir, task.command):
+        remove_stale_temp_files(out_dir)
+        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress)
+
+
+def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool) -> dict:
+    cfg, t, state = task.cfg, task.cfg.train, task.loop
+    writes = writes_outputs()
+    if writes:
+        atomic_write_json(out_dir / "config.json", cfg.to_dict())
+    writer = SummaryWriter(log_dir=str(out_dir / "tb")) if writes else _NoWriter()
+    guard = FiniteGuard(task.named_parameters(), t.lrate)
+    saved_step = state.step if task.resumed else None  # the step of the checkpoint on disk
+    clock = Stopwatch(state.train_seconds)
+
+    def checkpoint(step: int) -> None:
+        nonlocal saved_step
+        state.train_seconds = clock.seconds
+        if writes:
+            save_checkpoint(ckpt_path, cfg, step, task.checkpoint_models(), task.optimizer.state_dict(),
+                            extra={"generator": task.generator.get_state(), "history": state.history,
+                                   "train_seconds": state.train_seconds, "kappa_history": state.kappa_history,
+                                   **task.checkpoint_extras()})
+        saved_step = step
+
+    bar = tqdm(range(state.step, t.iters), initial=state.step, total=t.iters, disable=not progress,
+               dynamic_ncols=True, desc=cfg.expname)
+    for step in bar:
+        result = take_step(task, step)
+        done = state.step = step + 1
+        guard.check(done, result.loss, ckpt_path, saved_step)
+        if done % t.log_every == 0 or done == t.iters:
+            postfix, scalars = task.log(done, result.losses, result.loss)
+            bar.set_postfix(**postfix)
+            for name, value in result.losses.items():
+                writer.add_scalar(f"train/{name}", value.item(), done)
+            for tag, value in {**scalars, "train/lr": result.lr}.items():
+                writer.add_scalar(tag, value, done)
+        if t.kappa_every > 0 and (done % t.kappa_every == 0 or done == 1):
+            kappas = condition_numbers(task.kappa_module())
+            state.kappa_history.append({"step": done, "layers": {k: json_safe(v) for k, v in kappas.items()}})
+            for layer, (kappa_w, kappa_ew) in kappas.items():
+                writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
+                writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
+        if t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters:
+            with clock.paused():
+                evaluation = task.evaluate(done)
+                state.history.append({"step": done, "train_seconds": clock.seconds, **evaluation.record})
+                for tag, value in evaluation.scalars.items():
+                    writer.add_scalar(tag, value, done)
+                bar.write(f"step {done}: {evaluation.message}")
+            if evaluation.stop:
+                bar.write(evaluation.stop)
+                break
+        if t.ckpt_every > 0 and done % t.ckpt_every == 0 and done < t.iters:
+            with clock.paused():
+                checkpoint(done)
+        if t.time_budget > 0 and clock.seconds >= t.time_budget:
+            bar.write(f"time budget of {t.time_budget:.0f} s reached at step {done}")
+            break
+    bar.close()
+    clock.stop()
+    checkpoint(state.step)
+    metrics = task.finish(state, out_dir, ckpt_path)
+    tag, key = task.final_scalar
+    writer.add_scalar(tag, metrics[key], state.step)
+    writer.close()
+    return metrics

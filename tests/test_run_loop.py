@@ -1,0 +1,168 @@
+"""``enerf.run`` (a run from its checkpoint alone) and ``enerf.train.loop`` (the shared loop)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import enerf.train.loop as loop_module
+from enerf.checkpoint import load_checkpoint, save_checkpoint
+from enerf.config import ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
+from enerf.errors import CheckpointError
+from enerf.fields.shape import ShapeField
+from enerf.optim import build_optimizer
+from enerf.run import load_run, run_dir, run_folder
+from enerf.train.loop import Evaluation, Stopwatch, take_step, train_loop
+from enerf.train.state import LoopState
+
+
+def _shape_cfg(tmp: Path, width: int = 8, **train) -> ShapeRunConfig:
+    return ShapeRunConfig(expname="toy", basedir=str(tmp / "base"),
+                          field=ShapeFieldConfig(netdepth=2, netwidth=width, skips=(), multires=2),
+                          train=ShapeTrainConfig(device="cpu", **train))
+
+
+def test_load_run_rebuilds_a_shape_run_wherever_it_was_moved(tmp_path):
+    torch.manual_seed(0)
+    cfg = _shape_cfg(tmp_path)
+    field = ShapeField.from_config(cfg.field)
+    ckpt = tmp_path / "moved" / "checkpoints" / "latest.pt"
+    save_checkpoint(ckpt, cfg, 7, {"field": field.state_dict()}, None, extra={"train_seconds": 1.5})
+
+    run = load_run(ckpt)
+    assert run.task == "shape" and run.step == 7 and run.renderer is None and run.scene is None
+    assert run.folder == (tmp_path / "moved").resolve() and run.extra["train_seconds"] == 1.5
+    assert not run.models["field"].training
+    x = torch.rand(64, 3) * 2 - 1
+    with torch.no_grad():
+        torch.testing.assert_close(run.models["field"](x), field.eval()(x), rtol=0, atol=0)
+    with pytest.raises(CheckpointError, match="is a shape checkpoint"):
+        load_run(ckpt, task="nerf")
+
+    # A checkpoint outside a checkpoints/ folder belongs to the folder its config names.
+    loose = tmp_path / "loose.pt"
+    save_checkpoint(loose, cfg, 7, {"field": field.state_dict()})
+    assert run_folder(loose, cfg) == run_dir(cfg) == tmp_path / "base" / "toy"
+
+
+def test_load_run_refuses_weights_of_another_network(tmp_path):
+    cfg = _shape_cfg(tmp_path, width=8)
+    narrow = ShapeField.from_config(cfg.field)
+    ckpt = tmp_path / "run" / "checkpoints" / "latest.pt"
+    save_checkpoint(ckpt, _shape_cfg(tmp_path, width=16), 1, {"field": narrow.state_dict()})
+    with pytest.raises(CheckpointError, match="weights of 'field' do not fit"):
+        load_run(ckpt)
+
+
+def test_take_step_is_one_adam_step_on_the_summed_losses():
+    torch.manual_seed(1)
+    x, y = torch.randn(32, 3), torch.randn(32, 1)
+    net, reference = nn.Linear(3, 1), nn.Linear(3, 1)
+    reference.load_state_dict(net.state_dict())
+
+    class Toy:
+        optimizer = build_optimizer(net, lr=0.05)
+
+        def set_learning_rate(self, step):
+            return 0.05
+
+        def losses(self, step):
+            out = net(x)
+            return {"mse": ((out - y) ** 2).mean(), "l1": (out - y).abs().mean()}
+
+    result = take_step(Toy(), 0)
+    adam = torch.optim.Adam(reference.parameters(), lr=0.05)
+    ref_out = reference(x)
+    ((ref_out - y) ** 2).mean().add((ref_out - y).abs().mean()).backward()
+    adam.step()
+    assert set(result.losses) == {"mse", "l1"} and result.lr == 0.05
+    assert result.loss.item() == pytest.approx(sum(v.item() for v in result.losses.values()), rel=1e-7)
+    for p, q in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+
+
+def test_stopwatch_does_not_count_paused_time(monkeypatch):
+    now = iter([10.0, 12.0, 30.0, 31.0, 35.0])  # start, pause, resume, read, stop
+    monkeypatch.setattr(loop_module.time, "perf_counter", lambda: next(now))
+    clock = Stopwatch(100.0)
+    with clock.paused():
+        pass
+    assert clock.seconds == pytest.approx(100.0 + 2.0 + 1.0)
+    assert clock.stop() == pytest.approx(100.0 + 2.0 + 5.0)
+
+
+class _CountingTask:
+    """A one-weight task whose evaluation stops the run at ``stop_at``; records what the loop asked."""
+
+    command = "test loop"
+    final_scalar = ("eval/value", "value")
+
+    def __init__(self, cfg: ShapeRunConfig, stop_at: int) -> None:
+        self.cfg, self.stop_at = cfg, stop_at
+        self.weight = nn.Parameter(torch.ones(1))
+        self.optimizer = build_optimizer([nn.ParameterList([self.weight])], lr=cfg.train.lrate)
+        self.generator = torch.Generator().manual_seed(0)
+        self.loop, self.resumed = LoopState(), False
+        self.steps, self.evaluated, self.logged = [], [], []
+
+    def set_learning_rate(self, step):
+        return self.cfg.train.lrate
+
+    def losses(self, step):
+        self.steps.append(step)
+        return {"square": (self.weight ** 2).sum()}
+
+    def named_parameters(self):
+        return [("weight", self.weight)]
+
+    def log(self, step, losses, loss):
+        self.logged.append(step)
+        return {}, {}
+
+    def kappa_module(self):
+        return nn.Linear(2, 2)  # no conditioned layers: empty records
+
+    def evaluate(self, step):
+        self.evaluated.append(step)
+        return Evaluation({"value": step}, stop="stop" if step >= self.stop_at else None)
+
+    def checkpoint_models(self):
+        return {"weight": {"w": self.weight.detach().clone()}}
+
+    def checkpoint_extras(self):
+        return {"mine": len(self.steps)}
+
+    def finish(self, state, out_dir, ckpt_path):
+        return {"value": float(self.weight.detach()), "steps": state.step, "history": state.history}
+
+
+def test_loop_cadences_checkpoint_and_early_stop(tmp_path):
+    cfg = _shape_cfg(tmp_path, iters=20, log_every=3, kappa_every=5, eval_every=4, ckpt_every=6)
+    task = _CountingTask(cfg, stop_at=12)
+    out = tmp_path / "run"
+    metrics = train_loop(task, out, out / "checkpoints" / "latest.pt", progress=False)
+    assert task.steps == list(range(12)) and metrics["steps"] == 12
+    assert task.logged == [3, 6, 9, 12] and task.evaluated == [4, 8, 12]
+    assert [h["step"] for h in metrics["history"]] == [4, 8, 12]
+    assert [k["step"] for k in task.loop.kappa_history] == [1, 5, 10]
+    payload, saved = load_checkpoint(out / "checkpoints" / "latest.pt")
+    assert saved == cfg and payload["step"] == 12 and payload["extra"]["mine"] == 12
+    assert payload["extra"]["history"] == metrics["history"]
+    # 12 plain gradient steps of w^2 with Adam from w = 1: each moves w by about lr towards 0
+    assert float(payload["models"]["weight"]["w"]) == pytest.approx(1.0 - 12 * cfg.train.lrate, rel=1e-3)
+    assert (out / "config.json").is_file() and (out / "tb").is_dir()
+
+
+def test_loop_resumes_where_the_state_says(tmp_path):
+    cfg = _shape_cfg(tmp_path, iters=6, log_every=100, kappa_every=0)
+    task = _CountingTask(cfg, stop_at=10**9)
+    task.loop = LoopState(step=4, history=[{"step": 2}], train_seconds=3.0)
+    task.resumed = True
+    metrics = train_loop(task, tmp_path / "run", tmp_path / "run" / "checkpoints" / "latest.pt", progress=False)
+    assert task.steps == [4, 5] and task.logged == [6] and metrics["history"] == [{"step": 2}]
+    assert task.loop.train_seconds >= 3.0
+    assert dataclasses.asdict(task.loop)["step"] == 6
