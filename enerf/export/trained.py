@@ -12,7 +12,7 @@ from ..config import RunConfig
 from ..data.scene import Scene
 from ..errors import CheckpointError
 from ..fields.nerf import NeRFField
-from ..render.renderer import Renderer
+from ..render import Renderer
 from ..train.components import build_fields, load_scene, run_dir, select_device
 from ..train.evaluate import load_field_weights, renderer_from_checkpoint
 

@@ -15,7 +15,7 @@ from ..data.resolve import resolve_scene_dir
 from ..data.scene import Scene
 from ..errors import ConfigError, DataError
 from ..fields.nerf import NeRFField
-from ..render.renderer import FieldFns
+from ..render import FieldFns
 
 __all__ = ["select_device", "LOADERS", "dataset_type_of", "load_scene", "build_fields", "render_fn", "field_fns", "run_dir"]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Sequence
@@ -18,8 +17,7 @@ from ..data.scene import Scene
 from ..errors import CheckpointError, ConfigError
 from ..fields.nerf import NeRFField
 from ..metrics import LPIPS_MIN_SIZE, image_metrics, make_lpips
-from ..render.nerfacc_backend import nerfacc_status
-from ..render.renderer import HierarchicalRenderer, Renderer, grid_from_field, make_renderer
+from ..render import Renderer, build_renderer
 from ..runfolder import RunLock, check_output_dir
 from .components import build_fields, field_fns, load_scene, run_dir, select_device
 
@@ -45,14 +43,9 @@ def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device
     the field).
     """
     state = (payload.get("extra") or {}).get("estimator")
-    if cfg.render.renderer == "hierarchical":
-        return HierarchicalRenderer(cfg.render)
-    if state is None:
+    if state is None and cfg.render.renderer != "hierarchical":
         return None
-    render_cfg = cfg.render
-    if render_cfg.renderer == "nerfacc" and not nerfacc_status(device)[0]:
-        render_cfg = dataclasses.replace(render_cfg, renderer="torch_grid")
-    return make_renderer(render_cfg, device, state=state)
+    return build_renderer(cfg.render, device, state=state, fallback=True)
 
 
 def render_rays_image(
@@ -84,7 +77,7 @@ def render_rays_image(
     rays = Rays(*(t.to(device) for t in rays))
     fns = field_fns(fields)
     if renderer is None:
-        renderer = HierarchicalRenderer(cfg) if cfg.renderer == "hierarchical" else grid_from_field(cfg, device, rays, fns, aabb)
+        renderer = build_renderer(cfg, device, rays=rays, aabb=aabb, read_off=fns)
     return renderer.render_image(rays, fns, chunk)
 
 
