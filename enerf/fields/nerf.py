@@ -28,16 +28,15 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..config import FieldConfig
 from ..errors import ConfigError
 from ..nn.encoding import PositionalEncoding
-from ..nn.mlp import ConditionedMLP, skip_trunk, valid_skips
+from ..nn.mlp import ConditionedMLP, MLPField, skip_trunk, valid_skips
 from ..nn.triplane import TriPlaneEncoding
 
 __all__ = ["NeRFField"]
 
 
-class NeRFField(nn.Module):
+class NeRFField(MLPField):
     """Radiance field: position (+ view direction) -> (rgb, density), nerf-pytorch architecture.
 
     Args:
@@ -95,7 +94,7 @@ class NeRFField(nn.Module):
         else:
             heads = {"output": (netwidth, 4)}
         mlp = ConditionedMLP("trunk", in_ch, netdepth, netwidth, self.skips, heads, conditioning, conditioned_layers,
-                             detach_conditioner, conditioning_passes, conditioning_eps)
+                             eps=conditioning_eps, detach_conditioner=detach_conditioner, passes=conditioning_passes)
         # Created in this order (seeded initialisation), under these names (checkpoints).
         self.trunk = mlp.trunk()
         if self.use_viewdirs:
@@ -105,31 +104,6 @@ class NeRFField(nn.Module):
             self.rgb_head = mlp.layer("rgb_head")
         else:
             self.output = mlp.layer("output")
-
-    @classmethod
-    def from_config(cls, cfg: FieldConfig) -> "NeRFField":
-        return cls(
-            netdepth=cfg.netdepth,
-            netwidth=cfg.netwidth,
-            skips=tuple(cfg.skips),
-            multires=cfg.multires,
-            multires_views=cfg.multires_views,
-            use_viewdirs=cfg.use_viewdirs,
-            view_width=cfg.view_width,
-            conditioning=cfg.conditioning,
-            conditioned_layers=cfg.conditioned_layers,
-            detach_conditioner=cfg.detach_conditioner,
-            conditioning_passes=cfg.conditioning_passes,
-            conditioning_eps=cfg.conditioning_eps,
-            encoding=cfg.encoding,
-            grid_resolutions=tuple(cfg.grid_resolutions),
-            grid_components=cfg.grid_components,
-            grid_aabb=tuple(cfg.grid_aabb),
-        )
-
-    def layer_names(self) -> list[str]:
-        """Names of the linear layers, input to output (trunk.0, ..., rgb_head)."""
-        return [name for name, m in self.named_modules() if isinstance(m, nn.Linear)]
 
     def _trunk(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., 3] -> h: Tensor  # [..., netwidth]."""

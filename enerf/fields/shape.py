@@ -21,10 +21,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..config import SHAPE_KINDS, ShapeFieldConfig
+from ..config import SHAPE_KINDS
 from ..errors import ConfigError
 from ..nn.encoding import PositionalEncoding
-from ..nn.mlp import ConditionedMLP, skip_trunk, valid_skips
+from ..nn.mlp import ConditionedMLP, MLPField, skip_trunk, valid_skips
 
 __all__ = ["ShapeField", "ISO_LEVEL"]
 
@@ -32,7 +32,7 @@ __all__ = ["ShapeField", "ISO_LEVEL"]
 ISO_LEVEL = {"occupancy": (0.5, "above"), "sdf": (0.0, "below")}
 
 
-class ShapeField(nn.Module):
+class ShapeField(MLPField):
     """x -> occupancy logit or signed distance: an MLP with skips whose linear layers are
     ``ConditionedLinear``.
 
@@ -73,30 +73,11 @@ class ShapeField(nn.Module):
         self.encoding = PositionalEncoding(multires)
         self.activation = nn.ReLU() if activation == "relu" else nn.Softplus(beta=100.0)
         mlp = ConditionedMLP("hidden", self.encoding.out_dim, netdepth, netwidth, self.skips, {"output": (netwidth, 1)},
-                             conditioning, conditioned_layers, detach_conditioner, conditioning_passes, conditioning_eps)
+                             conditioning, conditioned_layers, eps=conditioning_eps,
+                             detach_conditioner=detach_conditioner, passes=conditioning_passes)
         # Created in this order (seeded initialisation), under these names (checkpoints).
         self.hidden = mlp.trunk()
         self.output = mlp.layer("output")
-
-    @classmethod
-    def from_config(cls, cfg: ShapeFieldConfig) -> "ShapeField":
-        return cls(
-            kind=cfg.kind,
-            netdepth=cfg.netdepth,
-            netwidth=cfg.netwidth,
-            skips=tuple(cfg.skips),
-            multires=cfg.multires,
-            activation=cfg.activation,
-            conditioning=cfg.conditioning,
-            conditioned_layers=cfg.conditioned_layers,
-            detach_conditioner=cfg.detach_conditioner,
-            conditioning_passes=cfg.conditioning_passes,
-            conditioning_eps=cfg.conditioning_eps,
-        )
-
-    def layer_names(self) -> list[str]:
-        """Names of the linear layers, input to output (hidden.0, ..., output)."""
-        return [name for name, m in self.named_modules() if isinstance(m, nn.Linear)]
 
     def forward(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., 3] -> Tensor  # [...]: occupancy logit or signed distance."""

@@ -12,7 +12,8 @@ seeded initialisation are those of the fields before they shared this builder.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import inspect
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import Tensor, nn
@@ -20,7 +21,7 @@ from torch import Tensor, nn
 from ..errors import ConfigError
 from .conditioning import ConditionedLinear, select_layers
 
-__all__ = ["ConditionedMLP", "valid_skips", "skip_trunk"]
+__all__ = ["ConditionedMLP", "MLPField", "valid_skips", "skip_trunk", "constructor_kwargs"]
 
 
 def valid_skips(skips: Iterable[int], netdepth: int) -> tuple[int, ...]:
@@ -54,7 +55,7 @@ class ConditionedMLP:
         heads: name -> (fan_in, fan_out) of the layers after the trunk, in order.
         conditioning: ``none`` | ``row`` | ``col`` | ``rowcol`` for the selected layers.
         conditioned_layers: ``hidden`` (the trunk) | ``all`` | ``none`` | comma-separated names.
-        detach_conditioner, conditioning_passes, conditioning_eps: passed to every ConditionedLinear.
+        layer_options: passed to every ConditionedLinear (``eps``, ``detach_conditioner``, ``passes``).
 
     Attributes:
         skips: the acting skips, sorted.
@@ -72,9 +73,7 @@ class ConditionedMLP:
         heads: dict[str, tuple[int, int]],
         conditioning: str = "none",
         conditioned_layers: str = "hidden",
-        detach_conditioner: bool = False,
-        conditioning_passes: int = 1,
-        conditioning_eps: float = 1e-8,
+        **layer_options: Any,
     ) -> None:
         self.skips = valid_skips(skips, netdepth)
         self.trunk_names = [f"{prefix}.{i}" for i in range(netdepth)]
@@ -85,7 +84,7 @@ class ConditionedMLP:
         self.shapes.update(heads)
         self.selected = select_layers(conditioned_layers, list(self.shapes), self.trunk_names)
         self.conditioning = conditioning
-        self.options = {"eps": conditioning_eps, "detach_conditioner": detach_conditioner, "passes": conditioning_passes}
+        self.options = layer_options
 
     def layer(self, name: str) -> ConditionedLinear:
         """A new layer ``name`` (conditioned iff selected)."""
@@ -116,3 +115,28 @@ def skip_trunk(encoded: Tensor, layers: Iterable[nn.Module], activation: Callabl
         if i in skips:
             h = torch.cat([encoded, h], dim=-1)
     return h
+
+
+def constructor_kwargs(cls: type, cfg: object) -> dict[str, Any]:
+    """The arguments of ``cls.__init__`` read off the same-named fields of the dataclass ``cfg``
+    (sequences as tuples): ``cls(**constructor_kwargs(cls, cfg))`` builds a field from its config.
+
+    Raises:
+        AttributeError: ``cfg`` lacks a field for one of the arguments.
+    """
+    names = [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
+    values = {name: getattr(cfg, name) for name in names}
+    return {name: tuple(v) if isinstance(v, (list, tuple)) else v for name, v in values.items()}
+
+
+class MLPField(nn.Module):
+    """Base of the fields built with ``ConditionedMLP``: construction from a config, layer names."""
+
+    @classmethod
+    def from_config(cls, cfg: object):
+        """The field ``cfg`` (a dataclass with a field per constructor argument) describes."""
+        return cls(**constructor_kwargs(cls, cfg))
+
+    def layer_names(self) -> list[str]:
+        """Names of the linear layers, input to output (e.g. trunk.0, ..., rgb_head)."""
+        return [name for name, m in self.named_modules() if isinstance(m, nn.Linear)]
