@@ -8,7 +8,6 @@ folder, so ``enerf eval`` / ``render`` / ``mesh`` write beside the run wherever 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -23,8 +22,7 @@ from .data.scene import Scene
 from .errors import CheckpointError, ConfigError
 from .fields.nerf import NeRFField
 from .fields.shape import ShapeField
-from .render.nerfacc_backend import nerfacc_status
-from .render.renderer import FieldFns, HierarchicalRenderer, Renderer, make_renderer
+from .render import FieldFns, Renderer, build_renderer
 
 __all__ = [
     "Run",
@@ -126,14 +124,9 @@ def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device
     the field).
     """
     state = (payload.get("extra") or {}).get("estimator")
-    if cfg.render.renderer == "hierarchical":
-        return HierarchicalRenderer(cfg.render)
-    if state is None:
+    if state is None and cfg.render.renderer != "hierarchical":
         return None
-    render_cfg = cfg.render
-    if render_cfg.renderer == "nerfacc" and not nerfacc_status(device)[0]:
-        render_cfg = dataclasses.replace(render_cfg, renderer="torch_grid")
-    return make_renderer(render_cfg, device, state=state)
+    return build_renderer(cfg.render, device, state=state, fallback=True)
 
 
 @dataclass

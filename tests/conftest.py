@@ -30,3 +30,87 @@ def fern_dir(shared_data) -> Path:
     if not (path / "poses_bounds.npy").is_file():
         pytest.skip(f"{path} has no poses_bounds.npy")
     return path
+
+
+# ----------------------------------------------------------------------------- tiny NeRF runs
+
+
+@pytest.fixture(scope="module")
+def scene_dir(tmp_path_factory) -> Path:
+    """A tiny synthetic forward-facing scene (8 views of 40 x 30, seed 1), made once per module."""
+    from enerf.data.synthetic import make_synthetic_scene
+
+    return make_synthetic_scene(tmp_path_factory.mktemp("scene") / "tiny", n_views=8, width=40, height=30, seed=1)
+
+
+@pytest.fixture
+def train_metrics():
+    """``train_metrics(scene_dir, basedir, expname, iters, *flags)``: run ``enerf train`` in
+    process and return the run's metrics.json as a dict."""
+    import json
+
+    from enerf.cli import main
+
+    def train(scene_dir: Path, basedir: Path, expname: str, iters: int, *flags: str) -> dict:
+        argv = ["train", "--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", expname,
+                "--iters", str(iters), *flags]
+        assert main(argv) == 0
+        return json.loads((basedir / expname / "metrics.json").read_text())
+
+    return train
+
+
+# ----------------------------------------------------------------------------- rays, grids, fields
+
+
+@pytest.fixture
+def random_rays():
+    """``random_rays(n, seed)``: Rays [n] starting near z = -1.5 heading roughly +z through the
+    box [-1, 1]^3 (NDC-like), near in [0, 0.2), far in [1.3, 1.5)."""
+    from enerf.data.rays import Rays
+
+    def make(n: int, seed: int) -> Rays:
+        g = torch.Generator().manual_seed(seed)
+        origins = torch.cat([torch.rand(n, 2, generator=g) * 1.6 - 0.8, torch.full((n, 1), -1.5)], dim=-1)
+        directions = torch.cat([torch.randn(n, 2, generator=g) * 0.3, torch.full((n, 1), 2.0)], dim=-1)
+        return Rays(
+            origins=origins,
+            directions=directions,
+            viewdirs=directions / directions.norm(dim=-1, keepdim=True),
+            near=torch.rand(n, 1, generator=g) * 0.2,
+            far=1.3 + torch.rand(n, 1, generator=g) * 0.2,
+        )
+
+    return make
+
+
+@pytest.fixture
+def random_grid():
+    """``random_grid(resolution, p, seed)``: an OccupancyGrid over [-1, 1]^3 whose cells are
+    occupied with probability ``p``."""
+    from enerf.render.occupancy_grid import OccupancyGrid
+
+    def make(resolution, p: float, seed: int) -> OccupancyGrid:
+        grid = OccupancyGrid([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0], resolution)
+        g = torch.Generator().manual_seed(seed)
+        grid.binaries = torch.rand(grid.binaries.shape, generator=g) < p
+        return grid
+
+    return make
+
+
+@pytest.fixture
+def smooth_fns():
+    """``smooth_fns()``: FieldFns of a smooth analytic field (softplus density, sigmoid colour)."""
+    from enerf.render import FieldFns
+
+    def make() -> FieldFns:
+        def sigma(points):
+            return torch.nn.functional.softplus(4 * torch.sin(3 * points[..., 0]) + 3 * torch.cos(2 * points[..., 1]) - 1)
+
+        def rgb_sigma(points, viewdirs):
+            return torch.sigmoid(2 * points + viewdirs), sigma(points)
+
+        return FieldFns(rgb_sigma=rgb_sigma, sigma=sigma)
+
+    return make

@@ -93,7 +93,8 @@ def test_the_comparison_finds_exactly_the_rays_through_a_cell_the_other_renderer
     torch_grid stand-in for nerfacc whose grid lacks one occupied cell: the rays whose counts
     differ are exactly those with a sample in that cell, found here from the sample midpoints."""
     case = gpu_check.equality_case("half", False, n_rays=512)
-    ray_indices, t_starts, t_ends, _ = case.renderer.sample(case.rays, case.field.fns, train=False)
+    samples = case.renderer.estimator.sample(case.rays, case.field.fns, train=False)
+    ray_indices, t_starts, t_ends = samples.ray_indices, samples.t_starts, samples.t_ends
     mids = case.rays.origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * case.rays.directions[ray_indices]
     cells = np.floor((mids.numpy().astype(np.float64) + 1.0) / 2.0 * gpu_check.GRID_RESOLUTION).astype(int)
     busiest = np.unique(cells, axis=0, return_counts=True)

@@ -41,7 +41,7 @@ def numpy_occupied(occupancy: str, resolution: int = gpu_check.GRID_RESOLUTION) 
 
 @pytest.mark.parametrize("occupancy", list(OCCUPANCY_RANGE))
 def test_equality_grid_is_partly_occupied_where_numpy_says(occupancy):
-    """The grid ``grid_from_field`` reads off the fixture's field (one random point per cell,
+    """The grid ``build_renderer(..., read_off=...)`` reads off the fixture's field (one random point per cell,
     threshold min(occ_thre, mean), |d| scaling) is exactly the cells numpy finds occupied at
     their centres, and that is 10-30 / 40-60 / 70-90 % of the grid."""
     expected = numpy_occupied(occupancy)
@@ -210,7 +210,8 @@ def test_reenacted_nerfacc_march_keeps_torch_grids_samples_on_every_promised_ray
     nerfacc's marching (re-enacted in float32 from its kernel) keeps the same samples as
     torch_grid, at the same t within nerfacc's float32 drift."""
     case = gpu_check.equality_case(occupancy, early_stop, n_rays=192)
-    ray_indices, t_starts, _, _ = case.renderer.sample(case.rays, case.field.fns, train=False)
+    samples = case.renderer.estimator.sample(case.rays, case.field.fns, train=False)
+    ray_indices, t_starts = samples.ray_indices, samples.t_starts
     theirs = _nerfacc_samples(case)
     promised = ~gpu_check.ambiguous_rays(case)
     assert promised.float().mean() > 0.9 and sum(map(len, theirs)) > 192 * 10

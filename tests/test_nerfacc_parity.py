@@ -24,7 +24,7 @@ from enerf.config import RENDERERS
 from enerf.data.synthetic import make_synthetic_scene
 from enerf.errors import ConfigError
 from enerf.render import nerfacc_backend
-from enerf.render.renderer import resolve_renderer
+from enerf.render import resolve_renderer
 
 # A tiny NeRF on a 40 x 30 synthetic scene; the density pre-pass early stop (early_stop_block 0)
 # is nerfacc's way, and occlusion culling (torch_grid only) is off.

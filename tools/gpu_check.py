@@ -16,7 +16,7 @@ Three parts, each reported as it runs:
 2. ``equality``: nerfacc and torch_grid render the same rays through the same occupancy grid.
    The fixture (``equality_case``): an analytic field whose density is a smooth function of
    position inside the cells where ``occupancy_pattern`` at the cell centre exceeds a level,
-   and zero elsewhere; a 32^3 grid over [-1, 1]^3 read off it by ``grid_from_field``; three
+   and zero elsewhere; a 32^3 grid over [-1, 1]^3 read off it by ``build_renderer(..., read_off=...)``; three
    levels (sparse, half, dense: about 20, 50 and 80 % of the cells occupied), early stop on
    (transmittance 1e-4) and off; 4,096 rays, some starting or ending inside the box. Per
    case: the grid's occupied fraction, and on CUDA the largest |difference| of rgb, acc and
@@ -59,10 +59,10 @@ from enerf.config import RenderConfig, RunConfig
 from enerf.data.rays import Rays
 from enerf.data.resolve import resolve_scene_dir
 from enerf.errors import EnerfError
-from enerf.render.marching import exclusive_segment_sum, march_rays
+from enerf.render.compositing import exclusive_segment_sum
+from enerf.render.marching import march_rays
 from enerf.render.nerfacc_backend import nerfacc_status
-from enerf.render.occupancy_grid import OccupancyGrid
-from enerf.render.renderer import FieldFns, GridRenderer, grid_from_field
+from enerf.render import FieldFns, Renderer, build_renderer
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import prepare_run, step_run
 
@@ -183,7 +183,7 @@ class EqualityCase:
     early_stop: bool
     field: AnalyticField
     rays: Rays
-    renderer: GridRenderer
+    renderer: Renderer
 
     @property
     def cfg(self) -> RenderConfig:
@@ -191,7 +191,7 @@ class EqualityCase:
 
 
 def equality_case(occupancy: str, early_stop: bool, n_rays: int = EQUALITY_RAYS) -> EqualityCase:
-    """Build a case: the grid comes from ``grid_from_field`` (one warm-up update, one random point
+    """Build a case: the grid is read off the field by ``build_renderer`` (one warm-up update, one random point
     per cell, from a fixed seed; torch's global random state is left as it was).
 
     ``early_stop_block`` is 0: torch_grid drops occluded samples with a density pre-pass, as
@@ -202,7 +202,7 @@ def equality_case(occupancy: str, early_stop: bool, n_rays: int = EQUALITY_RAYS)
                        early_stop_eps=EARLY_STOP_EPS if early_stop else 0.0, early_stop_block=0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        renderer = grid_from_field(cfg, CPU, rays, field.fns, aabb=BOX)
+        renderer = build_renderer(cfg, CPU, rays=rays, aabb=BOX, read_off=field.fns)
     name = f"{occupancy}, early stop {'on' if early_stop else 'off'}"
     return EqualityCase(name, occupancy, early_stop, field, rays, renderer)
 
@@ -253,18 +253,16 @@ def ambiguous_rays(case: EqualityCase, tie_t: float = TIE_T, tie_depth: float = 
 
 
 @torch.no_grad()
-def samples_per_ray(renderer: GridRenderer, rays: Rays, fns: FieldFns) -> Tensor:
+def samples_per_ray(renderer: Renderer, rays: Rays, fns: FieldFns) -> Tensor:
     """Tensor  # [n_rays] int64: samples ``renderer`` renders on each ray (eval: no jitter)."""
-    ray_indices = renderer.sample(rays, fns, train=False)[0]
+    ray_indices = renderer.estimator.sample(rays, fns, train=False).ray_indices
     return torch.bincount(ray_indices.cpu(), minlength=rays.origins.shape[0])
 
 
-def _renderer_on(case: EqualityCase, device: torch.device, use_nerfacc: bool) -> GridRenderer:
+def _renderer_on(case: EqualityCase, device: torch.device, use_nerfacc: bool) -> Renderer:
     """A copy of the case's torch_grid renderer on ``device`` (nerfacc's when ``use_nerfacc``)."""
     cfg = dataclasses.replace(case.cfg, renderer="nerfacc" if use_nerfacc else "torch_grid")
-    renderer = GridRenderer(cfg, OccupancyGrid(BOX, GRID_RESOLUTION).to(device), use_nerfacc=use_nerfacc)
-    renderer.load_state_dict(case.renderer.state_dict())
-    return renderer
+    return build_renderer(cfg, device, state=case.renderer.state_dict())
 
 
 @torch.no_grad()

@@ -18,10 +18,10 @@ __all__ = ["DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence"
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
            "DECAY_SPACES", "DEVICES", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
 
-DATASET_TYPES = ("auto", "llff", "blender")  # enerf.train.components.LOADERS
+DATASET_TYPES = ("auto", "llff", "blender")  # enerf.data.loaders.LOADERS
 ENCODINGS = ("frequency", "triplane")  # enerf.fields.nerf: how positions enter the MLP
 CONDITIONING_MODES = ("none", "row", "col", "rowcol", "wn", "ws")  # enerf.nn.conditioning.CONDITIONERS
-RENDERERS = ("auto", "nerfacc", "torch_grid", "hierarchical")  # enerf.render.renderer
+RENDERERS = ("auto", "nerfacc", "torch_grid", "hierarchical")  # enerf.render.build
 PRECOND_MODES = ("none", "bnp")  # gradient preconditioners (enerf.optim)
 DECAY_SPACES = ("p", "z")  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
 DEVICES = ("auto", "cpu", "cuda")

@@ -9,7 +9,7 @@ from ..config import RenderConfig
 from ..data.rays import Rays
 from ..data.scene import Scene
 from ..fields.nerf import NeRFField
-from ..render.renderer import HierarchicalRenderer, Renderer, grid_from_field
+from ..render import Renderer, build_renderer
 from ..run import field_fns
 
 __all__ = ["render_rays_image", "render_view"]
@@ -44,7 +44,7 @@ def render_rays_image(
     rays = Rays(*(t.to(device) for t in rays))
     fns = field_fns(fields)
     if renderer is None:
-        renderer = HierarchicalRenderer(cfg) if cfg.renderer == "hierarchical" else grid_from_field(cfg, device, rays, fns, aabb)
+        renderer = build_renderer(cfg, device, rays=rays, aabb=aabb, read_off=fns)
     return renderer.render_image(rays, fns, chunk)
 
 

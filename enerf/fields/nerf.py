@@ -28,17 +28,15 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..config import FieldConfig
 from ..errors import ConfigError
-from ..nn.conditioning import ConditionedLinear, select_layers
 from ..nn.encoding import PositionalEncoding
+from ..nn.mlp import ConditionedMLP, MLPField, skip_trunk, valid_skips
 from ..nn.triplane import TriPlaneEncoding
-from ..nn.mlp import skip_trunk
 
 __all__ = ["NeRFField"]
 
 
-class NeRFField(nn.Module):
+class NeRFField(MLPField):
     """Radiance field: position (+ view direction) -> (rgb, density), nerf-pytorch architecture.
 
     Args:
@@ -79,16 +77,7 @@ class NeRFField(nn.Module):
         super().__init__()
         if netdepth < 1:
             raise ConfigError(f"--netdepth must be >= 1, got {netdepth}")
-        # As in nerf-pytorch, a skip at or beyond the last layer has no layer after it to feed
-        # and is inert (so the default skips=(4,) works for shallow nets); a skip right after the
-        # last layer would change the heads' input width, which nerf-pytorch crashes on.
-        bad_skips = [s for s in skips if s < 0 or s == netdepth - 1]
-        if bad_skips:
-            raise ConfigError(
-                f"--skips {', '.join(map(str, bad_skips))} invalid for --netdepth {netdepth}: a skip must be in "
-                f"0..{netdepth - 2} (or >= {netdepth}, which is ignored)"
-            )
-        self.skips = tuple(sorted(int(s) for s in skips if s < netdepth - 1))
+        self.skips = valid_skips(skips, netdepth)
         self.use_viewdirs = bool(use_viewdirs)
         if encoding == "frequency":
             self.pos_encoding = PositionalEncoding(multires)
@@ -99,63 +88,22 @@ class NeRFField(nn.Module):
         self.dir_encoding = PositionalEncoding(multires_views)
         in_ch, dir_ch = self.pos_encoding.out_dim, self.dir_encoding.out_dim
 
-        shapes: dict[str, tuple[int, int]] = {}  # name -> (fan_in, fan_out)
-        for i in range(netdepth):
-            fan_in = in_ch if i == 0 else netwidth + (in_ch if (i - 1) in self.skips else 0)
-            shapes[f"trunk.{i}"] = (fan_in, netwidth)
         if self.use_viewdirs:
-            shapes["density_head"] = (netwidth, 1)
-            shapes["feature"] = (netwidth, netwidth)
-            shapes["view.0"] = (netwidth + dir_ch, view_width)
-            shapes["rgb_head"] = (view_width, 3)
+            heads = {"density_head": (netwidth, 1), "feature": (netwidth, netwidth),
+                     "view.0": (netwidth + dir_ch, view_width), "rgb_head": (view_width, 3)}
         else:
-            shapes["output"] = (netwidth, 4)
-        selected = select_layers(conditioned_layers, list(shapes), [f"trunk.{i}" for i in range(netdepth)])
-
-        def make(name: str) -> ConditionedLinear:
-            fan_in, fan_out = shapes[name]
-            return ConditionedLinear(
-                fan_in,
-                fan_out,
-                conditioning=conditioning if name in selected else "none",
-                eps=conditioning_eps,
-                detach_conditioner=detach_conditioner,
-                passes=conditioning_passes,
-            )
-
-        self.trunk = nn.ModuleList(make(f"trunk.{i}") for i in range(netdepth))
+            heads = {"output": (netwidth, 4)}
+        mlp = ConditionedMLP("trunk", in_ch, netdepth, netwidth, self.skips, heads, conditioning, conditioned_layers,
+                             eps=conditioning_eps, detach_conditioner=detach_conditioner, passes=conditioning_passes)
+        # Created in this order (seeded initialisation), under these names (checkpoints).
+        self.trunk = mlp.trunk()
         if self.use_viewdirs:
-            self.density_head = make("density_head")
-            self.feature = make("feature")
-            self.view = nn.ModuleList([make("view.0")])
-            self.rgb_head = make("rgb_head")
+            self.density_head = mlp.layer("density_head")
+            self.feature = mlp.layer("feature")
+            self.view = nn.ModuleList([mlp.layer("view.0")])
+            self.rgb_head = mlp.layer("rgb_head")
         else:
-            self.output = make("output")
-
-    @classmethod
-    def from_config(cls, cfg: FieldConfig) -> "NeRFField":
-        return cls(
-            netdepth=cfg.netdepth,
-            netwidth=cfg.netwidth,
-            skips=tuple(cfg.skips),
-            multires=cfg.multires,
-            multires_views=cfg.multires_views,
-            use_viewdirs=cfg.use_viewdirs,
-            view_width=cfg.view_width,
-            conditioning=cfg.conditioning,
-            conditioned_layers=cfg.conditioned_layers,
-            detach_conditioner=cfg.detach_conditioner,
-            conditioning_passes=cfg.conditioning_passes,
-            conditioning_eps=cfg.conditioning_eps,
-            encoding=cfg.encoding,
-            grid_resolutions=tuple(cfg.grid_resolutions),
-            grid_components=cfg.grid_components,
-            grid_aabb=tuple(cfg.grid_aabb),
-        )
-
-    def layer_names(self) -> list[str]:
-        """Names of the linear layers, input to output (trunk.0, ..., rgb_head)."""
-        return [name for name, m in self.named_modules() if isinstance(m, nn.Linear)]
+            self.output = mlp.layer("output")
 
     def _trunk(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., 3] -> h: Tensor  # [..., netwidth]."""

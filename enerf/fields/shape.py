@@ -21,11 +21,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..config import SHAPE_KINDS, ShapeFieldConfig
+from ..config import SHAPE_KINDS
 from ..errors import ConfigError
-from ..nn.conditioning import ConditionedLinear, select_layers
 from ..nn.encoding import PositionalEncoding
-from ..nn.mlp import skip_trunk
+from ..nn.mlp import ConditionedMLP, MLPField, skip_trunk, valid_skips
 
 __all__ = ["ShapeField", "ISO_LEVEL"]
 
@@ -33,7 +32,7 @@ __all__ = ["ShapeField", "ISO_LEVEL"]
 ISO_LEVEL = {"occupancy": (0.5, "above"), "sdf": (0.0, "below")}
 
 
-class ShapeField(nn.Module):
+class ShapeField(MLPField):
     """x -> occupancy logit or signed distance: an MLP with skips whose linear layers are
     ``ConditionedLinear``.
 
@@ -66,55 +65,19 @@ class ShapeField(nn.Module):
             raise ConfigError(f"--kind {kind!r} is not one of {', '.join(SHAPE_KINDS)}")
         if netdepth < 1 or netwidth < 1:
             raise ConfigError(f"--netdepth and --netwidth must be >= 1, got {netdepth} and {netwidth}")
-        bad = [s for s in skips if s < 0 or s == netdepth - 1]
-        if bad:
-            raise ConfigError(
-                f"--skips {', '.join(map(str, bad))} invalid for --netdepth {netdepth}: a skip must be in "
-                f"0..{netdepth - 2} (or >= {netdepth}, which is ignored)"
-            )
+        skips = valid_skips(skips, netdepth)
         if activation not in ("relu", "softplus"):
             raise ConfigError(f"--activation {activation!r} is not one of relu, softplus")
         self.kind = kind
-        self.skips = tuple(sorted(int(s) for s in skips if s < netdepth - 1))
+        self.skips = skips
         self.encoding = PositionalEncoding(multires)
         self.activation = nn.ReLU() if activation == "relu" else nn.Softplus(beta=100.0)
-        in_ch = self.encoding.out_dim
-        shapes = {}
-        for i in range(netdepth):
-            shapes[f"hidden.{i}"] = (in_ch if i == 0 else netwidth + (in_ch if (i - 1) in self.skips else 0), netwidth)
-        shapes["output"] = (netwidth, 1)
-        selected = select_layers(conditioned_layers, list(shapes), [f"hidden.{i}" for i in range(netdepth)])
-
-        def make(name: str) -> ConditionedLinear:
-            fan_in, fan_out = shapes[name]
-            return ConditionedLinear(
-                fan_in, fan_out,
-                conditioning=conditioning if name in selected else "none",
-                eps=conditioning_eps, detach_conditioner=detach_conditioner, passes=conditioning_passes,
-            )
-
-        self.hidden = nn.ModuleList(make(f"hidden.{i}") for i in range(netdepth))
-        self.output = make("output")
-
-    @classmethod
-    def from_config(cls, cfg: ShapeFieldConfig) -> "ShapeField":
-        return cls(
-            kind=cfg.kind,
-            netdepth=cfg.netdepth,
-            netwidth=cfg.netwidth,
-            skips=tuple(cfg.skips),
-            multires=cfg.multires,
-            activation=cfg.activation,
-            conditioning=cfg.conditioning,
-            conditioned_layers=cfg.conditioned_layers,
-            detach_conditioner=cfg.detach_conditioner,
-            conditioning_passes=cfg.conditioning_passes,
-            conditioning_eps=cfg.conditioning_eps,
-        )
-
-    def layer_names(self) -> list[str]:
-        """Names of the linear layers, input to output (hidden.0, ..., output)."""
-        return [name for name, m in self.named_modules() if isinstance(m, nn.Linear)]
+        mlp = ConditionedMLP("hidden", self.encoding.out_dim, netdepth, netwidth, self.skips, {"output": (netwidth, 1)},
+                             conditioning, conditioned_layers, eps=conditioning_eps,
+                             detach_conditioner=detach_conditioner, passes=conditioning_passes)
+        # Created in this order (seeded initialisation), under these names (checkpoints).
+        self.hidden = mlp.trunk()
+        self.output = mlp.layer("output")
 
     def forward(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., 3] -> Tensor  # [...]: occupancy logit or signed distance."""

@@ -1,13 +1,100 @@
-"""The skip-connection MLP trunk shared by the NeRF and shape fields."""
+"""The conditioned skip-connection MLP shared by the NeRF and shape fields.
+
+``ConditionedMLP`` holds the layer table of such a network: a trunk ``<prefix>.0 ..
+<prefix>.{D-1}`` of width W whose first layer reads the encoded input gamma(x) and which
+re-reads gamma(x) after every layer in ``skips`` ([gamma(x), h]), plus the field's heads.
+It decides which layers ``--conditioned_layers`` conditions and makes each as a
+``ConditionedLinear``; the field creates them in its own order and keeps its attribute
+names (``trunk.i`` in ``NeRFField``, ``hidden.i`` in ``ShapeField``), so checkpoints and
+seeded initialisation are those of the fields before they shared this builder.
+``skip_trunk`` runs such a trunk.
+"""
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import inspect
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["skip_trunk"]
+from ..errors import ConfigError
+from .conditioning import ConditionedLinear, select_layers
+
+__all__ = ["ConditionedMLP", "MLPField", "valid_skips", "skip_trunk", "constructor_kwargs"]
+
+
+def valid_skips(skips: Iterable[int], netdepth: int) -> tuple[int, ...]:
+    """The skips that act in a trunk of ``netdepth`` layers, sorted.
+
+    As in nerf-pytorch, a skip at or beyond the last layer has no layer after it to feed and is
+    inert (so the default skips=(4,) works for shallow nets); a skip right after the last layer
+    would change the heads' input width, which nerf-pytorch crashes on.
+
+    Raises:
+        ConfigError: a negative skip, or one at the last layer (``netdepth - 1``).
+    """
+    skips = tuple(skips)
+    bad = [s for s in skips if s < 0 or s == netdepth - 1]
+    if bad:
+        raise ConfigError(
+            f"--skips {', '.join(map(str, bad))} invalid for --netdepth {netdepth}: a skip must be in "
+            f"0..{netdepth - 2} (or >= {netdepth}, which is ignored)"
+        )
+    return tuple(sorted(int(s) for s in skips if s < netdepth - 1))
+
+
+class ConditionedMLP:
+    """The layer table of a conditioned skip MLP, and a factory for its layers.
+
+    Args:
+        prefix: trunk layer names are ``<prefix>.i`` (``trunk`` for NeRF, ``hidden`` for shapes).
+        in_ch: width of the encoded input gamma(x).
+        netdepth, netwidth: trunk depth D and width W.
+        skips: trunk indices after which gamma(x) is re-read (see ``valid_skips``).
+        heads: name -> (fan_in, fan_out) of the layers after the trunk, in order.
+        conditioning: ``none`` | ``row`` | ``col`` | ``rowcol`` for the selected layers.
+        conditioned_layers: ``hidden`` (the trunk) | ``all`` | ``none`` | comma-separated names.
+        layer_options: passed to every ConditionedLinear (``eps``, ``detach_conditioner``, ``passes``).
+
+    Attributes:
+        skips: the acting skips, sorted.
+        shapes: name -> (fan_in, fan_out) of every layer, trunk first.
+        selected: the names of the conditioned layers.
+    """
+
+    def __init__(
+        self,
+        prefix: str,
+        in_ch: int,
+        netdepth: int,
+        netwidth: int,
+        skips: Iterable[int],
+        heads: dict[str, tuple[int, int]],
+        conditioning: str = "none",
+        conditioned_layers: str = "hidden",
+        **layer_options: Any,
+    ) -> None:
+        self.skips = valid_skips(skips, netdepth)
+        self.trunk_names = [f"{prefix}.{i}" for i in range(netdepth)]
+        self.shapes: dict[str, tuple[int, int]] = {}
+        for i, name in enumerate(self.trunk_names):
+            fan_in = in_ch if i == 0 else netwidth + (in_ch if (i - 1) in self.skips else 0)
+            self.shapes[name] = (fan_in, netwidth)
+        self.shapes.update(heads)
+        self.selected = select_layers(conditioned_layers, list(self.shapes), self.trunk_names)
+        self.conditioning = conditioning
+        self.options = layer_options
+
+    def layer(self, name: str) -> ConditionedLinear:
+        """A new layer ``name`` (conditioned iff selected)."""
+        fan_in, fan_out = self.shapes[name]
+        return ConditionedLinear(fan_in, fan_out, conditioning=self.conditioning if name in self.selected else "none",
+                                 **self.options)
+
+    def trunk(self) -> nn.ModuleList:
+        """New trunk layers ``<prefix>.0 .. <prefix>.{D-1}``, made in order."""
+        return nn.ModuleList(self.layer(name) for name in self.trunk_names)
 
 
 def skip_trunk(encoded: Tensor, layers: Iterable[nn.Module], activation: Callable[[Tensor], Tensor],
@@ -28,3 +115,28 @@ def skip_trunk(encoded: Tensor, layers: Iterable[nn.Module], activation: Callabl
         if i in skips:
             h = torch.cat([encoded, h], dim=-1)
     return h
+
+
+def constructor_kwargs(cls: type, cfg: object) -> dict[str, Any]:
+    """The arguments of ``cls.__init__`` read off the same-named fields of the dataclass ``cfg``
+    (sequences as tuples): ``cls(**constructor_kwargs(cls, cfg))`` builds a field from its config.
+
+    Raises:
+        AttributeError: ``cfg`` lacks a field for one of the arguments.
+    """
+    names = [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
+    values = {name: getattr(cfg, name) for name in names}
+    return {name: tuple(v) if isinstance(v, (list, tuple)) else v for name, v in values.items()}
+
+
+class MLPField(nn.Module):
+    """Base of the fields built with ``ConditionedMLP``: construction from a config, layer names."""
+
+    @classmethod
+    def from_config(cls, cfg: object):
+        """The field ``cfg`` (a dataclass with a field per constructor argument) describes."""
+        return cls(**constructor_kwargs(cls, cfg))
+
+    def layer_names(self) -> list[str]:
+        """Names of the linear layers, input to output (e.g. trunk.0, ..., rgb_head)."""
+        return [name for name, m in self.named_modules() if isinstance(m, nn.Linear)]

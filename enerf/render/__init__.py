@@ -1,26 +1,47 @@
-"""Volume rendering: samples along rays → rgb, depth, acc (pure torch, CPU or GPU; nerfacc on CUDA)."""
+"""Volume rendering, split as nerfacc's ``sampling`` -> ``rendering``.
 
-from .marching import composite_packed, march_rays
+* estimators decide where along the rays to sample (``estimator.Estimator``, ``Samples``):
+  ``HierarchicalEstimator`` (``hierarchical.py``), ``TorchGridEstimator``
+  (``grid_estimator.py``, marching in ``marching.py`` over ``occupancy_grid.py``) and
+  ``NerfaccEstimator`` (``nerfacc_backend.py``, CUDA);
+* the compositor turns samples into rgb, depth, acc (``compositing.py``);
+* ``Renderer`` glues one estimator to the compositor (``renderer.py``), and
+  ``build_renderer`` is the one way to make one (``build.py``).
+"""
+
+from .build import RENDERERS, build_renderer, resolve_renderer
+from .compositing import composite, composite_packed, composite_samples
+from .estimator import Estimator, FieldFns, RgbSigmaFn, Samples, SigmaFn
+from .grid_estimator import OccupancyGridEstimator, TorchGridEstimator
+from .hierarchical import HierarchicalEstimator, render_image, render_rays
+from .marching import march_rays
+from .nerfacc_backend import NerfaccEstimator
 from .occupancy_grid import OccupancyGrid, rays_aabb
-from .renderer import RENDERERS, FieldFns, GridRenderer, HierarchicalRenderer, make_renderer, resolve_renderer
+from .renderer import Renderer
 from .sampling import sample_pdf, stratified_samples
-from .volume import RgbSigmaFn, composite, render_image, render_rays
 
 __all__ = [
+    "RENDERERS",
+    "build_renderer",
+    "resolve_renderer",
+    "Renderer",
+    "Estimator",
+    "Samples",
+    "FieldFns",
+    "RgbSigmaFn",
+    "SigmaFn",
+    "HierarchicalEstimator",
+    "OccupancyGridEstimator",
+    "TorchGridEstimator",
+    "NerfaccEstimator",
     "stratified_samples",
     "sample_pdf",
     "composite",
+    "composite_packed",
+    "composite_samples",
     "render_rays",
     "render_image",
-    "RgbSigmaFn",
-    "RENDERERS",
-    "FieldFns",
-    "make_renderer",
-    "resolve_renderer",
-    "HierarchicalRenderer",
-    "GridRenderer",
     "OccupancyGrid",
     "rays_aabb",
     "march_rays",
-    "composite_packed",
 ]

@@ -1,6 +1,6 @@
-"""Ray marching through an occupancy grid, and volume rendering of packed samples, in plain torch.
+"""Ray marching through an occupancy grid with early stop, in plain torch.
 
-The algorithm is nerfacc's ``OccGridEstimator.sampling`` + ``rendering``, written with torch
+The algorithm is nerfacc's ``OccGridEstimator.sampling``, written with torch
 ops so that it runs on CPU (and on CUDA without nerfacc's extension):
 
 1. **March** (``march_rays``): each ray steps from its ``near`` in steps of ``step_size``
@@ -12,43 +12,31 @@ ops so that it runs on CPU (and on CUDA without nerfacc's extension):
    density pre-pass without gradients over all marched samples, then the rendering pass) or
    front to back (``query_front_to_back``: colour and density in rounds of growing size, with
    gradients, stopping each ray at its early stop; every sample queried once).
-3. **Render** (``composite_packed``): samples are *packed* (a flat list sorted by ray, with
-   ``ray_indices``); per-ray transmittance is an exclusive segment sum of ``sigma * delta``
-   (``torch.cumsum`` minus each ray's offset, found with ``torch.bincount``), and per-ray
-   colour, opacity and depth are segment sums (``index_add_``).
 
-Conventions match the hierarchical renderer (``volume.py``): intervals are scaled by
-``|directions|`` (so NDC rays give the same alpha as there), ``depth`` is the expected ray
-parameter ``sum_i w_i t_i`` at the sample midpoints (not normalised by opacity), and
-``white_bkgd`` adds ``1 - acc``.
+Rendering the samples is the compositor's (``compositing.composite_packed``); its segment sums
+(``exclusive_segment_sum``) also give the early stop its transmittance here.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
+from .compositing import exclusive_segment_sum, packed_transmittance, segment_starts
+from .estimator import RgbSigmaFn
 from .occupancy_grid import OccupancyGrid, ray_aabb_intersect
-from .volume import RgbSigmaFn
 
 __all__ = [
     "march_rays",
-    "segment_starts",
-    "exclusive_segment_sum",
-    "packed_transmittance",
     "visibility_mask",
     "query_front_to_back",
     "FrontToBack",
     "ray_lattice",
     "lattice_transmittance",
-    "composite_packed",
-    "SigmaFn",
 ]
-
-SigmaFn = Callable[[Tensor], Tensor]  # points [n, 3] -> density [n]
 
 _LATTICE_BUDGET = 1 << 22  # candidate steps examined at once (rays are marched in slices)
 
@@ -178,60 +166,6 @@ def lattice_transmittance(
     return points, torch.exp(-before[ray, col]).to(origins.dtype)
 
 
-def segment_starts(ray_indices: Tensor, n_rays: int) -> tuple[Tensor, Tensor]:
-    """Where each ray's samples begin in a packed list sorted by ray.
-
-    Returns:
-        starts: Tensor  # [n_rays] index of each ray's first sample (its count is 0 if none)
-        counts: Tensor  # [n_rays] samples per ray
-    """
-    counts = torch.bincount(ray_indices, minlength=n_rays)
-    return torch.cumsum(counts, 0) - counts, counts
-
-
-def exclusive_segment_sum(values: Tensor, ray_indices: Tensor, n_rays: int) -> Tensor:
-    """Per-ray exclusive prefix sums of packed values: ``out[i] = sum of values[j]``, j < i, same ray.
-
-    One global ``cumsum`` (in float64, so earlier rays' totals do not eat the precision)
-    minus the running total at each ray's first sample. Differentiable in ``values``.
-
-    Args:
-        values: Tensor  # [n_samples]
-        ray_indices: Tensor  # [n_samples] int64, non-decreasing
-
-    Returns:
-        Tensor  # [n_samples], dtype of ``values``
-    """
-    if values.numel() == 0:
-        return values.clone()
-    wide = values.double()
-    before = torch.cumsum(wide, 0) - wide  # sum over all earlier samples
-    starts, _ = segment_starts(ray_indices, n_rays)
-    return (before - before[starts[ray_indices]]).to(values.dtype)
-
-
-def packed_transmittance(
-    t_starts: Tensor, t_ends: Tensor, sigma: Tensor, ray_indices: Tensor, n_rays: int, dir_norm: Tensor
-) -> tuple[Tensor, Tensor]:
-    """Transmittance before each sample and each sample's opacity.
-
-    ``T_i = exp(-sum_{j<i} sigma_j delta_j)``, ``alpha_i = 1 - exp(-sigma_i delta_i)`` with
-    ``delta_i = (t_end - t_start) * |direction|``.
-
-    Args:
-        t_starts, t_ends, sigma: Tensor  # [n_samples]
-        ray_indices: Tensor  # [n_samples]
-        dir_norm: Tensor  # [n_rays] |directions|
-
-    Returns:
-        trans: Tensor  # [n_samples]
-        alphas: Tensor  # [n_samples]
-    """
-    sigma_delta = sigma * (t_ends - t_starts) * dir_norm[ray_indices]
-    trans = torch.exp(-exclusive_segment_sum(sigma_delta, ray_indices, n_rays))
-    return trans, 1.0 - torch.exp(-sigma_delta)
-
-
 @torch.no_grad()
 def visibility_mask(
     t_starts: Tensor,
@@ -348,37 +282,3 @@ def query_front_to_back(
     order = order[visible[order]]  # the visible samples, in packed order
     rgb, sigma = torch.cat([r[2] for r in rounds]), torch.cat([r[3] for r in rounds])
     return FrontToBack(index[order], rgb[order], sigma[order], queried_index, thickness)
-
-
-def composite_packed(
-    rgb: Tensor,
-    sigma: Tensor,
-    t_starts: Tensor,
-    t_ends: Tensor,
-    ray_indices: Tensor,
-    n_rays: int,
-    dir_norm: Tensor,
-    white_bkgd: bool = False,
-) -> dict[str, Tensor]:
-    """Alpha-composite packed samples (nerfacc ``rendering`` with ``rgb_sigma_fn`` results).
-
-    Args:
-        rgb: Tensor  # [n_samples, 3]
-        sigma: Tensor  # [n_samples] density >= 0
-        t_starts, t_ends: Tensor  # [n_samples]
-        ray_indices: Tensor  # [n_samples] int64, non-decreasing
-        dir_norm: Tensor  # [n_rays] |directions|
-
-    Returns:
-        dict with rgb [n_rays, 3], depth [n_rays] (sum of w_i * t_mid_i), acc [n_rays],
-        and per sample weights, trans, alphas [n_samples].
-    """
-    trans, alphas = packed_transmittance(t_starts, t_ends, sigma, ray_indices, n_rays, dir_norm)
-    weights = trans * alphas
-    t_mid = 0.5 * (t_starts + t_ends)
-    color = rgb.new_zeros(n_rays, 3).index_add_(0, ray_indices, weights[:, None] * rgb)
-    acc = weights.new_zeros(n_rays).index_add_(0, ray_indices, weights)
-    depth = weights.new_zeros(n_rays).index_add_(0, ray_indices, weights * t_mid)
-    if white_bkgd:
-        color = color + (1.0 - acc[:, None])
-    return {"rgb": color, "depth": depth, "acc": acc, "weights": weights, "trans": trans, "alphas": alphas}

@@ -1,13 +1,15 @@
-"""The nerfacc path: ``nerfacc.OccGridEstimator`` marching and ``nerfacc.rendering`` (CUDA only).
+"""The nerfacc estimator: ``nerfacc.OccGridEstimator`` marching and updates (CUDA only).
 
 nerfacc is imported lazily, inside these functions: its CUDA extension JIT-compiles on first
 use, which needs a CUDA device, the CUDA toolkit (``nvcc`` / ``CUDA_HOME``) and a compiler
 setting nerfacc's sources accept. ``nerfacc_status`` tries that once per process and says
-why it failed; the dispatcher (``renderer.py``) falls back to ``torch_grid`` under ``auto``.
+why it failed; ``build.resolve_renderer`` falls back to ``torch_grid`` under ``auto``.
 
 The estimator's state is kept in enerf's ``OccupancyGrid`` (same cell layout: one level,
 ``binaries[0, ix, iy, iz]``), so a grid trained here renders with ``torch_grid`` on a CPU
-and the other way round.
+and the other way round. Its samples are composited by the one compositor
+(``compositing.composite_packed``, nerfacc's ``rendering`` written in torch), as
+``torch_grid``'s are: the two differ in their estimator alone.
 
 Only ``enerf/render/`` imports nerfacc.
 """
@@ -19,10 +21,13 @@ import functools
 import torch
 from torch import Tensor
 
-from .marching import SigmaFn
-from .occupancy_grid import OccEvalFn, OccupancyGrid
+from ..config import RenderConfig
+from ..data.rays import Rays
+from .estimator import FieldFns, Samples
+from .grid_estimator import OccupancyGridEstimator
+from .occupancy_grid import OccupancyGrid
 
-__all__ = ["nerfacc_status", "NerfaccGrid"]
+__all__ = ["nerfacc_status", "NerfaccEstimator"]
 
 
 def _build_failure_reason(exc: BaseException) -> str:
@@ -66,24 +71,28 @@ def nerfacc_status(device: torch.device) -> tuple[bool, str]:
     return _extension_status()
 
 
-class NerfaccGrid:
-    """An ``OccGridEstimator`` mirroring an ``OccupancyGrid`` (marching + updates on CUDA).
+class NerfaccEstimator(OccupancyGridEstimator):
+    """``nerfacc.OccGridEstimator`` mirroring this estimator's ``OccupancyGrid`` (``nerfacc``).
 
-    Args:
-        grid: the state; read at construction and written back after every update.
+    The grid is copied into nerfacc's estimator at construction and whenever it is written
+    from outside (``grid_changed``), and copied back after every update. No occlusion culling.
+
+    Args: as ``OccupancyGridEstimator``.
     """
 
-    def __init__(self, grid: OccupancyGrid) -> None:
+    name = "nerfacc"
+
+    def __init__(self, cfg: RenderConfig, grid: OccupancyGrid, occ_scale: float = 1.0) -> None:
+        super().__init__(cfg, grid, occ_scale)
         import nerfacc
 
-        self.grid = grid
         self.estimator = nerfacc.OccGridEstimator(
             roi_aabb=grid.aabb.detach().cpu(), resolution=grid.resolution.tolist(), levels=1
         ).to(grid.occs.device)
-        self.load_from_grid()
+        self.grid_changed()
 
-    def load_from_grid(self) -> None:
-        """Copy the grid's occupancy into the estimator."""
+    def grid_changed(self) -> None:
+        """Copy the grid's occupancy into nerfacc's estimator."""
         self.estimator.aabbs.copy_(self.grid.aabb.reshape(1, 6))
         self.estimator.occs.copy_(self.grid.occs)
         self.estimator.binaries = self.grid.binaries.reshape(self.estimator.binaries.shape).clone()
@@ -93,92 +102,56 @@ class NerfaccGrid:
         self.grid.binaries = self.estimator.binaries.reshape(self.grid.binaries.shape).clone()
 
     @torch.no_grad()
-    def update(self, step: int, occ_eval_fn: OccEvalFn, occ_thre: float, ema_decay: float, warmup_steps: int, n: int) -> None:
-        """``OccGridEstimator.update_every_n_steps`` (random numbers from torch's CUDA generator)."""
+    def update(self, step: int, fns: FieldFns, generator: torch.Generator | None = None) -> None:
+        """``OccGridEstimator.update_every_n_steps`` (random numbers from torch's CUDA generator,
+        not ``generator``)."""
+        cfg = self.cfg
+        occ_eval_fn = self.occ_eval_fn(fns)
         self.estimator.train()
         self.estimator.update_every_n_steps(
             step=step,
             occ_eval_fn=lambda x: occ_eval_fn(x).reshape(-1, 1),
-            occ_thre=occ_thre,
-            ema_decay=ema_decay,
-            warmup_steps=warmup_steps,
-            n=n,
+            occ_thre=cfg.occ_thre,
+            ema_decay=cfg.grid_ema_decay,
+            warmup_steps=cfg.grid_warmup,
+            n=cfg.grid_update_every,
         )
-        if step % n == 0:
+        if step % cfg.grid_update_every == 0:
             self._store_to_grid()
 
     @torch.no_grad()
-    def sample(
-        self,
-        origins: Tensor,
-        directions: Tensor,
-        near: Tensor,
-        far: Tensor,
-        dir_norm: Tensor,
-        sigma_fn: SigmaFn | None,
-        step_size: float,
-        early_stop_eps: float,
-        alpha_thre: float,
-        stratified: bool,
-    ) -> tuple[Tensor, Tensor, Tensor, int]:
-        """``OccGridEstimator.sampling`` over each ray's [near, far].
+    def sample(self, rays: Rays, fns: FieldFns, train: bool, generator: torch.Generator | None = None) -> Samples:
+        """``OccGridEstimator.sampling`` over each ray's [near, far] (stratified iff ``train and cfg.perturb``).
 
-        The density pre-pass (early stop / alpha threshold) queries ``sigma_fn`` at sample
+        The density pre-pass (early stop / alpha threshold) queries ``fns.sigma`` at sample
         midpoints and scales it by ``|direction|``, as the torch path does.
 
         Returns:
-            ray_indices [n], t_starts [n], t_ends [n], and the number of points the
-            pre-pass sent to ``sigma_fn``.
+            packed Samples: ray_indices [n], t_starts [n], t_ends [n]; n_queries counts the
+            points the pre-pass sent to ``fns.sigma``.
         """
+        cfg = self.cfg
+        origins, directions = rays.origins, rays.directions
+        dir_norm = directions.norm(dim=-1)
         queried = [0]
 
         def nerfacc_sigma_fn(t_starts: Tensor, t_ends: Tensor, ray_indices: Tensor) -> Tensor:
             queried[0] += t_starts.shape[0]
             mids = origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * directions[ray_indices]
-            return sigma_fn(mids) * dir_norm[ray_indices]
+            return fns.sigma(mids) * dir_norm[ray_indices]
 
+        alpha_thre = self.alpha_thre()
+        prepass = self.early_stop(fns) and (cfg.early_stop_eps > 0 or alpha_thre > 0)
         self.estimator.eval()
         ray_indices, t_starts, t_ends = self.estimator.sampling(
             origins.contiguous(),
             directions.contiguous(),
-            sigma_fn=nerfacc_sigma_fn if sigma_fn is not None and (early_stop_eps > 0 or alpha_thre > 0) else None,
-            t_min=near.reshape(-1).contiguous(),
-            t_max=far.reshape(-1).contiguous(),
-            render_step_size=step_size,
-            early_stop_eps=early_stop_eps,
+            sigma_fn=nerfacc_sigma_fn if prepass else None,
+            t_min=rays.near.reshape(-1).contiguous(),
+            t_max=rays.far.reshape(-1).contiguous(),
+            render_step_size=cfg.render_step_size,
+            early_stop_eps=cfg.early_stop_eps,
             alpha_thre=alpha_thre,
-            stratified=stratified,
+            stratified=bool(train and cfg.perturb),
         )
-        return ray_indices.long(), t_starts, t_ends, queried[0]
-
-    @staticmethod
-    def render(
-        t_starts: Tensor,
-        t_ends: Tensor,
-        ray_indices: Tensor,
-        n_rays: int,
-        rgb_sigma: tuple[Tensor, Tensor],
-        dir_norm: Tensor,
-        white_bkgd: bool,
-    ) -> dict[str, Tensor]:
-        """``nerfacc.rendering`` of already-queried samples.
-
-        Returns:
-            dict with rgb [n_rays, 3], depth [n_rays] (sum of w_i * t_mid_i, as the torch
-            path), acc [n_rays] and weights [n_samples].
-        """
-        import nerfacc
-
-        rgb, sigma = rgb_sigma
-        scaled = sigma * dir_norm[ray_indices]
-        colors, opacities, _, extras = nerfacc.rendering(
-            t_starts,
-            t_ends,
-            ray_indices=ray_indices,
-            n_rays=n_rays,
-            rgb_sigma_fn=lambda *_: (rgb, scaled),
-            render_bkgd=torch.ones(3, device=rgb.device, dtype=rgb.dtype) if white_bkgd else None,
-        )
-        t_mid = (0.5 * (t_starts + t_ends))[:, None]
-        depth = nerfacc.accumulate_along_rays(extras["weights"], t_mid, ray_indices=ray_indices, n_rays=n_rays)
-        return {"rgb": colors, "depth": depth[:, 0], "acc": opacities[:, 0], "weights": extras["weights"]}
+        return Samples(ray_indices=ray_indices.long(), t_starts=t_starts, t_ends=t_ends, n_queries=queried[0])

@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..export.images import render_view
 from ..fields.nerf import NeRFField
 from ..metrics import LPIPS_MIN_SIZE, image_metrics, make_lpips
-from ..render.renderer import Renderer
+from ..render import Renderer
 from ..run import load_run
 from ..runfolder import RunLock, check_output_dir
 

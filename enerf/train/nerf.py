@@ -31,7 +31,7 @@ from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers, conditioned_weights_once
 from ..optim import PreconditionedOptimizer
-from ..render.renderer import FieldFns, Renderer, make_renderer
+from ..render import FieldFns, Renderer, build_renderer
 from ..rng import seed_everything
 from ..run import build_fields, field_fns, run_dir, select_device
 from ..runfolder import check_output_dir
@@ -197,7 +197,7 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     fns = field_fns(fields, cfg.render.raw_noise_std)
     # Renderer (and its occupancy grid, restored on resume); rays per step sized for a sample budget.
     saved_extra = payload["extra"] if payload is not None else {}
-    renderer = make_renderer(cfg.render, device, state=saved_extra.get("estimator"), training_rays=rays, aabb=scene.aabb)
+    renderer = build_renderer(cfg.render, device, state=saved_extra.get("estimator"), rays=rays, aabb=scene.aabb)
     ray_batch = RayBatch.for_run(cfg, len(sampler), renderer.name)
     ray_batch.load_state_dict(saved_extra.get("ray_batch"))
     return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, fns, renderer, ray_batch,

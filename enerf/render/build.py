@@ -1,0 +1,119 @@
+"""The one way to get a renderer: ``build_renderer`` (and ``resolve_renderer``, which picks it).
+
+``--renderer`` names the estimator:
+
+* ``hierarchical``: NeRF's stratified (+ importance) sampling (``hierarchical.py``).
+* ``torch_grid``: occupancy-grid ray marching with empty-space skipping and early stop,
+  packed rendering, all in plain torch (``grid_estimator.py``, ``marching.py``); CPU or CUDA.
+* ``nerfacc``: the same algorithm through ``nerfacc.OccGridEstimator`` (``nerfacc_backend.py``);
+  needs CUDA and nerfacc's extension.
+* ``auto``: ``nerfacc`` when the run is on CUDA and nerfacc's extension builds, otherwise
+  ``torch_grid`` (one warning line on stderr when the build failed, saying why).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Callable
+
+import torch
+
+from ..config import RENDERERS, RenderConfig
+from ..data.rays import Rays, flatten_rays
+from ..errors import ConfigError
+from .estimator import FieldFns
+from .grid_estimator import TorchGridEstimator
+from .hierarchical import HierarchicalEstimator
+from . import nerfacc_backend
+from .occupancy_grid import OccupancyGrid, rays_aabb
+from .renderer import Renderer
+
+__all__ = ["RENDERERS", "resolve_renderer", "build_renderer"]
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        print(f"enerf: warning: {message}", file=sys.stderr)
+
+
+def resolve_renderer(name: str, device: torch.device, warn: Callable[[str], None] = _warn_once) -> str:
+    """The renderer that ``name`` means on ``device``: hierarchical, torch_grid or nerfacc.
+
+    Raises:
+        ConfigError: ``nerfacc`` was asked for and cannot run here (the message says why).
+    """
+    if name not in RENDERERS:
+        raise ConfigError(f"renderer {name!r} is not one of {', '.join(RENDERERS)}", ("renderer",))
+    if name in ("hierarchical", "torch_grid"):
+        return name
+    ok, why = nerfacc_backend.nerfacc_status(device)
+    if name == "nerfacc":
+        if not ok:
+            raise ConfigError(f"renderer nerfacc cannot run: {why}; use renderer torch_grid (the same algorithm in torch) or auto", ("renderer",))
+        return "nerfacc"
+    if ok:
+        return "nerfacc"
+    if device.type == "cuda":  # on a CPU run torch_grid is simply what auto means
+        warn(f"--renderer auto falls back to torch_grid: {why}")
+    return "torch_grid"
+
+
+def build_renderer(
+    cfg: RenderConfig,
+    device: torch.device,
+    *,
+    state: dict | None = None,
+    rays: Rays | None = None,
+    aabb: tuple[float, ...] | None = None,
+    read_off: FieldFns | None = None,
+    grid: OccupancyGrid | None = None,
+    fallback: bool = False,
+) -> Renderer:
+    """The renderer ``cfg.renderer`` resolves to on ``device``.
+
+    A grid estimator's occupancy grid comes from, in this order:
+
+    * ``grid``: this grid itself (its state is the renderer's);
+    * ``state``: a ``Renderer.state_dict()`` (a checkpoint's ``estimator``), restored;
+    * ``rays`` (Rays [..., c]; the training rays, or the rays to render): an empty grid over
+      ``aabb`` (the scene's content box, e.g. a Blender object's) or else over the box of
+      the rays' [near, far] segments, with ``occ_scale`` their mean |direction|.
+
+    Args:
+        read_off: fill the new grid from this field alone (one full-grid density pass, the
+            rule a warm-up update applies): for rendering a field without its trained grid.
+        fallback: ``nerfacc`` renders with ``torch_grid`` where nerfacc cannot run (both keep
+            the same grid state), for a trained checkpoint; otherwise that is a ConfigError.
+
+    Raises:
+        ConfigError: a renderer that cannot run here, or settings it cannot honour.
+        ValueError: a grid renderer with neither ``grid``, ``state`` nor ``rays``.
+    """
+    if fallback and cfg.renderer == "nerfacc" and not nerfacc_backend.nerfacc_status(device)[0]:
+        cfg = dataclasses.replace(cfg, renderer="torch_grid")
+    name = resolve_renderer(cfg.renderer, device)
+    if name == "hierarchical":
+        return Renderer(cfg, HierarchicalEstimator(cfg))
+    flat = flatten_rays(rays) if rays is not None else None
+    if grid is None:
+        if state is not None:
+            box = state["grid"]["aabb"]
+        elif aabb is not None and flat is not None:
+            box = torch.tensor(aabb, dtype=torch.float32)
+        elif flat is not None:
+            box = rays_aabb(flat.origins, flat.directions, flat.near, flat.far, margin=0.02)
+        else:
+            raise ValueError("a grid renderer needs a saved state or the training rays to size its grid")
+        grid = OccupancyGrid(box, cfg.grid_resolution).to(device)
+    estimator = (nerfacc_backend.NerfaccEstimator if name == "nerfacc" else TorchGridEstimator)(cfg, grid)
+    if state is not None:
+        estimator.load_state_dict(state)
+    elif flat is not None:
+        estimator.occ_scale = float(flat.directions.norm(dim=-1).mean())
+    if read_off is not None:
+        estimator.read_off_field(read_off)
+    return Renderer(cfg, estimator)

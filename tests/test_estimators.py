@@ -1,0 +1,52 @@
+"""The sampling interface: estimators behind ``build_renderer``, and their CPU-testable preconditions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from enerf.config import RenderConfig
+from enerf.errors import ConfigError
+from enerf.render import NerfaccEstimator, Samples, build_renderer
+from enerf.render.compositing import composite, composite_packed
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"cull_occluded": True, "early_stop_eps": 1e-2}, "--cull_occluded needs --renderer torch_grid"),
+    ({"n_importance": 8}, "--N_importance 8 asks for a fine network"),
+])
+def test_nerfacc_estimator_refuses_what_it_cannot_honour_before_touching_nerfacc(random_grid, settings, message):
+    """Checked on any machine: the settings error comes before nerfacc (CUDA) is imported."""
+    with pytest.raises(ConfigError, match=message):
+        NerfaccEstimator(RenderConfig(renderer="nerfacc", **settings), random_grid(4, 1.0, seed=0))
+
+
+@pytest.mark.parametrize("renderer", ["hierarchical", "torch_grid"])
+def test_renderer_composites_the_estimators_samples_and_images_equal_batches(renderer, random_rays, random_grid,
+                                                                            smooth_fns):
+    """``Renderer.render_rays`` = the compositor applied by hand to the estimator's samples at the
+    points they name; ``render_image`` over an [H, W] ray grid, chunked, = one batch of all rays."""
+    cfg = RenderConfig(renderer=renderer, n_samples=24, render_step_size=1 / 48, early_stop_eps=0.0, perturb=False)
+    rays, fns = random_rays(60, seed=4), smooth_fns()
+    built = build_renderer(cfg, CPU, grid=random_grid(8, 0.6, seed=5)) if renderer == "torch_grid" else build_renderer(cfg, CPU)
+    out = built.render_rays(rays, fns, train=False)
+    samples: Samples = built.estimator.sample(rays, fns, train=False)
+    assert samples.packed == (renderer == "torch_grid") and samples.count > 60
+    if samples.packed:
+        t_mid = 0.5 * (samples.t_starts + samples.t_ends)
+        points = rays.origins[samples.ray_indices] + t_mid[:, None] * rays.directions[samples.ray_indices]
+        rgb, sigma = fns.rgb_sigma(points, rays.viewdirs[samples.ray_indices])
+        expected = composite_packed(rgb, sigma, samples.t_starts, samples.t_ends, samples.ray_indices, 60,
+                                    rays.directions.norm(dim=-1))
+    else:
+        points = rays.origins[:, None] + samples.t[..., None] * rays.directions[:, None]
+        rgb, sigma = fns.rgb_sigma(points, rays.viewdirs[:, None].expand(points.shape))
+        expected = composite(rgb, sigma, samples.t, rays.directions)
+    for key in ("rgb", "depth", "acc"):
+        torch.testing.assert_close(out[key], expected[key], rtol=0, atol=0)
+    assert out["n_samples"] == samples.count and out["n_queries"] == samples.count
+    image = built.render_image(type(rays)(*(t.reshape(6, 10, -1) for t in rays)), fns, chunk=7)
+    for key in ("rgb", "depth", "acc"):
+        torch.testing.assert_close(image[key].reshape(out[key].shape), out[key])
