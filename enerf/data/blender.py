@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from .llff import area_downscale
+from .llff import area_downscale, checked_factor
 from .scene import Scene
 
 __all__ = ["load_blender", "orbit_path", "read_rgba", "BLENDER_NEAR", "BLENDER_FAR", "BLENDER_AABB"]
@@ -137,8 +137,7 @@ def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, t
         DataError: a missing or malformed file, with one line naming it.
     """
     datadir = Path(datadir)
-    if factor < 1 or int(factor) != factor:
-        raise ConfigError(f"factor must be a positive integer, got {factor}")
+    checked_factor(factor)
     if testskip < 1:
         raise ConfigError(f"testskip must be >= 1, got {testskip}")
     if not datadir.is_dir():

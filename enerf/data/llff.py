@@ -29,6 +29,7 @@ from .camera_paths import llff_spiral_path, normalize, poses_avg, spherical_path
 from .scene import Scene
 
 __all__ = [
+    "checked_factor",
     "load_llff",
     "read_poses_bounds",
     "list_images",
@@ -216,6 +217,13 @@ def spherify_poses(
     return reset[:, :3, :4], render_poses, bounds, to_previous
 
 
+def checked_factor(factor: float) -> int:
+    """A loader's downscale factor as an int; ConfigError unless it is a positive integer."""
+    if factor < 1 or int(factor) != factor:
+        raise ConfigError(f"factor must be a positive integer, got {factor}")
+    return int(factor)
+
+
 def load_llff(
     datadir: str | Path,
     factor: int = 8,
@@ -240,11 +248,9 @@ def load_llff(
         DataError: a missing or malformed file, with one line naming it.
     """
     datadir = Path(datadir)
-    if factor < 1 or int(factor) != factor:
-        raise ConfigError(f"factor must be a positive integer, got {factor}")
+    factor = checked_factor(factor)
     if llffhold < 0:
         raise ConfigError(f"llffhold must be >= 0, got {llffhold}")
-    factor = int(factor)
     if not datadir.is_dir():
         raise DataError(f"{datadir}: scene folder not found")
 
