@@ -94,6 +94,7 @@ FLAG_TO_FIELD = {
     "time_budget": ("train", "time_budget"),
     "stop_at_psnr": ("train", "stop_at_psnr"),
     "device": ("train", "device"),
+    "dist_timeout": ("train", "dist_timeout"),
     "precond": ("train", "precond"),
     "weight_decay": ("train", "weight_decay"),
     "decay_space": ("train", "decay_space"),
@@ -122,6 +123,7 @@ HELP = {
     "eval_every": "steps between held-out evaluations (0: only at the end)",
     "time_budget": "stop training after this many seconds (0: no limit)",
     "device": "auto (CUDA if available), cpu or cuda",
+    "dist_timeout": "torchrun runs: seconds a rank waits for the others before it stops with one line (a dead rank)",
     "renderer": "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid ray marching in plain torch, "
                 "CPU or CUDA), nerfacc (the same with nerfacc, CUDA), auto (nerfacc if it builds, else torch_grid)",
     "render_step_size": "grid renderers: marching step in ray t (NDC rays span t in [0, 1])",
@@ -278,7 +280,8 @@ def _cmd_train(argv: list[str]) -> int:
         if getattr(args, key) is not None:
             print(f"enerf: note: {key} is ignored; the fine network has the coarse network's shape", file=sys.stderr)
     metrics = train_nerf(cfg, data_root=DATA_ROOT, resume=args.resume, progress=not args.quiet)
-    _print_metrics(metrics, Path(cfg.basedir) / cfg.expname / "metrics.json")
+    if metrics is not None:  # distributed: None on the ranks other than 0
+        _print_metrics(metrics, Path(cfg.basedir) / cfg.expname / "metrics.json")
     return 0
 
 
@@ -411,6 +414,9 @@ def _cmd_compare(argv: list[str]) -> int:
         "modes": "COND, COND+PRECOND or COND:LAYERS, each optionally *S (learning rates times S), e.g. none row rowcol row+bnp row:all row*2",
         "jobs": "runs at once (each gets cores // jobs threads)", "out": "output folder",
         "baseline": "mode the deltas are measured against",
+        "launcher": "local (subprocesses on this machine, --jobs at once) or ray (one Ray task per run)",
+        "address": "ray: address of a running cluster (ray start --head); empty: start a local Ray instance",
+        "run_cpus": "ray: CPUs each run declares (and its torch threads)", "run_gpus": "ray: GPUs each run declares",
     })
     args = parser.parse_args(argv)
     cfg = validate_compare_config(_dataclass_from_args(CompareConfig, args))

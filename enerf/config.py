@@ -165,6 +165,7 @@ class TrainConfig:
     time_budget: float = 0.0  # stop after this many seconds of training (0: no limit)
     stop_at_psnr: float = 0.0  # stop once a periodic held-out evaluation reaches this PSNR (0: never)
     device: str = "auto"  # auto | cpu | cuda
+    dist_timeout: float = 300.0  # torchrun: seconds a rank waits for the others before it stops (a dead rank)
     compute_lpips: bool = True
     precond: str = "none"  # gradient preconditioner, one of PRECOND_MODES (bnp: BNP, Algorithms 2-3)
     weight_decay: float = 0.0  # λ of the L2 regularization (0: off)
@@ -247,6 +248,10 @@ class CompareConfig:
     jobs: int = 1  # runs at once, each with cores // jobs threads
     out: str = "runs/compare"
     baseline: str = "none"  # the mode Δ is measured against
+    launcher: str = "local"  # local (subprocesses here) | ray (one Ray task per run; enerf.compare.launchers)
+    address: str = ""  # ray: the cluster to join (ray start --head prints it); "": a local Ray instance
+    run_cpus: float = 1.0  # ray: CPUs each run declares (and its torch threads)
+    run_gpus: float = 0.0  # ray: GPUs each run declares
 
 
 def _build(cls, values: dict):

@@ -21,6 +21,7 @@ import functools
 import torch
 from torch import Tensor
 
+from ..distributed import broadcast_buffers
 from ..config import RenderConfig
 from ..data.rays import Rays
 from .estimator import FieldFns, Samples
@@ -118,6 +119,8 @@ class NerfaccEstimator(OccupancyGridEstimator):
         )
         if step % cfg.grid_update_every == 0:
             self._store_to_grid()
+            if broadcast_buffers(self.grid):  # distributed: rank 0's grid (nerfacc draws from each rank's CUDA RNG)
+                self.grid_changed()
 
     @torch.no_grad()
     def sample(self, rays: Rays, fns: FieldFns, train: bool, generator: torch.Generator | None = None) -> Samples:
