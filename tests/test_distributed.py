@@ -82,10 +82,10 @@ def _dead_rank_worker(rank: int, port: int, scene: Path, out: Path) -> None:
             "--expname", "dead", "--iters", "50", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
             "--N_samples", "8", "--N_rand", "64", "--no_lpips", "--quiet", "--device", "cpu", "--dist_timeout", "20"]
     if rank == 1:  # dies at its 3rd step, as a killed process would
-        import enerf.train.nerf as nerf
+        import enerf.train.loop as loop
 
-        real = nerf.step_run
-        nerf.step_run = lambda run, step: os._exit(1) if step == 2 else real(run, step)
+        real = loop.take_step
+        loop.take_step = lambda task, step: os._exit(1) if step == 2 else real(task, step)
     from enerf.cli import main
 
     err = io.StringIO()
