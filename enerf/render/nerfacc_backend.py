@@ -21,9 +21,9 @@ import functools
 import torch
 from torch import Tensor
 
-from ..distributed import broadcast_buffers
 from ..config import RenderConfig
 from ..data.rays import Rays
+from ..distributed import broadcast_buffers
 from .estimator import FieldFns, Samples
 from .grid_estimator import OccupancyGridEstimator
 from .occupancy_grid import OccupancyGrid
