@@ -69,5 +69,6 @@ def cmd_train(argv: list[str]) -> int:
         if getattr(args, key) is not None:
             print(f"enerf: note: {key} is ignored; the fine network has the coarse network's shape", file=sys.stderr)
     metrics = train_nerf(cfg, data_root=DATA_ROOT, resume=args.resume, progress=not args.quiet)
-    print_metrics(metrics, Path(cfg.basedir) / cfg.expname / "metrics.json")
+    if metrics is not None:  # distributed: None on the ranks other than 0
+        print_metrics(metrics, Path(cfg.basedir) / cfg.expname / "metrics.json")
     return 0

@@ -18,6 +18,7 @@ from ..config import CONDITIONING_MODES, CompareConfig, run_config_from_dict
 from ..errors import ConfigError
 from . import plots
 from .grid import GridRun, Runner, plan_grid, run_grid, scene_label, subprocess_runner
+from .launchers import make_launcher
 from .table import collect, table_rows, to_csv, to_markdown
 from .tasks import Task, get_task, parse_mode
 
@@ -40,7 +41,8 @@ def run_compare(cfg: CompareConfig, config_file: list[str] | str | None = None, 
     modes = [parse_mode(m, known, _known_precond(), lr_scales=task.name == "nerf") for m in cfg.modes]
     extra = list(extra or [])
     runs = plan_grid(task, list(cfg.scenes), modes, list(cfg.seeds), Path(cfg.out), config_file, extra)
-    run_grid(task, runs, extra, cfg.jobs, runner, progress)
+    launcher = make_launcher(cfg.launcher, runner, cfg.jobs, cfg.address, cfg.run_cpus, cfg.run_gpus)
+    run_grid(task, runs, extra, cfg.jobs, runner, progress, launcher)
     return write_report(task, runs, cfg, data_root)
 
 

@@ -8,51 +8,27 @@ off is resumed from its checkpoint (tasks with a resume flag); a run whose recor
 is started again.
 
 The command runner is injectable (``runner(cmd, env, log_path) -> RunResult``) so tests
-and other front ends can run the grid without subprocesses.
+and other front ends can run the grid without subprocesses; so is the launcher that runs the
+commands (``launchers.py``: here, or as Ray tasks).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, NamedTuple
 
 from tqdm import tqdm
 
 from ..atomic import atomic_write_text
 from ..errors import ConfigError, EnerfError
+from .launchers import Job, Launcher, RunResult, Runner, local_launcher, log_tail, subprocess_runner, threads_per_run
 from .tasks import ModeSpec, Task
 
 __all__ = ["RunResult", "GridRun", "Runner", "subprocess_runner", "scene_configs", "plan_grid", "run_grid",
            "threads_per_run"]
-
-
-class RunResult(NamedTuple):
-    returncode: int
-    wall_seconds: float
-    peak_rss_gb: float | None
-
-
-Runner = Callable[[list[str], dict, Path], RunResult]
-
-
-def subprocess_runner(cmd: list[str], env: dict, log_path: Path) -> RunResult:
-    """Run ``cmd`` with stdout and stderr in ``log_path``; measures wall time and peak RSS."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w") as log:
-        tic = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        proc.returncode = code  # reaped by wait4; tell Popen so it does not wait again
-    return RunResult(code, time.perf_counter() - tic, usage.ru_maxrss / 1024**2)  # KiB -> GiB
 
 
 @dataclass
@@ -154,39 +130,41 @@ def plan_grid(task: Task, scenes, modes: list[ModeSpec], seeds, out: Path, confi
     return runs
 
 
-def threads_per_run(jobs: int) -> int:
-    """CPU threads each of ``jobs`` parallel runs gets: cores // jobs (at least 1)."""
-    return max(1, (os.cpu_count() or 1) // max(1, jobs))
-
-
-def _launch(task: Task, run: GridRun, extra: list[str], env: dict, runner: Runner) -> GridRun:
+def _start(task: Task, run: GridRun, extra: list[str]) -> Job:
+    """Record ``run`` as running; its command (resuming a matching run that was cut off)."""
     resume = (run.record.get("signature") == run.signature and bool(task.resume_flag)
               and (run.run_dir / "checkpoints" / "latest.pt").is_file())
     cmd = task.command(sys.executable, run.scene, run.mode, run.seed, run.basedir, run.expname, run.config, extra, resume)
     run.record = {"signature": run.signature, "status": "running", "command": cmd, "resumed": resume}
     atomic_write_text(run.record_path, json.dumps(run.record, indent=2) + "\n")
-    result = runner(cmd, env, run.run_dir / "compare.log")
+    return Job(cmd, run.run_dir / "compare.log")
+
+
+def _finish(run: GridRun, result: RunResult) -> None:
+    """Record how ``run`` ended; a failed run's log tail goes to stderr at once."""
     ok = result.returncode == 0 and run.metrics_path.is_file()
     run.status = "done" if ok else "failed"
     run.record.update(status=run.status, returncode=result.returncode, wall_seconds=result.wall_seconds,
                       peak_rss_gb=result.peak_rss_gb)
     atomic_write_text(run.record_path, json.dumps(run.record, indent=2) + "\n")
-    return run
+    if not ok:
+        tail = "".join(f"\n    {line}" for line in log_tail(run.run_dir / "compare.log"))
+        tqdm.write(f"{run.expname} failed (exit {result.returncode}); end of {run.run_dir / 'compare.log'}:{tail}",
+                   file=sys.stderr)
 
 
 def run_grid(task: Task, runs: list[GridRun], extra: list[str], jobs: int = 1,
-             runner: Runner = subprocess_runner, progress: bool = True) -> list[GridRun]:
-    """Launch every run that is not skipped, ``jobs`` at a time; raises EnerfError if any failed."""
-    if jobs < 1:
-        raise ConfigError(f"--jobs must be at least 1, got {jobs}")
+             runner: Runner = subprocess_runner, progress: bool = True, launcher: Launcher | None = None) -> list[GridRun]:
+    """Launch every run that is not skipped with ``launcher`` (default: here, ``jobs`` at a time,
+    with ``runner``); the others go on when one fails. Raises EnerfError if any failed."""
+    launch = launcher or local_launcher(runner, jobs)
     todo = [r for r in runs if r.status != "skipped"]
-    threads = str(threads_per_run(jobs))
-    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
     bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="compare", disable=not progress, dynamic_ncols=True)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for run in pool.map(lambda r: _launch(task, r, extra, env, runner), todo):
-            bar.set_postfix_str(f"{run.expname}: {run.status}")
-            bar.update(1)
+    for index, result in launch([_start(task, run, extra) for run in todo]):
+        run = todo[index]
+        _finish(run, result)
+        bar.set_postfix_str(f"{run.expname}: {run.status}")
+        bar.update(1)
     bar.close()
     failed = [r for r in runs if r.status == "failed"]
     if failed:

@@ -69,6 +69,11 @@ class CompareConfig:
     jobs: int = option(1, "runs at once (each gets cores // jobs threads)", lo=1, hi=256)
     out: str = option("runs/compare", "output folder")
     baseline: str = option("none", "mode the deltas are measured against")
+    launcher: str = option("local", "local (subprocesses on this machine, --jobs at once) or ray (one Ray task per run)",
+                           choices=("local", "ray"))
+    address: str = option("", "ray: address of a running cluster (ray start --head); empty: start a local Ray instance")
+    run_cpus: float = option(1.0, "ray: CPUs each run declares (and its torch threads)", lo=0.0, lo_open=True)
+    run_gpus: float = option(0.0, "ray: GPUs each run declares", lo=0.0)
 
     def __post_init__(self) -> None:
         check_config(self)

@@ -148,6 +148,8 @@ class Cadence:
     ckpt_every: int = option(0, "steps between checkpoints (0: only at the end)", lo=0)
     time_budget: float = option(0.0, "stop training after this many seconds (0: no limit)", lo=0.0)
     device: str = option("auto", "auto (CUDA if available), cpu or cuda", choices=DEVICES)
+    dist_timeout: float = option(300.0, "torchrun runs: seconds a rank waits for the others before it stops with one "
+                                 "line (a dead rank)", lo=0.0, lo_open=True)
 
 
 @dataclass(frozen=True)

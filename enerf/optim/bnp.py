@@ -57,6 +57,7 @@ from typing import Iterable
 import torch
 from torch import Tensor, nn
 
+from ..distributed import reduce_batch_moments
 from ..errors import ConfigError
 
 __all__ = ["BNP", "bnp_linear_transform", "bnp_conv_transform", "weight_parameter"]
@@ -225,6 +226,7 @@ class BNP:
     @torch.no_grad()
     def update_statistics(self) -> None:
         """Algorithm 2/3 steps 1-3 for every layer that saw a mini-batch since the last call."""
+        reduce_batch_moments(self.states)  # distributed: the moments of the global batch (all ranks')
         for s in self.states:
             if s.batch_count == 0:
                 continue

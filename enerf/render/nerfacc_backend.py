@@ -23,6 +23,7 @@ from torch import Tensor
 
 from ..config import RenderConfig
 from ..data.rays import Rays
+from ..distributed import broadcast_buffers
 from .estimator import FieldFns, Samples
 from .grid_estimator import OccupancyGridEstimator
 from .occupancy_grid import OccupancyGrid
@@ -118,6 +119,8 @@ class NerfaccEstimator(OccupancyGridEstimator):
         )
         if step % cfg.grid_update_every == 0:
             self._store_to_grid()
+            if broadcast_buffers(self.grid):  # distributed: rank 0's grid (nerfacc draws from each rank's CUDA RNG)
+                self.grid_changed()
 
     @torch.no_grad()
     def sample(self, rays: Rays, fns: FieldFns, train: bool, generator: torch.Generator | None = None) -> Samples:

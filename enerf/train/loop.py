@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from ..atomic import atomic_write_json, json_safe
 from ..checkpoint import save_checkpoint
+from ..distributed import any_rank, average_gradients, is_writer
 from ..nn.conditioning import condition_numbers
 from ..runfolder import RunLock, remove_stale_temp_files
 from .divergence import FiniteGuard
@@ -97,8 +98,8 @@ class StepResult(NamedTuple):
 
 def writes_outputs() -> bool:
     """Whether this process writes the run's files (config.json, tb/, checkpoints, metrics): the
-    one place that decides. One process per run today; data-parallel: rank 0 only."""
-    return True
+    one place that decides. Data-parallel (``enerf.distributed``): rank 0 only."""
+    return is_writer()
 
 
 def take_step(task: TrainingTask, step: int) -> StepResult:
@@ -109,7 +110,9 @@ def take_step(task: TrainingTask, step: int) -> StepResult:
     losses.update(task.optimizer.penalties())
     loss = sum(losses.values())
     task.optimizer.zero_grad(set_to_none=True)
-    task.optimizer.backward(loss)  # the one backward pass (data-parallel: all-reduce the gradients after it)
+    task.optimizer.backward(loss)  # the one backward pass
+    # distributed: the gradient of the global batch, each rank weighted by its share of it
+    average_gradients(task.optimizer.params, getattr(task, "batch_share", 1.0))
     task.optimizer.step()
     return StepResult(losses, loss, lr)
 
@@ -152,15 +155,18 @@ class _NoWriter:
         pass
 
 
-def train_loop(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool = True) -> dict:
+def train_loop(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool = True) -> dict | None:
     """Lock ``out_dir``, train ``task`` from ``task.loop.step`` to its last step (or until it
-    stops early), write the last checkpoint to ``ckpt_path``; returns ``task.finish``'s metrics."""
+    stops early), write the last checkpoint to ``ckpt_path``; returns ``task.finish``'s metrics
+    (None in a process that writes no outputs: ranks other than 0)."""
+    if not writes_outputs():  # distributed: rank 0 holds the lock and writes
+        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress)
     with RunLock(out_dir, task.command):
         remove_stale_temp_files(out_dir)
         return _train_locked(task, Path(out_dir), Path(ckpt_path), progress)
 
 
-def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool) -> dict:
+def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool) -> dict | None:
     cfg, t, state = task.cfg, task.cfg.train, task.loop
     writes = writes_outputs()
     if writes:
@@ -180,44 +186,49 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
                                    **task.checkpoint_extras()})
         saved_step = step
 
-    bar = tqdm(range(state.step, t.iters), initial=state.step, total=t.iters, disable=not progress,
+    bar = tqdm(range(state.step, t.iters), initial=state.step, total=t.iters, disable=not (progress and writes),
                dynamic_ncols=True, desc=cfg.expname)
+    say = bar.write if writes else (lambda line: None)
     for step in bar:
         result = take_step(task, step)
         done = state.step = step + 1
         guard.check(done, result.loss, ckpt_path, saved_step)
-        if done % t.log_every == 0 or done == t.iters:
+        if writes and (done % t.log_every == 0 or done == t.iters):
             postfix, scalars = task.log(done, result.losses, result.loss)
             bar.set_postfix(**postfix)
             for name, value in result.losses.items():
                 writer.add_scalar(f"train/{name}", value.item(), done)
             for tag, value in {**scalars, "train/lr": result.lr}.items():
                 writer.add_scalar(tag, value, done)
-        if t.kappa_every > 0 and (done % t.kappa_every == 0 or done == 1):
+        if writes and t.kappa_every > 0 and (done % t.kappa_every == 0 or done == 1):
             kappas = condition_numbers(task.kappa_module())
             state.kappa_history.append({"step": done, "layers": {k: json_safe(v) for k, v in kappas.items()}})
             for layer, (kappa_w, kappa_ew) in kappas.items():
                 writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
                 writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
-        if t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters:
+        # distributed: the other ranks evaluate too when the result may stop the run (the same on every rank)
+        if (t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters
+                and (writes or getattr(t, "stop_at_psnr", 0) > 0)):
             with clock.paused():
                 evaluation = task.evaluate(done)
                 state.history.append({"step": done, "train_seconds": clock.seconds, **evaluation.record})
                 for tag, value in evaluation.scalars.items():
                     writer.add_scalar(tag, value, done)
-                bar.write(f"step {done}: {evaluation.message}")
+                say(f"step {done}: {evaluation.message}")
             if evaluation.stop:
-                bar.write(evaluation.stop)
+                say(evaluation.stop)
                 break
         if t.ckpt_every > 0 and done % t.ckpt_every == 0 and done < t.iters:
             with clock.paused():
                 checkpoint(done)
-        if t.time_budget > 0 and clock.seconds >= t.time_budget:
-            bar.write(f"time budget of {t.time_budget:.0f} s reached at step {done}")
+        if t.time_budget > 0 and any_rank(clock.seconds >= t.time_budget):  # distributed: all stop at one step
+            say(f"time budget of {t.time_budget:.0f} s reached at step {done}")
             break
     bar.close()
     clock.stop()
     checkpoint(state.step)
+    if not writes:  # distributed: rank 0 evaluates and writes metrics.json
+        return None
     metrics = task.finish(state, out_dir, ckpt_path)
     tag, key = task.final_scalar
     writer.add_scalar(tag, metrics[key], state.step)

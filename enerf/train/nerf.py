@@ -26,6 +26,7 @@ from ..config import RunConfig, TrainConfig
 from ..data.loaders import load_scene
 from ..data.sampler import RaySampler, center_mask, training_rays
 from ..data.scene import Scene
+from ..distributed import broadcast_parameters, process_group, rank_device, rank_generator, shard_batch, sum_over_ranks
 from ..errors import CheckpointError
 from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
@@ -88,6 +89,7 @@ class NerfRun:
     loop: LoopState
     resumed: bool = False
     warmup_psnr: float | None = None  # best training PSNR logged in the first warmup_steps steps
+    batch_share: float = 1.0  # distributed: this rank's share of the last step's global ray batch
 
     command = "enerf train"
     final_scalar = ("test/psnr", "psnr")
@@ -110,8 +112,11 @@ class NerfRun:
             self.renderer.update(step, self.fns, self.generator)  # occupancy grid, every grid_update_every steps
             self.sampler.batch_size = self.ray_batch.n_rays
             batch_rays, target = self.sampler.sample(center_only=step < train.precrop_iters)
-            out = self.renderer.render_rays(batch_rays, self.fns, train=True, generator=self.generator)
-        self.ray_batch.record(target.shape[0], out["n_samples"], out["n_queries"])
+            batch_rays, target = shard_batch(batch_rays, target)  # distributed: this rank's share of the global batch
+            self.batch_share = target.shape[0] / self.sampler.batch_size
+            out = self.renderer.render_rays(batch_rays, self.fns, train=True,
+                                            generator=rank_generator(self.generator))  # distributed: own jitter
+        self.ray_batch.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"]))  # distributed: global counts
         return nerf_losses(out, target, self.fields, train.tv_weight)
 
     def named_parameters(self):
@@ -182,12 +187,13 @@ class NerfRun:
 def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfRun:
     """Seed, load the scene, build fields, optimizer, ray sampler, renderer (and its grid) and
     ray batch for ``cfg``; restored from a checkpoint ``payload`` when given."""
-    device = select_device(cfg.train.device)
+    device = rank_device(select_device(cfg.train.device))  # distributed: cuda:LOCAL_RANK
     generator = seed_everything(cfg.train.seed)
     scene = load_scene(cfg.data, data_root, cfg.render.white_bkgd)
     fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=device)
     optimizer = optimizer_from_config(fields.values(), cfg.train)
     loop = restore_loop_state(payload, fields, optimizer, generator)
+    broadcast_parameters(fields.values())  # distributed: every rank starts from rank 0's weights
     rays, rgb = training_rays(scene, scene.i_train, device)
     mask = center_mask(len(scene.i_train), scene.height, scene.width, cfg.train.precrop_frac)
     sampler = RaySampler(rays, rgb, cfg.train.n_rand, generator, center_mask=mask)
@@ -228,8 +234,9 @@ def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
     return payload
 
 
-def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True) -> dict:
-    """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json).
+def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True) -> dict | None:
+    """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json),
+    None on the ranks other than 0 of a run on several processes (``enerf.distributed``).
 
     Flags and the output folder are checked first; the run folder is locked (``RunLock``) from
     the first write to the last, and stale temp files of a killed run are removed."""
@@ -237,4 +244,5 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
     check_output_dir(out_dir, "--basedir")
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
     payload = _resume_state(ckpt_path, cfg) if resume else None
-    return train_loop(prepare_run(cfg, data_root, payload), out_dir, ckpt_path, progress)
+    with process_group(cfg.train.device, cfg.train.dist_timeout, cfg.train.grad_reg):  # distributed: torchrun's env
+        return train_loop(prepare_run(cfg, data_root, payload), out_dir, ckpt_path, progress)
