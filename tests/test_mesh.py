@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +15,6 @@ from enerf.config import MeshConfig
 from enerf.data.llff import load_llff
 from enerf.data.rays import ndc_rays, ndc_to_world
 from enerf.data.surface_distance import primitive_distance, surface_distance
-from enerf.data.synthetic import make_synthetic_scene
 from enerf.export.nerf_mesh import (
     _similarity,
     default_bbox,
@@ -71,11 +69,6 @@ def test_ndc_to_world_inverts_the_ndc_warp():
     s = (world[:, 2] - origins[:, 2]) / dirs[:, 2]
     assert torch.allclose(world, origins + s[:, None] * dirs, atol=1e-4)
     assert np.allclose(ndc_to_world(o.numpy()[:3], 30, 40, 25.0)[:, 2], -1.0, atol=1e-6)  # t = 0: near plane
-
-
-@pytest.fixture(scope="module")
-def scene_dir(tmp_path_factory) -> Path:
-    return make_synthetic_scene(tmp_path_factory.mktemp("mesh") / "tiny", n_views=8, width=40, height=30, seed=1)
 
 
 def test_ndc_mesh_of_the_true_spheres_lands_on_them_in_world(scene_dir):

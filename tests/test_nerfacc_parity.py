@@ -21,7 +21,6 @@ import torch
 
 from enerf.cli import build_train_parser, main, run_config_from_args
 from enerf.config import RENDERERS
-from enerf.data.synthetic import make_synthetic_scene
 from enerf.errors import ConfigError
 from enerf.render import nerfacc_backend
 from enerf.render import resolve_renderer
@@ -47,11 +46,6 @@ def _nerfacc_reason() -> str:
 def parity_argv(scene_dir: Path, basedir: Path, renderer: str) -> list[str]:
     return ["--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", renderer, "--renderer", renderer,
             *PARITY_FLAGS]
-
-
-@pytest.fixture(scope="module")
-def scene_dir(tmp_path_factory) -> Path:
-    return make_synthetic_scene(tmp_path_factory.mktemp("scene") / "tiny", n_views=8, width=40, height=30, seed=1)
 
 
 def test_parity_runs_differ_in_the_renderer_alone_and_nerfacc_needs_cuda(tmp_path):

@@ -14,7 +14,6 @@ from skimage.metrics import peak_signal_noise_ratio
 
 from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
-from enerf.data.synthetic import make_synthetic_scene
 from enerf.data.loaders import load_scene
 from enerf.run import build_fields
 from enerf.export.images import render_view
@@ -25,11 +24,6 @@ TINY = [
     "--N_rand", "128", "--log_every", "5", "--kappa_every", "5", "--no_lpips", "--quiet",
     "--chunk", "1024",
 ]
-
-
-@pytest.fixture(scope="module")
-def scene_dir(tmp_path_factory) -> Path:
-    return make_synthetic_scene(tmp_path_factory.mktemp("scene") / "tiny", n_views=8, width=40, height=30, seed=1)
 
 
 def _train(scene_dir: Path, basedir: Path, expname: str, iters: int, *extra: str) -> dict:
