@@ -183,6 +183,15 @@ def any_rank(flag: bool) -> bool:
     return bool(t.item())
 
 
+def max_over_ranks(value: float) -> float:
+    """The largest ``value`` over all ranks (``value`` itself on one process)."""
+    if world_size() == 1:
+        return float(value)
+    t = torch.tensor([float(value)], dtype=torch.float64, device=_comm_device())
+    _collective(dist.all_reduce, t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
 def _comm_device() -> torch.device:
     """Where tensors for the backend live: the current GPU for NCCL, the CPU for gloo."""
     return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")

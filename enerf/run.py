@@ -22,7 +22,7 @@ from .data.scene import Scene
 from .errors import CheckpointError, ConfigError
 from .fields.nerf import NeRFField
 from .fields.shape import ShapeField
-from .render import FieldFns, Renderer, build_renderer
+from .render import FieldFns, Renderer, TwoPassField, build_renderer
 
 __all__ = [
     "Run",
@@ -70,6 +70,14 @@ def render_fn(field: NeRFField | None, density_noise_std: float = 0.0) -> RgbSig
     return rgb_sigma_fn
 
 
+def two_pass_fns(field: NeRFField | None, density_noise_std: float = 0.0) -> TwoPassField | None:
+    """Wrap a field as the renderer's two passes (density and features, then colour)."""
+    if field is None:
+        return None
+    return TwoPassField(lambda points: field.density_and_features(points, density_noise_std=density_noise_std),
+                        field.color)
+
+
 def field_fns(fields: dict[str, NeRFField], density_noise_std: float = 0.0) -> FieldFns:
     """The renderer's callables for ``fields``: coarse rgb_sigma (with ``density_noise_std``),
     its density for grid updates and the early-stop pre-pass, and the fine field's rgb_sigma if any.
@@ -87,6 +95,8 @@ def field_fns(fields: dict[str, NeRFField], density_noise_std: float = 0.0) -> F
         rgb_sigma=render_fn(coarse, density_noise_std),
         sigma=sigma_fn,
         fine_rgb_sigma=render_fn(fields.get("fine"), density_noise_std),
+        two_pass=two_pass_fns(coarse, density_noise_std),
+        fine_two_pass=two_pass_fns(fields.get("fine"), density_noise_std),
     )
 
 

@@ -85,7 +85,7 @@ def _dead_rank_worker(rank: int, port: int, scene: Path, out: Path) -> None:
         import enerf.train.loop as loop
 
         real = loop.take_step
-        loop.take_step = lambda task, step: os._exit(1) if step == 2 else real(task, step)
+        loop.take_step = lambda task, step, *rest: os._exit(1) if step == 2 else real(task, step, *rest)
     from enerf.cli import main
 
     err = io.StringIO()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -16,7 +17,7 @@ from enerf.errors import CheckpointError
 from enerf.fields.shape import ShapeField
 from enerf.optim import build_optimizer
 from enerf.run import load_run, run_dir, run_folder
-from enerf.train.loop import Evaluation, Stopwatch, take_step, train_loop
+from enerf.train.loop import Evaluation, Stopwatch, cooldown_factor, run_progress, take_step, train_loop
 from enerf.train.state import LoopState
 
 
@@ -110,6 +111,8 @@ class _CountingTask:
         self.steps, self.evaluated, self.logged = [], [], []
 
     def set_learning_rate(self, step):
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.cfg.train.lrate
         return self.cfg.train.lrate
 
     def losses(self, step):
@@ -166,3 +169,26 @@ def test_loop_resumes_where_the_state_says(tmp_path):
     assert task.steps == [4, 5] and task.logged == [6] and metrics["history"] == [{"step": 2}]
     assert task.loop.train_seconds >= 3.0
     assert dataclasses.asdict(task.loop)["step"] == 6
+
+
+def test_cooldown_anneals_the_last_fraction_of_the_steps_to_a_tenth(tmp_path):
+    iters, cooldown, lrate = 10, 0.4, 0.01
+    cfg = _shape_cfg(tmp_path, iters=iters, lrate=lrate, lrate_cooldown=cooldown, log_every=100, kappa_every=0)
+    task = _CountingTask(cfg, stop_at=10**9)
+    seen = []
+    task_losses = task.losses
+    task.losses = lambda step: seen.append(task.optimizer.param_groups[0]["lr"]) or task_losses(step)
+    train_loop(task, tmp_path / "run", tmp_path / "run" / "checkpoints" / "latest.pt", progress=False)
+    progress = np.arange(iters) / iters
+    expected = lrate * np.where(progress <= 1 - cooldown, 1.0, 10.0 ** (-(progress - (1 - cooldown)) / cooldown))
+    np.testing.assert_allclose(seen, expected, rtol=1e-12)
+    assert seen[-1] < lrate / 4  # step 9 of 10: 10 ** -0.75 of the rate
+
+
+def test_run_progress_is_the_further_of_steps_and_time():
+    assert run_progress(3, 10, seconds=8.0, time_budget=10.0) == pytest.approx(0.8)
+    assert run_progress(6, 10, seconds=2.0, time_budget=10.0) == pytest.approx(0.6)
+    assert run_progress(6, 10, seconds=50.0, time_budget=0.0) == pytest.approx(0.6)
+    assert run_progress(6, 10, seconds=12.0, time_budget=10.0) == 1.0
+    assert cooldown_factor(0.9, 0.0) == 1.0 and cooldown_factor(0.5, 0.5) == 1.0
+    assert cooldown_factor(1.0, 0.5) == pytest.approx(0.1)

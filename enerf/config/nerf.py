@@ -107,6 +107,8 @@ class RenderConfig:
     raw_noise_std: float = option(0.0, "noise on the pre-activation density while training", lo=0.0)
     white_bkgd: bool = option(False, "composite onto a white background")
     chunk: int = option(8192, "rays per forward pass when rendering whole images", lo=1)
+    rgb_weight_threshold: float = option(0.0, "compute colour only at samples whose compositing weight exceeds this "
+                                         "(TensoRF's appearance mask; 0: at every sample)", lo=0.0, hi=1.0)
     renderer: str = option("hierarchical", "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid "
                            "ray marching in plain torch, CPU or CUDA), nerfacc (the same with nerfacc, CUDA), auto "
                            "(nerfacc if it builds, else torch_grid)", choices=RENDERERS)
@@ -147,6 +149,9 @@ class Cadence:
     kappa_every: int = option(500, "steps between per-layer condition numbers (0: never)", lo=0)
     ckpt_every: int = option(0, "steps between checkpoints (0: only at the end)", lo=0)
     time_budget: float = option(0.0, "stop training after this many seconds (0: no limit)", lo=0.0)
+    lrate_cooldown: float = option(0.0, "final fraction of the run over which the learning rate anneals "
+                                   "exponentially to a tenth of its schedule (the run ends at iters, or at "
+                                   "time_budget when that comes first; 0: no cooldown)", lo=0.0, hi=1.0)
     device: str = option("auto", "auto (CUDA if available), cpu or cuda", choices=DEVICES)
     dist_timeout: float = option(300.0, "torchrun runs: seconds a rank waits for the others before it stops with one "
                                  "line (a dead rank)", lo=0.0, lo_open=True)

@@ -145,6 +145,20 @@ class NeRFField(MLPField):
             out = self.output(h)
             return torch.sigmoid(out[..., :3]), self._activate(out[..., 3], density_noise_std)
         sigma = self._activate(self.density_head(h)[..., 0], density_noise_std)
+        return self.color(h, dirs), sigma
+
+    def density_and_features(self, x: Tensor, density_noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
+        """The first of two passes (the second: ``color``), so that colour can be computed at a
+        subset of the points. x: Tensor  # [..., 3] -> (sigma: Tensor  # [...] >= 0,
+        h: Tensor  # [..., netwidth] the trunk's output). With ``forward``'s random draws."""
+        h = self._trunk(x)
+        head = self.density_head(h)[..., 0] if self.use_viewdirs else self.output(h)[..., 3]
+        return self._activate(head, density_noise_std), h
+
+    def color(self, h: Tensor, dirs: Tensor) -> Tensor:
+        """h: Tensor  # [..., netwidth] (``density_and_features``), dirs: Tensor  # [..., 3]
+        -> rgb: Tensor  # [..., 3] in [0, 1]."""
+        if not self.use_viewdirs:
+            return torch.sigmoid(self.output(h)[..., :3])
         v = torch.cat([self.feature(h), self.dir_encoding(dirs)], dim=-1)
-        v = torch.relu(self.view[0](v))
-        return torch.sigmoid(self.rgb_head(v)), sigma
+        return torch.sigmoid(self.rgb_head(torch.relu(self.view[0](v))))

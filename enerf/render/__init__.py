@@ -11,7 +11,7 @@
 
 from .build import RENDERERS, build_renderer, resolve_renderer
 from .compositing import composite, composite_packed, composite_samples
-from .estimator import Estimator, FieldFns, RgbSigmaFn, Samples, SigmaFn
+from .estimator import Estimator, FieldFns, RgbSigmaFn, Samples, SigmaFn, TwoPassField
 from .grid_estimator import OccupancyGridEstimator, TorchGridEstimator
 from .hierarchical import HierarchicalEstimator, render_image, render_rays
 from .marching import march_rays
@@ -30,6 +30,7 @@ __all__ = [
     "FieldFns",
     "RgbSigmaFn",
     "SigmaFn",
+    "TwoPassField",
     "HierarchicalEstimator",
     "OccupancyGridEstimator",
     "TorchGridEstimator",

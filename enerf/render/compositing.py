@@ -27,6 +27,8 @@ __all__ = [
     "composite",
     "composite_packed",
     "composite_samples",
+    "dense_weights",
+    "sample_weights",
     "segment_starts",
     "exclusive_segment_sum",
     "packed_transmittance",
@@ -48,18 +50,42 @@ def composite(
     Returns:
         dict with rgb [n_rays, 3], depth [n_rays], acc [n_rays], weights [n_rays, n_samples].
     """
+    weights = dense_weights(sigma, t, directions)
+    acc = weights.sum(dim=-1)
+    color = (weights[..., None] * rgb).sum(dim=-2)
+    if white_bkgd:
+        color = color + (1.0 - acc[..., None])
+    return {"rgb": color, "depth": (weights * t).sum(dim=-1), "acc": acc, "weights": weights}
+
+
+def dense_weights(sigma: Tensor, t: Tensor, directions: Tensor) -> Tensor:
+    """Compositing weights ``T_i alpha_i`` of dense samples (``composite``'s).
+
+    Args:
+        sigma: Tensor  # [n_rays, n_samples] density, >= 0
+        t: Tensor  # [n_rays, n_samples] sorted sample positions
+        directions: Tensor  # [n_rays, 3]
+
+    Returns:
+        Tensor  # [n_rays, n_samples]
+    """
     dists = t[:, 1:] - t[:, :-1]
     dists = torch.cat([dists, torch.full_like(dists[:, :1], 1e10)], dim=-1)
     dists = dists * directions.norm(dim=-1, keepdim=True)
     alpha = 1.0 - torch.exp(-sigma * dists)
     # Exclusive cumulative product: transmittance before each sample.
     trans = torch.cumprod(torch.cat([torch.ones_like(alpha[:, :1]), 1.0 - alpha + 1e-10], dim=-1), dim=-1)
-    weights = alpha * trans[:, :-1]
-    acc = weights.sum(dim=-1)
-    color = (weights[..., None] * rgb).sum(dim=-2)
-    if white_bkgd:
-        color = color + (1.0 - acc[..., None])
-    return {"rgb": color, "depth": (weights * t).sum(dim=-1), "acc": acc, "weights": weights}
+    return alpha * trans[:, :-1]
+
+
+def sample_weights(samples: Samples, sigma: Tensor, rays: Rays) -> Tensor:
+    """Compositing weights of ``samples`` of ``rays`` with density ``sigma``, as
+    ``composite_samples`` would weigh them: Tensor  # [n_rays, n_samples] (dense) or [n] (packed)."""
+    if samples.packed:
+        trans, alphas = packed_transmittance(samples.t_starts, samples.t_ends, sigma, samples.ray_indices,
+                                             rays.origins.shape[0], rays.directions.norm(dim=-1))
+        return trans * alphas
+    return dense_weights(sigma, samples.t, rays.directions)
 
 
 def segment_starts(ray_indices: Tensor, n_rays: int) -> tuple[Tensor, Tensor]:

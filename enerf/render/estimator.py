@@ -27,10 +27,23 @@ from torch import Tensor
 from ..config import RenderConfig
 from ..data.rays import Rays
 
-__all__ = ["RgbSigmaFn", "SigmaFn", "FieldFns", "Samples", "Estimator", "midpoints"]
+__all__ = ["RgbSigmaFn", "SigmaFn", "DensityFeaturesFn", "ColorFn", "TwoPassField", "FieldFns", "Samples", "Estimator",
+           "midpoints"]
 
 RgbSigmaFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]  # points [..., 3], viewdirs [..., 3] -> rgb [..., 3], sigma [...]
 SigmaFn = Callable[[Tensor], Tensor]  # points [n, 3] -> density [n]
+DensityFeaturesFn = Callable[[Tensor], tuple[Tensor, Tensor]]  # points [n, 3] -> density [n], features [n, F]
+ColorFn = Callable[[Tensor, Tensor], Tensor]  # features [n, F], viewdirs [n, 3] -> rgb [n, 3]
+
+
+@dataclass(frozen=True)
+class TwoPassField:
+    """The same field as an ``RgbSigmaFn``, in two passes: density (and the features colour is
+    read from) at every point, then colour where the renderer asks for it (the points whose
+    compositing weight counts; ``RenderConfig.rgb_weight_threshold``)."""
+
+    density_and_features: DensityFeaturesFn
+    color: ColorFn
 
 
 @dataclass(frozen=True)
@@ -42,11 +55,15 @@ class FieldFns:
     sigma: points [n, 3] -> sigma [n]; density of the same field, used by the grid
         estimators for the early-stop pre-pass and grid updates (without gradients).
     fine_rgb_sigma: the fine field of the hierarchical estimator (None: reuse ``rgb_sigma``).
+    two_pass, fine_two_pass: ``rgb_sigma`` and ``fine_rgb_sigma`` in two passes (None: the
+        renderer queries colour at every point).
     """
 
     rgb_sigma: RgbSigmaFn
     sigma: SigmaFn | None = None
     fine_rgb_sigma: RgbSigmaFn | None = None
+    two_pass: TwoPassField | None = None
+    fine_two_pass: TwoPassField | None = None
 
 
 @dataclass

@@ -18,12 +18,32 @@ from torch import Tensor
 
 from ..config import RenderConfig
 from ..data.rays import Rays, flatten_rays, index_rays
-from .compositing import composite_samples
-from .estimator import Estimator, FieldFns
+from .compositing import composite_samples, sample_weights
+from .estimator import Estimator, FieldFns, Samples, TwoPassField
 
-__all__ = ["Renderer"]
+__all__ = ["Renderer", "query_colour_where_weighted"]
 
 _COUNTS = ("n_samples", "n_queries")
+
+
+def query_colour_where_weighted(samples: Samples, rays: Rays, field: TwoPassField,
+                                threshold: float) -> tuple[Tensor, Tensor]:
+    """The field at ``samples``, its colour computed only where the compositing weight exceeds
+    ``threshold`` (TensoRF's appearance mask) and 0 elsewhere; each skipped sample changes a
+    pixel by less than ``threshold``.
+
+    Returns:
+        rgb: Tensor  # [n_rays, n_samples, 3] (dense) or [n, 3] (packed)
+        sigma: Tensor  # [n_rays, n_samples] or [n]
+    """
+    points, viewdirs = samples.points(rays)
+    lead = points.shape[:-1]
+    sigma, features = field.density_and_features(points.reshape(-1, 3))
+    sigma = sigma.reshape(lead)
+    with torch.no_grad():
+        kept = (sample_weights(samples, sigma, rays) > threshold).reshape(-1).nonzero().squeeze(1)
+    rgb = sigma.new_zeros(sigma.numel(), 3).index_put((kept,), field.color(features[kept], viewdirs.reshape(-1, 3)[kept]))
+    return rgb.reshape(*lead, 3), sigma
 
 
 class Renderer:
@@ -75,8 +95,12 @@ class Renderer:
         samples = self.estimator.sample(rays, fns, train, generator)
         rgb, sigma, n_queries = samples.rgb, samples.sigma, samples.n_queries
         if rgb is None:
-            fn = fns.fine_rgb_sigma if samples.fine and fns.fine_rgb_sigma is not None else fns.rgb_sigma
-            rgb, sigma = fn(*samples.points(rays))
+            fine = samples.fine and fns.fine_rgb_sigma is not None
+            two_pass = fns.fine_two_pass if fine else fns.two_pass
+            if self.cfg.rgb_weight_threshold > 0 and two_pass is not None:
+                rgb, sigma = query_colour_where_weighted(samples, rays, two_pass, self.cfg.rgb_weight_threshold)
+            else:
+                rgb, sigma = (fns.fine_rgb_sigma if fine else fns.rgb_sigma)(*samples.points(rays))
             n_queries += samples.count
         out = composite_samples(samples, rgb, sigma, rays, self.cfg.white_bkgd)
         # Dense samples are all rendered with gradients (the coarse pass too); packed ones are

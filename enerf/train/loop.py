@@ -10,6 +10,8 @@ rest, the same for all tasks:
   (``eval_every``: ``history``), checkpoints (``ckpt_every``, and one at the end);
 * time: ``train_seconds`` counts training only (the clock pauses for evaluations and
   checkpoints), and ``time_budget`` stops a run once it is spent;
+* the cooldown (``lrate_cooldown``): over the run's last fraction, measured in steps or in
+  training time, whichever is further along, the task's learning rate is annealed to a tenth;
 * the run folder: locked while written (``RunLock``), stale temp files removed, ``config.json``,
   ``tb/``, ``checkpoints/latest.pt``; ``--resume`` continues from the ``LoopState`` the task
   restored from that checkpoint.
@@ -32,13 +34,14 @@ from tqdm import tqdm
 
 from ..atomic import atomic_write_json, json_safe
 from ..checkpoint import save_checkpoint
-from ..distributed import any_rank, average_gradients, is_writer
+from ..distributed import any_rank, average_gradients, is_writer, max_over_ranks
 from ..nn.conditioning import condition_numbers
 from ..runfolder import RunLock, remove_stale_temp_files
 from .divergence import FiniteGuard
 from .state import LoopState
 
-__all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "take_step", "train_loop", "writes_outputs"]
+__all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "cooldown_factor", "run_progress", "take_step",
+           "train_loop", "writes_outputs"]
 
 
 @dataclass
@@ -102,10 +105,33 @@ def writes_outputs() -> bool:
     return is_writer()
 
 
-def take_step(task: TrainingTask, step: int) -> StepResult:
-    """Training step ``step`` (0-based): learning rate, the task's loss terms plus the optimizer's
-    penalties, the backward pass, the update."""
+def run_progress(step: int, iters: int, seconds: float, time_budget: float) -> float:
+    """How far through its run a step is, in [0, 1]: the larger of ``step / iters`` and, with a
+    time budget, ``seconds / time_budget`` (training seconds spent before the step)."""
+    progress = step / iters
+    if time_budget > 0:
+        progress = max(progress, seconds / time_budget)
+    return min(progress, 1.0)
+
+
+def cooldown_factor(progress: float, cooldown: float) -> float:
+    """What the learning rate is multiplied by at ``progress`` (``run_progress``): 1 before the
+    last ``cooldown`` fraction of the run, then ``0.1 ** ((progress - (1 - cooldown)) / cooldown)``,
+    down to 0.1 at the end; always 1 when ``cooldown`` is 0."""
+    start = 1.0 - cooldown
+    if cooldown <= 0 or progress <= start:
+        return 1.0
+    return 0.1 ** ((progress - start) / cooldown)
+
+
+def take_step(task: TrainingTask, step: int, lr_factor: float = 1.0) -> StepResult:
+    """Training step ``step`` (0-based): learning rate (the task's, times ``lr_factor``), the task's
+    loss terms plus the optimizer's penalties, the backward pass, the update."""
     lr = task.set_learning_rate(step)
+    if lr_factor != 1.0:
+        for group in task.optimizer.param_groups:
+            group["lr"] *= lr_factor
+        lr *= lr_factor
     losses = task.losses(step)
     losses.update(task.optimizer.penalties())
     loss = sum(losses.values())
@@ -189,8 +215,13 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
     bar = tqdm(range(state.step, t.iters), initial=state.step, total=t.iters, disable=not (progress and writes),
                dynamic_ncols=True, desc=cfg.expname)
     say = bar.write if writes else (lambda line: None)
+    cooldown = t.lrate_cooldown
     for step in bar:
-        result = take_step(task, step)
+        lr_factor = 1.0
+        if cooldown > 0:  # distributed: the furthest rank's clock, so that all ranks share one rate
+            lr_factor = cooldown_factor(max_over_ranks(run_progress(step, t.iters, clock.seconds, t.time_budget)),
+                                        cooldown)
+        result = take_step(task, step, lr_factor)
         done = state.step = step + 1
         guard.check(done, result.loss, ckpt_path, saved_step)
         if writes and (done % t.log_every == 0 or done == t.iters):
