@@ -69,6 +69,7 @@ def test_dense_colour_is_computed_only_where_the_weight_exceeds_the_threshold(ra
     kept = weights > threshold
     assert 0 < kept.sum() < kept.size / 2  # the mask matters here: most samples are skipped
     assert calls == [int(kept.sum())]  # one colour pass, at the kept samples only
+    assert masked["n_colour_skipped"] == kept.size - kept.sum() and full["n_colour_skipped"] == 0
     # a skipped sample would have added w * rgb with rgb in (0, 1): the pixel moves by less than the skipped weight
     skipped = np.where(kept, 0.0, weights).sum(1)
     diff = (full["rgb"] - masked["rgb"]).double().numpy()
@@ -88,7 +89,7 @@ def test_packed_samples_are_masked_by_their_own_weights(random_rays, random_grid
     masked = build_renderer(RenderConfig(**settings, rgb_weight_threshold=1e-3), CPU, grid=grid).render_rays(
         rays, fns, train=False)
     assert len(calls) == 1 and 0 < calls[0] < full["n_samples"] / 2
-    assert masked["n_samples"] == full["n_samples"]
+    assert masked["n_samples"] == full["n_samples"] and masked["n_colour_skipped"] == full["n_samples"] - calls[0]
     gap = (full["rgb"] - masked["rgb"]).abs().max().item()
     assert 0 < gap < 1e-3 * full["n_samples"] / 48  # below the threshold times the samples per ray
 

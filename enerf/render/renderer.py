@@ -23,11 +23,11 @@ from .estimator import Estimator, FieldFns, Samples, TwoPassField
 
 __all__ = ["Renderer", "query_colour_where_weighted"]
 
-_COUNTS = ("n_samples", "n_queries")
+_COUNTS = ("n_samples", "n_queries", "n_colour_skipped")
 
 
 def query_colour_where_weighted(samples: Samples, rays: Rays, field: TwoPassField,
-                                threshold: float) -> tuple[Tensor, Tensor]:
+                                threshold: float) -> tuple[Tensor, Tensor, int]:
     """The field at ``samples``, its colour computed only where the compositing weight exceeds
     ``threshold`` (TensoRF's appearance mask) and 0 elsewhere; each skipped sample changes a
     pixel by less than ``threshold``.
@@ -35,6 +35,7 @@ def query_colour_where_weighted(samples: Samples, rays: Rays, field: TwoPassFiel
     Returns:
         rgb: Tensor  # [n_rays, n_samples, 3] (dense) or [n, 3] (packed)
         sigma: Tensor  # [n_rays, n_samples] or [n]
+        n_colour_skipped: int, the samples whose colour was not computed
     """
     points, viewdirs = samples.points(rays)
     lead = points.shape[:-1]
@@ -43,7 +44,7 @@ def query_colour_where_weighted(samples: Samples, rays: Rays, field: TwoPassFiel
     with torch.no_grad():
         kept = (sample_weights(samples, sigma, rays) > threshold).reshape(-1).nonzero().squeeze(1)
     rgb = sigma.new_zeros(sigma.numel(), 3).index_put((kept,), field.color(features[kept], viewdirs.reshape(-1, 3)[kept]))
-    return rgb.reshape(*lead, 3), sigma
+    return rgb.reshape(*lead, 3), sigma, sigma.numel() - int(kept.numel())
 
 
 class Renderer:
@@ -89,16 +90,18 @@ class Renderer:
         Returns:
             dict with rgb [n_rays, 3], depth [n_rays], acc [n_rays]; the estimator's extras
             (hierarchical: rgb_coarse, depth_coarse, acc_coarse); n_samples (int, points
-            rendered with gradients) and n_queries (int, all points sent to the field,
-            including a density pre-pass's).
+            rendered with gradients), n_queries (int, all points sent to the field,
+            including a density pre-pass's) and n_colour_skipped (int, rendered points whose colour
+            ``rgb_weight_threshold`` skipped).
         """
         samples = self.estimator.sample(rays, fns, train, generator)
         rgb, sigma, n_queries = samples.rgb, samples.sigma, samples.n_queries
+        n_colour_skipped = 0
         if rgb is None:
             fine = samples.fine and fns.fine_rgb_sigma is not None
             two_pass = fns.fine_two_pass if fine else fns.two_pass
             if self.cfg.rgb_weight_threshold > 0 and two_pass is not None:
-                rgb, sigma = query_colour_where_weighted(samples, rays, two_pass, self.cfg.rgb_weight_threshold)
+                rgb, sigma, n_colour_skipped = query_colour_where_weighted(samples, rays, two_pass, self.cfg.rgb_weight_threshold)
             else:
                 rgb, sigma = (fns.fine_rgb_sigma if fine else fns.rgb_sigma)(*samples.points(rays))
             n_queries += samples.count
@@ -107,7 +110,7 @@ class Renderer:
         # the kept samples, a pre-pass's or a front-to-back round's other queries are not.
         n_samples = samples.count if samples.packed else n_queries
         return {"rgb": out["rgb"], "depth": out["depth"], "acc": out["acc"], **samples.extras,
-                "n_samples": int(n_samples), "n_queries": int(n_queries)}
+                "n_samples": int(n_samples), "n_queries": int(n_queries), "n_colour_skipped": n_colour_skipped}
 
     @torch.no_grad()
     def render_image(self, rays: Rays, fns: FieldFns, chunk: int | None = None) -> dict[str, Tensor]:

@@ -60,6 +60,11 @@ def set_learning_rate(optimizer, step: int, train: TrainConfig) -> float:
     return lr
 
 
+def work_record(ray_batch: RayBatch) -> dict:
+    """Per training ray so far: network queries, and rendered points whose colour was skipped."""
+    return {"queries_per_ray": ray_batch.queries_per_ray, "colour_skipped_per_ray": ray_batch.colour_skipped_per_ray}
+
+
 def grid_record(renderer, ray_batch: RayBatch) -> dict:
     """For grid renderers: the fraction of occupied cells and the points grid updates have sent
     to the field per training ray so far (not part of ``queries_per_ray``); {} otherwise."""
@@ -116,7 +121,8 @@ class NerfRun:
             self.batch_share = target.shape[0] / self.sampler.batch_size
             out = self.renderer.render_rays(batch_rays, self.fns, train=True,
                                             generator=rank_generator(self.generator))  # distributed: own jitter
-        self.ray_batch.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"]))  # distributed: global counts
+        self.ray_batch.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
+                                              out["n_colour_skipped"]))  # distributed: global counts
         return nerf_losses(out, target, self.fields, train.tv_weight)
 
     def named_parameters(self):
@@ -138,8 +144,7 @@ class NerfRun:
         target = self.cfg.train.stop_at_psnr
         stop = (f"held-out PSNR reached --stop_at_psnr {target:g} dB at step {step}"
                 if target > 0 and psnr >= target else None)
-        return Evaluation({"psnr": psnr, "queries_per_ray": self.ray_batch.queries_per_ray,
-                           **grid_record(self.renderer, self.ray_batch)},
+        return Evaluation({"psnr": psnr, **work_record(self.ray_batch), **grid_record(self.renderer, self.ray_batch)},
                           {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB", stop)
 
     def checkpoint_models(self) -> dict[str, dict]:
@@ -170,9 +175,9 @@ class NerfRun:
             "seed": cfg.train.seed,
             "device": str(device),
             "history": state.history + [{"step": steps, "train_seconds": train_seconds, "psnr": summary["psnr"],
-                                         "queries_per_ray": ray_batch.queries_per_ray, **grid_record(renderer, ray_batch)}],
+                                         **work_record(ray_batch), **grid_record(renderer, ray_batch)}],
             "renderer": renderer.name,
-            **ray_batch.summary(),  # queries_per_ray (network queries per training ray), samples_per_ray, rays_per_step
+            **ray_batch.summary(),  # queries_per_ray (network queries per training ray), colour_skipped_per_ray, ...
             **grid_record(renderer, ray_batch),  # grid renderers: grid_occupied, grid_update_queries_per_ray
             "kappa": {k: list(v) for k, v in condition_numbers(self.fields["coarse"]).items()},
             "kappa_history": state.kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps

@@ -35,6 +35,7 @@ class RayBatch:
         self.rays = 0  # rays rendered so far
         self.samples = 0  # points rendered with gradients so far
         self.queries = 0  # all points sent to the field so far (incl. early-stop pre-passes)
+        self.colour_skipped = 0  # rendered points whose colour rgb_weight_threshold skipped
         self.steps = 0
 
     @classmethod
@@ -47,12 +48,13 @@ class RayBatch:
             target = cfg.train.n_rand * cfg.render.n_samples
         return cls(cfg.train.n_rand, target, min(n_pixels, MAX_RAY_GROWTH * cfg.train.n_rand))
 
-    def record(self, n_rays: int, n_samples: int, n_queries: int) -> None:
+    def record(self, n_rays: int, n_samples: int, n_queries: int, n_colour_skipped: int = 0) -> None:
         """Count one step's work and size the next step's batch."""
         self.steps += 1
         self.rays += int(n_rays)
         self.samples += int(n_samples)
         self.queries += int(n_queries)
+        self.colour_skipped += int(n_colour_skipped)
         if self.target_samples > 0:
             grown = int(n_rays * self.target_samples / max(int(n_samples), 1))
             self.n_rays = min(max(grown, 1), self.max_rays)
@@ -60,6 +62,10 @@ class RayBatch:
     @property
     def queries_per_ray(self) -> float:
         return self.queries / max(self.rays, 1)
+
+    @property
+    def colour_skipped_per_ray(self) -> float:
+        return self.colour_skipped / max(self.rays, 1)
 
     @property
     def samples_per_ray(self) -> float:
@@ -72,16 +78,19 @@ class RayBatch:
     def summary(self) -> dict:
         return {
             "queries_per_ray": self.queries_per_ray,
+            "colour_skipped_per_ray": self.colour_skipped_per_ray,
             "samples_per_ray": self.samples_per_ray,
             "rays_per_step": self.rays_per_step,
         }
 
     def state_dict(self) -> dict:
-        return {"n_rays": self.n_rays, "rays": self.rays, "samples": self.samples, "queries": self.queries, "steps": self.steps}
+        return {"n_rays": self.n_rays, "rays": self.rays, "samples": self.samples, "queries": self.queries,
+                "colour_skipped": self.colour_skipped, "steps": self.steps}
 
     def load_state_dict(self, state: dict | None) -> None:
         if not state:
             return
         for key in ("n_rays", "rays", "samples", "queries", "steps"):
             setattr(self, key, int(state[key]))
+        self.colour_skipped = int(state.get("colour_skipped", 0))  # older checkpoints: none skipped
         self.n_rays = min(max(self.n_rays, 1), self.max_rays)
