@@ -43,7 +43,8 @@ def query_colour_where_weighted(samples: Samples, rays: Rays, field: TwoPassFiel
     sigma = sigma.reshape(lead)
     with torch.no_grad():
         kept = (sample_weights(samples, sigma, rays) > threshold).reshape(-1).nonzero().squeeze(1)
-    rgb = sigma.new_zeros(sigma.numel(), 3).index_put((kept,), field.color(features[kept], viewdirs.reshape(-1, 3)[kept]))
+    colour = field.color(features[kept], viewdirs.reshape(-1, 3)[kept])
+    rgb = sigma.new_zeros(sigma.numel(), 3).index_put((kept,), colour)
     return rgb.reshape(*lead, 3), sigma, sigma.numel() - int(kept.numel())
 
 
@@ -100,8 +101,9 @@ class Renderer:
         if rgb is None:
             fine = samples.fine and fns.fine_rgb_sigma is not None
             two_pass = fns.fine_two_pass if fine else fns.two_pass
-            if self.cfg.rgb_weight_threshold > 0 and two_pass is not None:
-                rgb, sigma, n_colour_skipped = query_colour_where_weighted(samples, rays, two_pass, self.cfg.rgb_weight_threshold)
+            threshold = self.cfg.rgb_weight_threshold
+            if threshold > 0 and two_pass is not None:
+                rgb, sigma, n_colour_skipped = query_colour_where_weighted(samples, rays, two_pass, threshold)
             else:
                 rgb, sigma = (fns.fine_rgb_sigma if fine else fns.rgb_sigma)(*samples.points(rays))
             n_queries += samples.count
