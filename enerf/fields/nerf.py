@@ -116,9 +116,12 @@ class NeRFField(MLPField):
             raw = raw + torch.randn_like(raw) * noise_std
         return torch.relu(raw)
 
-    def _raw_density(self, x: Tensor) -> Tensor:
-        h = self._trunk(x)
+    def _raw_density_of(self, h: Tensor) -> Tensor:
+        """h: Tensor  # [..., netwidth] the trunk's output -> Tensor  # [...] pre-activation density."""
         return self.density_head(h)[..., 0] if self.use_viewdirs else self.output(h)[..., 3]
+
+    def _raw_density(self, x: Tensor) -> Tensor:
+        return self._raw_density_of(self._trunk(x))
 
     def query_density(self, x: Tensor, density_noise_std: float = 0.0) -> Tensor:
         """x: Tensor  # [..., 3] -> sigma: Tensor  # [...], >= 0."""
@@ -140,11 +143,10 @@ class NeRFField(MLPField):
     def forward(self, x: Tensor, dirs: Tensor, density_noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
         """x: Tensor  # [..., 3], dirs: Tensor  # [..., 3] (unit; unused without use_viewdirs)
         -> (rgb: Tensor  # [..., 3] in [0, 1], sigma: Tensor  # [...] >= 0)."""
-        h = self._trunk(x)
-        if not self.use_viewdirs:
-            out = self.output(h)
+        if not self.use_viewdirs:  # one output layer gives both
+            out = self.output(self._trunk(x))
             return torch.sigmoid(out[..., :3]), self._activate(out[..., 3], density_noise_std)
-        sigma = self._activate(self.density_head(h)[..., 0], density_noise_std)
+        sigma, h = self.density_and_features(x, density_noise_std)
         return self.color(h, dirs), sigma
 
     def density_and_features(self, x: Tensor, density_noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
@@ -152,8 +154,7 @@ class NeRFField(MLPField):
         subset of the points. x: Tensor  # [..., 3] -> (sigma: Tensor  # [...] >= 0,
         h: Tensor  # [..., netwidth] the trunk's output). With ``forward``'s random draws."""
         h = self._trunk(x)
-        head = self.density_head(h)[..., 0] if self.use_viewdirs else self.output(h)[..., 3]
-        return self._activate(head, density_noise_std), h
+        return self._activate(self._raw_density_of(h), density_noise_std), h
 
     def color(self, h: Tensor, dirs: Tensor) -> Tensor:
         """h: Tensor  # [..., netwidth] (``density_and_features``), dirs: Tensor  # [..., 3]
