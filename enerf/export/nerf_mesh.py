@@ -178,17 +178,8 @@ def _similarity(matrix: np.ndarray) -> PointMap:
 
 
 def mesh_from_run(run: Run, cfg: MeshConfig) -> trimesh.Trimesh:
-    """Extract the mesh of a loaded run (see the module docstring)."""
-    if cfg.field not in ("fine", "coarse"):
-        raise ConfigError(f"field {cfg.field!r} is not one of fine, coarse", ("field",))
-    if cfg.frame not in ("world", "scene"):
-        raise ConfigError(f"frame {cfg.frame!r} is not one of world, scene", ("frame",))
-    if cfg.bbox and len(cfg.bbox) != 6:
-        raise ConfigError(f"bbox takes 6 numbers (xmin ymin zmin xmax ymax zmax), got {len(cfg.bbox)}", ("bbox",))
-    if cfg.resolution < 2:
-        raise ConfigError(f"resolution must be at least 2, got {cfg.resolution}", ("resolution",))
-    if cfg.chunk < 1:
-        raise ConfigError(f"chunk must be positive, got {cfg.chunk}", ("chunk",))
+    """Extract the mesh of a loaded run (see the module docstring). ``cfg`` has checked its own
+    values (field, frame, bbox, resolution, chunk); what depends on the scene is checked here."""
     scene = run.scene
     lo, hi = (np.asarray(cfg.bbox[:3]), np.asarray(cfg.bbox[3:])) if cfg.bbox else default_bbox(scene)
     if scene.use_ndc and hi[2] >= 1.0:

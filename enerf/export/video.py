@@ -191,11 +191,7 @@ def render_video(
         dict with frames, width / height (rendered), video_width / video_height (encoded),
         and the paths written.
     """
-    if cfg.downscale < 1:
-        raise ConfigError(f"downscale must be a positive integer, got {cfg.downscale}", ("downscale",))
-    if cfg.fps <= 0:
-        raise ConfigError(f"fps must be positive, got {cfg.fps}", ("fps",))
-    if cfg.colormap not in colormaps:
+    if cfg.colormap not in colormaps:  # the config checked downscale and fps; colormaps are matplotlib's
         raise ConfigError(f"colormap {cfg.colormap!r} is not a matplotlib colormap (try turbo, viridis, magma)", ("colormap",))
     scene = run.scene
     poses = camera_path(scene, cfg.path, cfg.frames, run.cfg.data.spherify)
