@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import os
@@ -157,6 +158,28 @@ def test_finished_runs_are_skipped_and_changed_ones_rerun(tmp_path, scene_dir):
     run_compare(cfg, None, ["--iters", "6"], runner=runner, progress=False)
     assert len(runner.calls) == 4  # the extra flags changed: rerun
     assert (tmp_path / "cmp" / "compare.csv").read_text() != first
+
+
+def test_config_edits_rerun_only_when_a_setting_changes(tmp_path, scene_dir):
+    config = tmp_path / "fern.txt"
+    config.write_text("# first version\nlrate = 5e-4\nN_samples = 16\n")
+    cfg = CompareConfig(scenes=("fern",), modes=("none",), seeds=(0,), out=str(tmp_path / "cmp"))
+    runner = FakeRunner("nerf", scene_dir)
+    run_compare(cfg, [str(config)], [], runner=runner, progress=False)
+    assert len(runner.calls) == 1
+    config.write_text("# reworded comment\n\nN_samples   =   16   # inline comment\nlrate = 5e-4\n")
+    run_compare(cfg, [str(config)], [], runner=runner, progress=False)
+    assert len(runner.calls) == 1  # same settings, other comments, order and spacing: skipped
+    record_path = tmp_path / "cmp" / "runs" / "fern-none-s0" / "compare_run.json"
+    record = json.loads(record_path.read_text())
+    old_style = {**record["signature"], "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest()}
+    assert old_style != record["signature"]
+    record_path.write_text(json.dumps({**record, "signature": old_style}))  # a record from before: the file's bytes
+    run_compare(cfg, [str(config)], [], runner=runner, progress=False)
+    assert len(runner.calls) == 1
+    config.write_text("# reworded comment\nN_samples = 16\nlrate = 1e-3\n")
+    run_compare(cfg, [str(config)], [], runner=runner, progress=False)
+    assert len(runner.calls) == 2  # a setting changed: rerun
 
 
 def test_interrupted_run_is_resumed(tmp_path, scene_dir):

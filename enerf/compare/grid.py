@@ -1,8 +1,8 @@
 """Run (or resume) a grid of scenes x modes x seeds, one subprocess per run.
 
 Every run lives in ``<out>/runs/<scene>-<mode>-s<seed>/`` beside a ``compare_run.json``
-that records what it was launched with (task, scene, mode, seed, the config file's
-sha256, the extra flags) and, once it finished, its wall time and peak RSS. A run whose
+that records what it was launched with (task, scene, mode, seed, the sha256 of the config
+file's settings, so that an edited comment reruns nothing, the extra flags) and, once it finished, its wall time and peak RSS. A run whose
 ``metrics.json`` exists and whose record matches is skipped; a matching run that was cut
 off is resumed from its checkpoint (tasks with a resume flag); a run whose record differs
 is started again.
@@ -15,11 +15,13 @@ commands (``launchers.py``: here, or as Ray tasks).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import configargparse
 from tqdm import tqdm
 
 from ..atomic import atomic_write_text
@@ -42,8 +44,14 @@ class GridRun:
     expname: str
     signature: dict
     config: str | None = None  # config file of this run's scene
+    file_digest: str | None = None  # sha256 of the config file's bytes: what older records hold
     status: str = "pending"  # pending | skipped | done | failed
     record: dict = field(default_factory=dict)
+
+    def launched_as_now(self) -> bool:
+        """Whether the record says the run was launched as it would be now."""
+        recorded = self.record.get("signature")
+        return recorded == self.signature or recorded == {**self.signature, "config_sha256": self.file_digest}
 
     @property
     def run_dir(self) -> Path:
@@ -66,13 +74,18 @@ def scene_label(scene: str) -> str:
     return Path(scene).name if Path(scene).is_dir() else scene
 
 
-def _config_digest(config: str | None) -> str | None:
+def _config_digests(config: str | None) -> tuple[str | None, str | None]:
+    """sha256 of the settings in a config file (its ``key = value`` lines as configargparse reads
+    them: comments and layout do not count), and of the file's bytes (older records)."""
     if not config:
-        return None
+        return None, None
     path = Path(config)
     if not path.is_file():
         raise ConfigError(f"--config {config}: file not found")
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    text = path.read_text()
+    settings = configargparse.DefaultConfigFileParser().parse(io.StringIO(text))
+    settings_json = json.dumps(sorted(settings.items()))
+    return hashlib.sha256(settings_json.encode()).hexdigest(), hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def scene_configs(scenes, items: list[str] | str | None) -> dict[str, str | None]:
@@ -111,20 +124,19 @@ def plan_grid(task: Task, scenes, modes: list[ModeSpec], seeds, out: Path, confi
     basedir = Path(out) / "runs"
     runs = []
     for scene in scenes:
-        digest = _config_digest(configs[scene])
+        digest, file_digest = _config_digests(configs[scene])
         for mode in modes:
             for seed in seeds:
                 signature = {"task": task.name, "scene": scene, "mode": mode.spec, "seed": int(seed),
                              "config_sha256": digest, "extra": list(extra)}
                 run = GridRun(scene, mode, int(seed), basedir, f"{scene_label(scene)}-{mode.label}-s{seed}", signature,
-                              configs[scene])
+                              configs[scene], file_digest)
                 if run.record_path.is_file():
                     try:
                         run.record = json.loads(run.record_path.read_text())
                     except ValueError:
                         run.record = {}
-                if (run.record.get("signature") == signature and run.record.get("status") == "done"
-                        and run.metrics_path.is_file()):
+                if run.launched_as_now() and run.record.get("status") == "done" and run.metrics_path.is_file():
                     run.status = "skipped"
                 runs.append(run)
     return runs
@@ -132,7 +144,7 @@ def plan_grid(task: Task, scenes, modes: list[ModeSpec], seeds, out: Path, confi
 
 def _start(task: Task, run: GridRun, extra: list[str]) -> Job:
     """Record ``run`` as running; its command (resuming a matching run that was cut off)."""
-    resume = (run.record.get("signature") == run.signature and bool(task.resume_flag)
+    resume = (run.launched_as_now() and bool(task.resume_flag)
               and (run.run_dir / "checkpoints" / "latest.pt").is_file())
     cmd = task.command(sys.executable, run.scene, run.mode, run.seed, run.basedir, run.expname, run.config, extra, resume)
     run.record = {"signature": run.signature, "status": "running", "command": cmd, "resumed": resume}
