@@ -1,4 +1,4 @@
-"""A run's pieces: built from its config (device, fields and their render callables), or loaded
+"""A run's pieces: built from its config (device, fields), or loaded
 from its checkpoint alone (``load_run``: config, models, renderer state, run folder).
 
 A run writes into one folder, ``<basedir>/<expname>/``, its checkpoints into
@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
 import torch
 from torch import Tensor, nn
 
@@ -22,7 +20,7 @@ from .data.scene import Scene
 from .errors import CheckpointError, ConfigError
 from .fields.nerf import NeRFField
 from .fields.shape import ShapeField
-from .render import FieldFns, Renderer, TwoPassField, build_renderer
+from .render import Renderer, build_renderer
 
 __all__ = [
     "Run",
@@ -31,14 +29,9 @@ __all__ = [
     "run_folder",
     "select_device",
     "build_fields",
-    "render_fn",
-    "field_fns",
     "load_weights",
     "renderer_from_checkpoint",
 ]
-
-RgbSigmaFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
-
 
 def select_device(name: str) -> torch.device:
     """``auto`` picks CUDA when available; ``cuda`` without a GPU is a config error."""
@@ -53,51 +46,10 @@ def select_device(name: str) -> torch.device:
 
 def build_fields(cfg: FieldConfig, with_fine: bool, device: torch.device) -> dict[str, NeRFField]:
     """The coarse field, plus a fine one of the same shape when ``with_fine``."""
-    fields = {"coarse": NeRFField.from_config(cfg).to(device)}
+    fields = {"coarse": NeRFField(cfg).to(device)}
     if with_fine:
-        fields["fine"] = NeRFField.from_config(cfg).to(device)
+        fields["fine"] = NeRFField(cfg).to(device)
     return fields
-
-
-def render_fn(field: NeRFField | None, density_noise_std: float = 0.0) -> RgbSigmaFn | None:
-    """Wrap a field as the renderer's ``rgb_sigma_fn(points, viewdirs) -> (rgb, sigma)``."""
-    if field is None:
-        return None
-
-    def rgb_sigma_fn(points: Tensor, viewdirs: Tensor) -> tuple[Tensor, Tensor]:
-        return field(points, viewdirs, density_noise_std=density_noise_std)
-
-    return rgb_sigma_fn
-
-
-def two_pass_fns(field: NeRFField | None, density_noise_std: float = 0.0) -> TwoPassField | None:
-    """Wrap a field as the renderer's two passes (density and features, then colour)."""
-    if field is None:
-        return None
-    return TwoPassField(lambda points: field.density_and_features(points, density_noise_std=density_noise_std),
-                        field.color)
-
-
-def field_fns(fields: dict[str, NeRFField], density_noise_std: float = 0.0) -> FieldFns:
-    """The renderer's callables for ``fields``: coarse rgb_sigma (with ``density_noise_std``),
-    its density for grid updates and the early-stop pre-pass, and the fine field's rgb_sigma if any.
-
-    That density is the one rendering sees on average, E[relu(raw + noise)]: with noise it is
-    never exactly zero, so a ReLU density head that has gone negative everywhere (which the
-    noise lets training recover from) does not empty the occupancy grid for good.
-    """
-    coarse = fields["coarse"]
-
-    def sigma_fn(points: Tensor) -> Tensor:
-        return coarse.mean_density(points, density_noise_std)
-
-    return FieldFns(
-        rgb_sigma=render_fn(coarse, density_noise_std),
-        sigma=sigma_fn,
-        fine_rgb_sigma=render_fn(fields.get("fine"), density_noise_std),
-        two_pass=two_pass_fns(coarse, density_noise_std),
-        fine_two_pass=two_pass_fns(fields.get("fine"), density_noise_std),
-    )
 
 
 def run_dir(cfg: RunConfig | ShapeRunConfig) -> Path:
@@ -168,7 +120,7 @@ _WRONG_TASK = {
 
 def _build_models(cfg: RunConfig | ShapeRunConfig, models: dict, device: torch.device) -> dict[str, nn.Module]:
     if isinstance(cfg, ShapeRunConfig):
-        return {"field": ShapeField.from_config(cfg.field).to(device)}
+        return {"field": ShapeField(cfg.field).to(device)}
     return build_fields(cfg.field, with_fine="fine" in models, device=device)
 
 

@@ -100,17 +100,15 @@ def random_grid():
 
 
 @pytest.fixture
-def smooth_fns():
-    """``smooth_fns()``: FieldFns of a smooth analytic field (softplus density, sigmoid colour)."""
-    from enerf.render import FieldFns
+def smooth_field():
+    """``smooth_field()``: the fields {"coarse": AnalyticField} of a smooth analytic field
+    (softplus density, sigmoid colour)."""
+    from enerf.fields import AnalyticField
 
-    def make() -> FieldFns:
+    def make() -> dict:
         def sigma(points):
             return torch.nn.functional.softplus(4 * torch.sin(3 * points[..., 0]) + 3 * torch.cos(2 * points[..., 1]) - 1)
 
-        def rgb_sigma(points, viewdirs):
-            return torch.sigmoid(2 * points + viewdirs), sigma(points)
-
-        return FieldFns(rgb_sigma=rgb_sigma, sigma=sigma)
+        return {"coarse": AnalyticField(sigma, lambda points, viewdirs: torch.sigmoid(2 * points + viewdirs))}
 
     return make

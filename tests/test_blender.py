@@ -26,7 +26,7 @@ from enerf.errors import ConfigError, DataError
 from enerf.export.video import camera_path
 from enerf.render import build_renderer
 from enerf.data.loaders import dataset_type_of, load_scene
-from enerf.run import build_fields, field_fns
+from enerf.run import build_fields
 
 
 def _look_at(position: np.ndarray) -> np.ndarray:
@@ -315,8 +315,8 @@ def test_a_grid_read_off_the_field_uses_the_objects_box(tmp_path):
     fields = build_fields(FieldConfig(netdepth=1, netwidth=8, view_width=8, multires=2, multires_views=1), False,
                           torch.device("cpu"))
     rays = scene.rays(0)
-    on_box = build_renderer(cfg, torch.device("cpu"), rays=rays, aabb=scene.aabb, read_off=field_fns(fields))
+    on_box = build_renderer(cfg, torch.device("cpu"), rays=rays, aabb=scene.aabb, read_off=fields["coarse"])
     np.testing.assert_allclose(on_box.grid.aabb.numpy(), BLENDER_AABB)
-    on_rays = build_renderer(cfg, torch.device("cpu"), rays=rays, read_off=field_fns(fields))
+    on_rays = build_renderer(cfg, torch.device("cpu"), rays=rays, read_off=fields["coarse"])
     # The box of one view's rays from near 2 to far 6 (cameras at distance ~4.3) is much larger.
     assert float((on_rays.grid.aabb[3:] - on_rays.grid.aabb[:3]).min()) > 3.0

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from enerf.config import FieldConfig
+
 from enerf.optim import BNP, build_optimizer
 from enerf.optim.bnp import bnp_conv_transform, bnp_linear_transform
 
@@ -190,8 +192,8 @@ def test_bnp_on_wn_field_transforms_v_not_g_and_round_trips():
     from enerf.fields.nerf import NeRFField
 
     torch.manual_seed(5)
-    field = NeRFField(netdepth=2, netwidth=16, skips=(), multires=2, multires_views=1, view_width=8,
-                      conditioning="wn").double()
+    field = NeRFField(FieldConfig(netdepth=2, netwidth=16, skips=(), multires=2, multires_views=1, view_width=8,
+                      conditioning="wn")).double()
     opt = build_optimizer(field, lr=1e-2, precond="bnp")
     x = torch.rand(64, 3, dtype=torch.float64)
     d = torch.nn.functional.normalize(torch.randn(64, 3, dtype=torch.float64), dim=-1)

@@ -7,31 +7,36 @@ import numpy as np
 import pytest
 import torch
 
+from enerf.config import FieldConfig
+
 from enerf.config import RenderConfig
 from enerf.fields.nerf import NeRFField
-from enerf.render import FieldFns, TwoPassField, build_renderer
+from enerf.render import build_renderer, density_fn
 
 CPU = torch.device("cpu")
 
 
-def _sharp_field(calls: list[int]) -> FieldFns:
+class _SharpField:
     """A dense blob of density around the origin (so that most samples weigh nothing), colour a
     sigmoid of the features; ``calls`` records how many points each colour pass gets."""
 
-    def density_and_features(points):
+    def __init__(self, calls: list[int]) -> None:
+        self.calls = calls
+
+    def density(self, points, noise_std=0.0):
         sigma = 40.0 * torch.exp(-points.square().sum(-1) / 0.05)
         return sigma, torch.cat([points, points.square()], -1)
 
-    def color(features, viewdirs):
-        calls.append(features.shape[0])
-        return torch.sigmoid(2 * features[:, :3] - features[:, 3:] + viewdirs)
+    def mean_density(self, points, noise_std=0.0):
+        return self.density(points)[0]
 
-    def rgb_sigma(points, viewdirs):
-        sigma, features = density_and_features(points.reshape(-1, 3))
-        rgb = torch.sigmoid(2 * features[:, :3] - features[:, 3:] + viewdirs.reshape(-1, 3))
-        return rgb.reshape(*points.shape), sigma.reshape(points.shape[:-1])
+    def color(self, features, viewdirs):
+        self.calls.append(features[..., 0].numel())
+        return torch.sigmoid(2 * features[..., :3] - features[..., 3:] + viewdirs)
 
-    return FieldFns(rgb_sigma=rgb_sigma, two_pass=TwoPassField(density_and_features, color))
+
+def _sharp_field(calls: list[int]) -> dict:
+    return {"coarse": _SharpField(calls)}
 
 
 def _numpy_weights(sigma: np.ndarray, t: np.ndarray, directions: np.ndarray) -> np.ndarray:
@@ -60,9 +65,10 @@ def test_dense_colour_is_computed_only_where_the_weight_exceeds_the_threshold(ra
     fns = _sharp_field(calls)
     full = build_renderer(RenderConfig(n_samples=48, perturb=False), CPU).render_rays(rays, fns, train=False)
     masked_renderer = build_renderer(RenderConfig(n_samples=48, perturb=False, rgb_weight_threshold=threshold), CPU)
+    calls.clear()
     masked = masked_renderer.render_rays(rays, fns, train=False)
 
-    samples = masked_renderer.estimator.sample(rays, fns, train=False)
+    samples = masked_renderer.estimator.sample(rays, density_fn(fns["coarse"]), train=False)
     points = (rays.origins[:, None] + samples.t[..., None] * rays.directions[:, None]).double().numpy()
     sigma = 40.0 * np.exp(-(points ** 2).sum(-1) / 0.05)
     weights = _numpy_weights(sigma, samples.t.double().numpy(), rays.directions.double().numpy())
@@ -86,6 +92,7 @@ def test_packed_samples_are_masked_by_their_own_weights(random_rays, random_grid
     settings = dict(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=0.0, perturb=False)
     grid = random_grid(8, 1.0, seed=0)
     full = build_renderer(RenderConfig(**settings), CPU, grid=grid).render_rays(rays, fns, train=False)
+    calls.clear()
     masked = build_renderer(RenderConfig(**settings, rgb_weight_threshold=1e-3), CPU, grid=grid).render_rays(
         rays, fns, train=False)
     assert len(calls) == 1 and 0 < calls[0] < full["n_samples"] / 2
@@ -96,12 +103,12 @@ def test_packed_samples_are_masked_by_their_own_weights(random_rays, random_grid
 
 def test_nerf_field_two_passes_equal_its_forward_draws_included():
     torch.manual_seed(0)
-    field = NeRFField(netdepth=2, netwidth=32, skips=(), multires=4, view_width=16)
+    field = NeRFField(FieldConfig(netdepth=2, netwidth=32, skips=(), multires=4, view_width=16))
     x, d = torch.randn(200, 3), torch.nn.functional.normalize(torch.randn(200, 3), dim=-1)
     torch.manual_seed(7)
-    rgb, sigma = field(x, d, density_noise_std=1.0)
+    rgb, sigma = field(x, d, noise_std=1.0)
     torch.manual_seed(7)
-    sigma2, h = field.density_and_features(x, density_noise_std=1.0)
+    sigma2, h = field.density(x, noise_std=1.0)
     torch.testing.assert_close(sigma2, sigma, rtol=0, atol=0)
     torch.testing.assert_close(field.color(h, d), rgb, rtol=0, atol=0)
 
@@ -109,10 +116,9 @@ def test_nerf_field_two_passes_equal_its_forward_draws_included():
 def test_masked_training_batch_still_trains_density_and_colour(random_rays):
     """Gradients reach the density of every sample and the colour branch through the kept ones."""
     torch.manual_seed(0)
-    field = NeRFField(netdepth=2, netwidth=32, skips=(), multires=4, view_width=16)
-    from enerf.run import field_fns
+    field = NeRFField(FieldConfig(netdepth=2, netwidth=32, skips=(), multires=4, view_width=16))
     rays = random_rays(32, seed=1)
     renderer = build_renderer(RenderConfig(n_samples=16, rgb_weight_threshold=1e-4), CPU)
-    out = renderer.render_rays(rays, field_fns({"coarse": field}), train=True, generator=torch.Generator().manual_seed(0))
+    out = renderer.render_rays(rays, {"coarse": field}, train=True, generator=torch.Generator().manual_seed(0))
     out["rgb"].sum().backward()
     assert field.rgb_head.weight.grad.abs().sum() > 0 and field.density_head.weight.grad.abs().sum() > 0

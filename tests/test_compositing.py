@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from enerf.config import RenderConfig
-from enerf.render import build_renderer
+from enerf.render import build_renderer, density_fn
 from enerf.render.compositing import composite_packed, exclusive_segment_sum, packed_transmittance
 
 CPU = torch.device("cpu")
@@ -44,14 +44,14 @@ def test_exclusive_segment_sum_keeps_precision_across_many_rays():
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6, atol=1e-4)
 
 
-def test_packed_rendering_equals_dense_batched_rendering_of_the_same_samples(random_rays, random_grid, smooth_fns):
+def test_packed_rendering_equals_dense_batched_rendering_of_the_same_samples(random_rays, random_grid, smooth_field):
     nerfacc = pytest.importorskip("nerfacc")  # its batched functions are plain torch, CPU included
     rays = random_rays(64, seed=1)
     rays = rays._replace(origins=rays.origins + torch.tensor([5.0, 0.0, 0.0]) * (torch.arange(64) < 4)[:, None])  # 4 misses
     grid = random_grid(16, 0.4, seed=2)
     renderer = build_renderer(RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=0.0), CPU, grid=grid)
-    fns = smooth_fns()
-    samples = renderer.estimator.sample(rays, fns, train=False)
+    fns = smooth_field()
+    samples = renderer.estimator.sample(rays, density_fn(fns["coarse"]), train=False)
     ray_indices, t_starts, t_ends = samples.ray_indices, samples.t_starts, samples.t_ends
     counts = torch.bincount(ray_indices, minlength=64)
     assert (counts == 0).any() and counts.max() > 5  # empty rays and long ones are both covered
@@ -65,7 +65,7 @@ def test_packed_rendering_equals_dense_batched_rendering_of_the_same_samples(ran
     ts[ray_indices, slot], te[ray_indices, slot] = t_starts, t_ends
     norm = rays.directions.norm(dim=-1, keepdim=True)
     mids = rays.origins[:, None] + (0.5 * (ts + te))[..., None] * rays.directions[:, None]
-    rgb_dense, sigma_dense = fns.rgb_sigma(mids, rays.viewdirs[:, None].expand(mids.shape))
+    rgb_dense, sigma_dense = fns["coarse"](mids, rays.viewdirs[:, None].expand(mids.shape))
     colors, opacities, _, extras = nerfacc.rendering(
         ts * norm, te * norm, rgb_sigma_fn=lambda *_: (rgb_dense, sigma_dense)
     )
@@ -75,7 +75,7 @@ def test_packed_rendering_equals_dense_batched_rendering_of_the_same_samples(ran
     np.testing.assert_allclose(packed["acc"].numpy(), opacities[:, 0].numpy(), atol=1e-5)
     np.testing.assert_allclose(packed["depth"].numpy(), depth.numpy(), atol=1e-5)
     mids_packed = rays.origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * rays.directions[ray_indices]
-    rgb_p, sigma_p = fns.rgb_sigma(mids_packed, rays.viewdirs[ray_indices])
+    rgb_p, sigma_p = fns["coarse"](mids_packed, rays.viewdirs[ray_indices])
     out = composite_packed(rgb_p, sigma_p, t_starts, t_ends, ray_indices, n, norm[:, 0])
     np.testing.assert_allclose(out["weights"].numpy(), weights[ray_indices, slot].numpy(), atol=1e-5)
     assert packed["n_samples"] == ray_indices.numel()

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
+from enerf.config import FieldConfig
 from torch.func import functional_call
 
 from enerf.errors import ConfigError
@@ -193,7 +195,7 @@ def test_fold_module_on_a_nerf_field_and_into_a_vanilla_field():
 
     torch.manual_seed(0)
     kwargs = dict(netdepth=3, netwidth=16, skips=(1,), multires=2, multires_views=1, view_width=8)
-    field = NeRFField(**kwargs, conditioning="rowcol", conditioned_layers="all")
+    field = NeRFField(FieldConfig(**kwargs, conditioning="rowcol", conditioned_layers="all"))
     folded = fold_module(field)
     assert not any(isinstance(m, ConditionedLinear) for m in folded.modules())
     assert any(isinstance(m, ConditionedLinear) for m in field.modules())  # the original is untouched
@@ -201,7 +203,7 @@ def test_fold_module_on_a_nerf_field_and_into_a_vanilla_field():
     expected = field(x, d)
     for a, b in zip(expected, folded(x, d)):
         torch.testing.assert_close(b, a, rtol=0, atol=1e-6)
-    vanilla = NeRFField(**kwargs)
+    vanilla = NeRFField(FieldConfig(**kwargs))
     vanilla.load_state_dict(folded.state_dict())
     for a, b in zip(expected, vanilla(x, d)):
         torch.testing.assert_close(b, a, rtol=0, atol=1e-6)

@@ -7,7 +7,7 @@ import torch
 
 from enerf.config import RenderConfig
 from enerf.errors import ConfigError
-from enerf.render import NerfaccEstimator, Samples, build_renderer
+from enerf.render import NerfaccEstimator, Samples, build_renderer, density_fn
 from enerf.render.compositing import composite, composite_packed
 
 CPU = torch.device("cpu")
@@ -25,28 +25,28 @@ def test_nerfacc_estimator_refuses_what_it_cannot_honour_before_touching_nerfacc
 
 @pytest.mark.parametrize("renderer", ["hierarchical", "torch_grid"])
 def test_renderer_composites_the_estimators_samples_and_images_equal_batches(renderer, random_rays, random_grid,
-                                                                            smooth_fns):
+                                                                            smooth_field):
     """``Renderer.render_rays`` = the compositor applied by hand to the estimator's samples at the
     points they name; ``render_image`` over an [H, W] ray grid, chunked, = one batch of all rays."""
     cfg = RenderConfig(renderer=renderer, n_samples=24, render_step_size=1 / 48, early_stop_eps=0.0, perturb=False)
-    rays, fns = random_rays(60, seed=4), smooth_fns()
+    rays, fields = random_rays(60, seed=4), smooth_field()
     built = build_renderer(cfg, CPU, grid=random_grid(8, 0.6, seed=5)) if renderer == "torch_grid" else build_renderer(cfg, CPU)
-    out = built.render_rays(rays, fns, train=False)
-    samples: Samples = built.estimator.sample(rays, fns, train=False)
+    out = built.render_rays(rays, fields, train=False)
+    samples: Samples = built.estimator.sample(rays, density_fn(fields["coarse"]), train=False)
     assert samples.packed == (renderer == "torch_grid") and samples.count > 60
     if samples.packed:
         t_mid = 0.5 * (samples.t_starts + samples.t_ends)
         points = rays.origins[samples.ray_indices] + t_mid[:, None] * rays.directions[samples.ray_indices]
-        rgb, sigma = fns.rgb_sigma(points, rays.viewdirs[samples.ray_indices])
+        rgb, sigma = fields["coarse"](points, rays.viewdirs[samples.ray_indices])
         expected = composite_packed(rgb, sigma, samples.t_starts, samples.t_ends, samples.ray_indices, 60,
                                     rays.directions.norm(dim=-1))
     else:
         points = rays.origins[:, None] + samples.t[..., None] * rays.directions[:, None]
-        rgb, sigma = fns.rgb_sigma(points, rays.viewdirs[:, None].expand(points.shape))
+        rgb, sigma = fields["coarse"](points, rays.viewdirs[:, None].expand(points.shape))
         expected = composite(rgb, sigma, samples.t, rays.directions)
     for key in ("rgb", "depth", "acc"):
         torch.testing.assert_close(out[key], expected[key], rtol=0, atol=0)
     assert out["n_samples"] == samples.count and out["n_queries"] == samples.count
-    image = built.render_image(type(rays)(*(t.reshape(6, 10, -1) for t in rays)), fns, chunk=7)
+    image = built.render_image(type(rays)(*(t.reshape(6, 10, -1) for t in rays)), fields, chunk=7)
     for key in ("rgb", "depth", "acc"):
         torch.testing.assert_close(image[key].reshape(out[key].shape), out[key])

@@ -112,8 +112,8 @@ def test_fold_and_condition_number(mode):
 @pytest.mark.parametrize("mode", ["wn", "ws"])
 def test_nerf_field_with_method(mode):
     torch.manual_seed(3)
-    field = NeRFField(netdepth=3, netwidth=16, skips=(1,), multires=2, multires_views=1, view_width=8,
-                      conditioning=mode)
+    field = NeRFField(FieldConfig(netdepth=3, netwidth=16, skips=(1,), multires=2, multires_views=1, view_width=8,
+                      conditioning=mode))
     modes = {n: m.conditioning for n, m in field.named_modules() if isinstance(m, ConditionedLinear)}
     assert {n for n, m in modes.items() if m == mode} == {"trunk.0", "trunk.1", "trunk.2"}
     x, d = torch.rand(5, 3), torch.nn.functional.normalize(torch.randn(5, 3), dim=-1)

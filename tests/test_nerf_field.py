@@ -66,7 +66,7 @@ def numpy_nerf(field: NeRFField, x: np.ndarray, d: np.ndarray, L_pos: int, L_dir
 
 @pytest.mark.parametrize("use_viewdirs", [True, False])
 def test_parameter_count_matches_nerf_pytorch(use_viewdirs):
-    field = NeRFField(use_viewdirs=use_viewdirs)
+    field = NeRFField(FieldConfig(use_viewdirs=use_viewdirs))
     expected = nerf_pytorch_param_count(8, 256, (4,), 10, 4, 128, use_viewdirs)
     assert sum(p.numel() for p in field.parameters()) == expected
     assert expected == (595844 if use_viewdirs else 494084)  # hand-summed once for 8x256
@@ -81,7 +81,7 @@ def test_parameter_count_matches_nerf_pytorch(use_viewdirs):
 @pytest.mark.parametrize("conditioning", ["none", "rowcol"])
 def test_forward_matches_a_numpy_nerf(use_viewdirs, conditioning):
     torch.manual_seed(0)
-    field = NeRFField(**SMALL, use_viewdirs=use_viewdirs, conditioning=conditioning).double()
+    field = NeRFField(FieldConfig(**SMALL, use_viewdirs=use_viewdirs, conditioning=conditioning)).double()
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (11, 3))
     d = rng.standard_normal((11, 3))
@@ -90,21 +90,21 @@ def test_forward_matches_a_numpy_nerf(use_viewdirs, conditioning):
     rgb_np, sigma_np = numpy_nerf(field, x, d, 3, 2, (1,))
     np.testing.assert_allclose(rgb.detach().numpy(), rgb_np, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(sigma.detach().numpy(), sigma_np, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(field.query_density(torch.from_numpy(x)).detach().numpy(), sigma_np, atol=1e-12)
+    np.testing.assert_allclose(field.density(torch.from_numpy(x))[0].detach().numpy(), sigma_np, atol=1e-12)
 
 
 def test_outputs_have_the_right_shapes_and_ranges():
     torch.manual_seed(0)
-    field = NeRFField(**SMALL, conditioning="row")
+    field = NeRFField(FieldConfig(**SMALL, conditioning="row"))
     x = torch.randn(7, 5, 3) * 3
     d = torch.nn.functional.normalize(torch.randn(7, 5, 3), dim=-1)
     rgb, sigma = field(x, d)
     assert rgb.shape == (7, 5, 3) and sigma.shape == (7, 5)
     assert (rgb >= 0).all() and (rgb <= 1).all() and (sigma >= 0).all()
     assert (sigma > 0).any()  # not all clipped away
-    torch.testing.assert_close(field.query_density(x), sigma)
+    torch.testing.assert_close(field.density(x)[0], sigma)
     torch.manual_seed(1)
-    noisy = field.query_density(x, density_noise_std=1.0)
+    noisy = field.density(x, noise_std=1.0)[0]
     assert noisy.shape == (7, 5) and (noisy >= 0).all() and not torch.equal(noisy, sigma)
     # The noise is added before the relu: with the raw density known, relu(raw + n) is exact.
     with torch.no_grad():
@@ -115,12 +115,12 @@ def test_outputs_have_the_right_shapes_and_ranges():
 
 def test_conditioned_layers_selection_and_names():
     def modes(**kwargs):
-        field = NeRFField(netdepth=4, netwidth=8, **kwargs)
+        field = NeRFField(FieldConfig(netdepth=4, netwidth=8, **kwargs))
         return {n: m.conditioning for n, m in field.named_modules() if isinstance(m, ConditionedLinear)}
 
     names = ["trunk.0", "trunk.1", "trunk.2", "trunk.3", "density_head", "feature", "view.0", "rgb_head"]
-    assert NeRFField(netdepth=4, netwidth=8).layer_names() == names
-    assert NeRFField(netdepth=2, netwidth=8, use_viewdirs=False).layer_names() == ["trunk.0", "trunk.1", "output"]
+    assert NeRFField(FieldConfig(netdepth=4, netwidth=8)).layer_names() == names
+    assert NeRFField(FieldConfig(netdepth=2, netwidth=8, use_viewdirs=False)).layer_names() == ["trunk.0", "trunk.1", "output"]
 
     hidden = modes(conditioning="col")
     assert hidden == {n: ("col" if n.startswith("trunk.") else "none") for n in names}
@@ -131,7 +131,7 @@ def test_conditioned_layers_selection_and_names():
     mixed = modes(conditioning="rowcol", conditioned_layers="hidden,view.0")
     assert {n for n, c in mixed.items() if c == "rowcol"} == set(names[:4]) | {"view.0"}
     with pytest.raises(ConfigError, match="trunk.9") as info:
-        NeRFField(netdepth=4, netwidth=8, conditioning="row", conditioned_layers="trunk.0,trunk.9")
+        NeRFField(FieldConfig(netdepth=4, netwidth=8, conditioning="row", conditioned_layers="trunk.0,trunk.9"))
     assert "\n" not in str(info.value)
 
 
@@ -139,7 +139,7 @@ def test_from_config_passes_every_field():
     cfg = FieldConfig(netdepth=3, netwidth=12, skips=(0,), multires=2, multires_views=1, view_width=6,
                       conditioning="rowcol", conditioned_layers="all", detach_conditioner=True,
                       conditioning_passes=3, conditioning_eps=1e-6)
-    field = NeRFField.from_config(cfg)
+    field = NeRFField(cfg)
     layers = [m for m in field.modules() if isinstance(m, ConditionedLinear)]
     assert len(layers) == 7 and all(
         (m.conditioning, m.detach_conditioner, m.passes, m.eps) == ("rowcol", True, 3, 1e-6) for m in layers
@@ -149,15 +149,15 @@ def test_from_config_passes_every_field():
 
 
 def test_skips_beyond_the_trunk_are_inert_and_after_the_last_layer_rejected():
-    shallow = NeRFField(netdepth=4, netwidth=8, multires=1, skips=(4,))  # as nerf-pytorch with D=4
+    shallow = NeRFField(FieldConfig(netdepth=4, netwidth=8, multires=1, skips=(4,)))  # as nerf-pytorch with D=4
     assert shallow.skips == () and [m.in_features for m in shallow.trunk] == [9, 8, 8, 8]
     with pytest.raises(ConfigError, match="skips"):
-        NeRFField(netdepth=4, netwidth=8, skips=(3,))  # the heads would get W + in_ch inputs
+        NeRFField(FieldConfig(netdepth=4, netwidth=8, skips=(3,)))  # the heads would get W + in_ch inputs
 
 
 def test_row_conditioned_density_head_collapses_to_sign():
     """The documented degenerate case: a single-output layer under row equilibration."""
-    field = NeRFField(netdepth=2, netwidth=8, skips=(), conditioning="row", conditioned_layers="density_head")
+    field = NeRFField(FieldConfig(netdepth=2, netwidth=8, skips=(), conditioning="row", conditioned_layers="density_head"))
     w = field.density_head.weight.detach()
     torch.testing.assert_close(field.density_head.conditioned_weight().detach(), torch.sign(w))
 
@@ -193,7 +193,7 @@ def test_mean_density_is_the_expected_noisy_relu():
     from scipy import integrate, stats
 
     torch.manual_seed(0)
-    field = NeRFField(netdepth=2, netwidth=16, skips=(), multires=2, multires_views=1, view_width=8).double()
+    field = NeRFField(FieldConfig(netdepth=2, netwidth=16, skips=(), multires=2, multires_views=1, view_width=8)).double()
     x = torch.randn(6, 3, dtype=torch.float64)
     with torch.no_grad():
         field.density_head.weight.mul_(30.0)  # raw densities of both signs, a few units apart

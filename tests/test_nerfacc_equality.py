@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 import torch
 
+from enerf.render import density_fn
+
 from enerf.data.rays import Rays
 from enerf.render import nerfacc_backend
 
@@ -94,8 +96,8 @@ def test_early_stop_cases_differ_and_few_rays_are_ambiguous(occupancy):
     dense cases, and the rays left out of the exact comparison are few."""
     off = gpu_check.equality_case(occupancy, False, n_rays=1024)
     on = gpu_check.equality_case(occupancy, True, n_rays=1024)
-    n_off = gpu_check.samples_per_ray(off.renderer, off.rays, off.field.fns)
-    n_on = gpu_check.samples_per_ray(on.renderer, on.rays, on.field.fns)
+    n_off = gpu_check.samples_per_ray(off.renderer, off.rays, off.field.fields)
+    n_on = gpu_check.samples_per_ray(on.renderer, on.rays, on.field.fields)
     assert bool((n_on <= n_off).all()) and n_off.float().mean() > 10
     if occupancy != "sparse":
         assert (n_on < n_off).float().mean() > 0.2
@@ -129,7 +131,7 @@ def test_ambiguous_rays_are_those_with_a_midpoint_on_an_occupancy_change():
     for shift in (-1e-5, 0.0, 1e-5, 0.5 * step):
         ray, _ = _column_ray(case, near + shift, near + shift + 20.25 * step)
         case.rays = ray
-        counts.append(int(gpu_check.samples_per_ray(case.renderer, ray, case.field.fns)[0]))
+        counts.append(int(gpu_check.samples_per_ray(case.renderer, ray, case.field.fields)[0]))
         assert bool(gpu_check.ambiguous_rays(case)[0]) == (shift != 0.5 * step)
     assert counts[0] != counts[2]  # the tie is real: 2e-5 in t moves a sample across the face
 
@@ -210,7 +212,7 @@ def test_reenacted_nerfacc_march_keeps_torch_grids_samples_on_every_promised_ray
     nerfacc's marching (re-enacted in float32 from its kernel) keeps the same samples as
     torch_grid, at the same t within nerfacc's float32 drift."""
     case = gpu_check.equality_case(occupancy, early_stop, n_rays=192)
-    samples = case.renderer.estimator.sample(case.rays, case.field.fns, train=False)
+    samples = case.renderer.estimator.sample(case.rays, density_fn(case.field), train=False)
     ray_indices, t_starts = samples.ray_indices, samples.t_starts
     theirs = _nerfacc_samples(case)
     promised = ~gpu_check.ambiguous_rays(case)

@@ -13,7 +13,8 @@ from enerf.config import RenderConfig
 from enerf.data.rays import Rays
 from enerf.data.synthetic import make_synthetic_scene
 from enerf.errors import ConfigError
-from enerf.render import FieldFns, build_renderer
+from enerf.fields import AnalyticField
+from enerf.render import build_renderer
 from enerf.render.occupancy_grid import OccupancyGrid
 
 CPU = torch.device("cpu")
@@ -87,7 +88,7 @@ def test_occlusion_culling_empties_the_cells_behind_an_opaque_wall():
         inside = (points[..., 2] >= 0.0) & (points[..., 2] < 0.25)
         return torch.where(inside, wall["density"], 1.0)
 
-    fns = FieldFns(rgb_sigma=lambda p, v: (torch.full(p.shape, 0.5), sigma(p)), sigma=sigma)
+    fns = {"coarse": AnalyticField(sigma, lambda p, v: torch.full(p.shape, 0.5))}
     behind = (torch.arange(n) + 0.5) / n * 2 - 1 > 0.125  # cells behind the wall's first cell (z in [0, 0.125))
     for cull in (True, False):
         cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-2, cull_occluded=cull,

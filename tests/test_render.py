@@ -9,7 +9,44 @@ from scipy import stats
 
 from enerf.config import RenderConfig
 from enerf.data.rays import Rays
-from enerf.render import composite, render_image, render_rays, sample_pdf, stratified_samples
+from enerf.render import build_renderer, composite, sample_pdf, stratified_samples
+
+CPU = torch.device("cpu")
+
+
+class _Field:
+    """A field from ``fn(points, viewdirs) -> (rgb, sigma)`` (sigma independent of viewdirs):
+    density at the points, colour from the points as features; counts density passes and points."""
+
+    def __init__(self, fn):
+        self.fn, self.points, self.calls = fn, 0, 0
+
+    def density(self, points, noise_std=0.0):
+        assert points.shape[-1] == 3
+        self.calls += 1
+        self.points += points[..., 0].numel()
+        return self.fn(points, torch.zeros_like(points))[1], points
+
+    def mean_density(self, points, noise_std=0.0):
+        return self.fn(points, torch.zeros_like(points))[1]
+
+    def color(self, features, viewdirs):
+        assert features.shape == viewdirs.shape
+        return self.fn(features, viewdirs)[0]
+
+
+def _fields(coarse, fine) -> dict:
+    as_field = lambda fn: fn if isinstance(fn, _Field) else _Field(fn)  # noqa: E731
+    return {"coarse": as_field(coarse), **({"fine": as_field(fine)} if fine is not None else {})}
+
+
+def render_rays(rays, coarse, fine, cfg, train, generator=None):
+    """The hierarchical renderer on ``coarse`` (and ``fine``) rgb_sigma functions."""
+    return build_renderer(cfg, CPU).render_rays(rays, _fields(coarse, fine), train, generator)
+
+
+def render_image(rays, coarse, fine, cfg, chunk=None):
+    return build_renderer(cfg, CPU).render_image(rays, _fields(coarse, fine), chunk)
 
 
 def _rays(n: int, near: float = 1.0, far: float = 5.0, seed: int = 0) -> Rays:
@@ -190,23 +227,12 @@ def test_render_image_chunked_equals_unchunked():
         np.testing.assert_allclose(whole[key].reshape(h * w, -1).numpy(), direct[key].reshape(h * w, -1).numpy(), atol=1e-6)
 
 
-class _Counter:
-    def __init__(self, fn):
-        self.fn, self.points, self.calls = fn, 0, 0
-
-    def __call__(self, points, viewdirs):
-        assert points.shape == viewdirs.shape and points.shape[-1] == 3
-        self.calls += 1
-        self.points += points.shape[0] * points.shape[1]
-        return self.fn(points, viewdirs)
-
-
 @pytest.mark.parametrize("n_importance", [0, 12])
 def test_n_queries_counts_network_points(n_importance):
     n_rays, n_samples = 9, 20
     rays = _rays(n_rays)
     cfg = RenderConfig(n_samples=n_samples, n_importance=n_importance)
-    coarse, fine = _Counter(_smooth_fn), _Counter(_smooth_fn)
+    coarse, fine = _Field(_smooth_fn), _Field(_smooth_fn)
     out = render_rays(rays, coarse, fine, cfg, train=True, generator=torch.Generator().manual_seed(0))
     assert out["n_queries"] == coarse.points + fine.points
     assert coarse.points == n_rays * n_samples and coarse.calls == 1
@@ -214,7 +240,7 @@ def test_n_queries_counts_network_points(n_importance):
     assert fine.points == (n_rays * (n_samples + n_importance) if n_importance else 0)
     assert ("rgb_coarse" in out) == (n_importance > 0)
 
-    shared = _Counter(_smooth_fn)  # no fine field: the coarse one runs both passes
+    shared = _Field(_smooth_fn)  # no fine field: the coarse one runs both passes
     out = render_rays(rays, shared, None, cfg, train=False)
     assert shared.calls == (2 if n_importance else 1)
     assert out["n_queries"] == shared.points == n_rays * (n_samples + (n_samples + n_importance if n_importance else 0))

@@ -30,7 +30,7 @@ def _shape_cfg(tmp: Path, width: int = 8, **train) -> ShapeRunConfig:
 def test_load_run_rebuilds_a_shape_run_wherever_it_was_moved(tmp_path):
     torch.manual_seed(0)
     cfg = _shape_cfg(tmp_path)
-    field = ShapeField.from_config(cfg.field)
+    field = ShapeField(cfg.field)
     ckpt = tmp_path / "moved" / "checkpoints" / "latest.pt"
     save_checkpoint(ckpt, cfg, 7, {"field": field.state_dict()}, None, extra={"train_seconds": 1.5})
 
@@ -52,7 +52,7 @@ def test_load_run_rebuilds_a_shape_run_wherever_it_was_moved(tmp_path):
 
 def test_load_run_refuses_weights_of_another_network(tmp_path):
     cfg = _shape_cfg(tmp_path, width=8)
-    narrow = ShapeField.from_config(cfg.field)
+    narrow = ShapeField(cfg.field)
     ckpt = tmp_path / "run" / "checkpoints" / "latest.pt"
     save_checkpoint(ckpt, _shape_cfg(tmp_path, width=16), 1, {"field": narrow.state_dict()})
     with pytest.raises(CheckpointError, match="weights of 'field' do not fit"):

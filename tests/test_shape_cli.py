@@ -42,7 +42,7 @@ def test_train_eval_mesh_and_resume(tmp_path, capsys):
     payload, cfg = load_checkpoint(ckpt)
     assert payload["task"] == "shape" and isinstance(cfg, ShapeRunConfig) and cfg.field.conditioning == "row"
     # IoU recomputed by hand from the checkpoint and the cached evaluation points
-    field = ShapeField.from_config(cfg.field)
+    field = ShapeField(cfg.field)
     field.load_state_dict(payload["models"]["field"])
     evals = [np.load(p) for p in (tmp_path / "cache").glob("*.npz")]
     pts, occ = next((e["points"], e["occupancy"]) for e in evals if len(e["points"]) == 4000)

@@ -6,6 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from enerf.config import ShapeFieldConfig
+
+from enerf.config import FieldConfig
+
 from enerf.errors import ConfigError
 from enerf.fields.shape import ShapeField
 from enerf.export.shape_mesh import extract_mesh
@@ -34,7 +38,7 @@ def _numpy_forward(field: ShapeField, x: np.ndarray, row_layers: set[str]) -> np
 
 def test_forward_matches_numpy_with_skip_and_encoding():
     torch.manual_seed(0)
-    field = ShapeField(netdepth=4, netwidth=16, skips=(1,), multires=3, conditioning="row").double()
+    field = ShapeField(ShapeFieldConfig(netdepth=4, netwidth=16, skips=(1,), multires=3, conditioning="row")).double()
     assert field.layer_names() == ["hidden.0", "hidden.1", "hidden.2", "hidden.3", "output"]
     assert field.hidden[2].in_features == 16 + 3 * 7 and field.output.conditioning == "none"
     x = np.random.default_rng(0).uniform(-0.5, 0.5, (32, 3))
@@ -44,14 +48,14 @@ def test_forward_matches_numpy_with_skip_and_encoding():
 
 
 def test_conditioned_layers_selection_and_bad_values():
-    f = ShapeField(netdepth=2, netwidth=8, skips=(), conditioning="col", conditioned_layers="hidden.1,output")
+    f = ShapeField(ShapeFieldConfig(netdepth=2, netwidth=8, skips=(), conditioning="col", conditioned_layers="hidden.1,output"))
     assert [m.conditioning for m in [*f.hidden, f.output]] == ["none", "col", "col"]
     with pytest.raises(ConfigError, match="unknown layer"):
-        ShapeField(netdepth=2, netwidth=8, conditioned_layers="trunk.0")
+        ShapeField(ShapeFieldConfig(netdepth=2, netwidth=8, conditioned_layers="trunk.0"))
     with pytest.raises(ConfigError, match="--kind"):
-        ShapeField(kind="density")
+        ShapeField(ShapeFieldConfig(kind="density"))
     with pytest.raises(ConfigError, match="--skips"):
-        ShapeField(netdepth=3, skips=(2,))
+        ShapeField(ShapeFieldConfig(netdepth=3, skips=(2,)))
 
 
 def test_losses_match_hand_formulas():
@@ -59,14 +63,14 @@ def test_losses_match_hand_formulas():
     x = torch.rand(64, 3) - 0.5
     occ = (torch.rand(64) > 0.5).float()
     sdf = torch.randn(64) * 0.2
-    f_occ = ShapeField(kind="occupancy", netdepth=2, netwidth=8, skips=())
+    f_occ = ShapeField(ShapeFieldConfig(kind="occupancy", netdepth=2, netwidth=8, skips=()))
     logits = f_occ(x).detach().double().numpy()
     p = 1 / (1 + np.exp(-logits))
     y = occ.double().numpy()
     bce = -(y * np.log(p) + (1 - y) * np.log(1 - p)).mean()
     assert shape_losses(f_occ, x, occ, sdf, 0.1, 0.0)["bce"].item() == pytest.approx(bce, rel=1e-5)
 
-    f_sdf = ShapeField(kind="sdf", netdepth=2, netwidth=8, skips=(), activation="softplus").double()
+    f_sdf = ShapeField(ShapeFieldConfig(kind="sdf", netdepth=2, netwidth=8, skips=(), activation="softplus")).double()
     xd = x.double()
     losses = shape_losses(f_sdf, xd, occ.double(), sdf.double(), 0.1, 0.5)
     pred = f_sdf(xd).detach().numpy()
@@ -83,7 +87,7 @@ def test_losses_match_hand_formulas():
 def test_extracted_surface_follows_the_iso_conventions_on_a_plane():
     """f(x) = x_0 - 0.13 as an SDF (level 0, solid below) and as occupancy logits 50 (0.13 - x_0)
     (level 0.5 of the sigmoid, solid above): both give the plane x_0 = 0.13 with +x normals."""
-    f = ShapeField(kind="sdf", netdepth=1, netwidth=2, skips=())
+    f = ShapeField(ShapeFieldConfig(kind="sdf", netdepth=1, netwidth=2, skips=()))
     with torch.no_grad():
         f.hidden[0].weight.zero_()
         f.hidden[0].weight[0, 0], f.hidden[0].weight[1, 0] = 1.0, -1.0
@@ -94,7 +98,7 @@ def test_extracted_surface_follows_the_iso_conventions_on_a_plane():
     np.testing.assert_allclose(mesh.vertices[:, 0], 0.13, atol=1e-6)  # linear between grid points
     assert np.all(mesh.face_normals[:, 0] > 0.99)  # the solid is x < 0.13: normals point to +x
 
-    occ = ShapeField(kind="occupancy", netdepth=1, netwidth=2, skips=())
+    occ = ShapeField(ShapeFieldConfig(kind="occupancy", netdepth=1, netwidth=2, skips=()))
     occ.load_state_dict(f.state_dict())
     with torch.no_grad():
         occ.output.weight.mul_(-50.0)

@@ -79,7 +79,7 @@ def test_bad_settings_are_config_errors():
 def test_triplane_field_trains_its_grids_at_their_own_learning_rate():
     cfg = FieldConfig(netdepth=2, netwidth=16, view_width=8, encoding="triplane", grid_resolutions=(4, 8),
                       grid_components=2, conditioning="row")
-    field = NeRFField.from_config(cfg)
+    field = NeRFField(cfg)
     assert field.trunk[0].in_features == 3 * 2 * 2
     opt = optimizer_from_config([field], TrainConfig(lrate=1e-3, encoding_lrate=2e-2))
     lrs = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
@@ -94,7 +94,7 @@ def test_triplane_field_trains_its_grids_at_their_own_learning_rate():
 
 
 def test_lrate_scale_multiplies_every_group_along_the_schedule():
-    field = NeRFField.from_config(FieldConfig(netdepth=2, netwidth=16, view_width=8, encoding="triplane",
+    field = NeRFField(FieldConfig(netdepth=2, netwidth=16, view_width=8, encoding="triplane",
                                               grid_resolutions=(4,), grid_components=2))
     train = TrainConfig(lrate=1e-3, encoding_lrate=2e-2, lrate_decay=2, lrate_scale=0.5)
     opt = optimizer_from_config([field], train)

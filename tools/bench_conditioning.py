@@ -35,6 +35,8 @@ from pathlib import Path
 
 import torch
 
+from enerf.config import FieldConfig
+
 from enerf.fields.nerf import NeRFField
 from enerf.nn.conditioning import fold_module
 
@@ -54,8 +56,8 @@ def main() -> None:
     device, sync, shape = set_up(args)
 
     torch.manual_seed(0)
-    vanilla = NeRFField(**shape).to(device)
-    cond = NeRFField(**shape, conditioning=args.conditioning, conditioned_layers=args.conditioned_layers).to(device)
+    vanilla = NeRFField(FieldConfig(**shape)).to(device)
+    cond = NeRFField(FieldConfig(**shape, conditioning=args.conditioning, conditioned_layers=args.conditioned_layers)).to(device)
     cond.load_state_dict(vanilla.state_dict())
     vanilla_eval = copy.deepcopy(vanilla).eval()  # the trained copies drift; inference uses fixed ones
     cond_eval = copy.deepcopy(cond).eval()

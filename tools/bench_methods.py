@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from enerf.config import FieldConfig
+
 from enerf.fields.nerf import NeRFField
 from enerf.optim import build_optimizer
 
@@ -52,7 +54,7 @@ def main() -> None:
     for name in variants:
         torch.manual_seed(0)  # same initial weights for every variant
         conditioning = "none" if name == "bnp" else name
-        field = NeRFField(**shape, conditioning=conditioning, conditioned_layers=args.conditioned_layers).to(device)
+        field = NeRFField(FieldConfig(**shape, conditioning=conditioning, conditioned_layers=args.conditioned_layers)).to(device)
         opt = build_optimizer(field, lr=5e-4, precond="bnp" if name == "bnp" else "none")
         runs[name] = (field, opt)
 

@@ -62,7 +62,7 @@ from enerf.errors import EnerfError
 from enerf.render.compositing import exclusive_segment_sum
 from enerf.render.marching import march_rays
 from enerf.render.nerfacc_backend import nerfacc_status
-from enerf.render import FieldFns, Renderer, build_renderer
+from enerf.render import Renderer, build_renderer, density_fn
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import prepare_run, step_run
 
@@ -147,13 +147,21 @@ class AnalyticField:
         dens = density_profile(points[..., 0], points[..., 1], points[..., 2], xp=torch)
         return torch.where(on, dens, torch.zeros_like(dens))
 
-    def rgb_sigma(self, points: Tensor, viewdirs: Tensor) -> tuple[Tensor, Tensor]:
-        """points, viewdirs [..., 3] -> (rgb [..., 3], density [...])."""
-        return torch.sigmoid(2 * points + viewdirs), self.sigma(points)
+    def density(self, points: Tensor, noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
+        """points [..., 3] -> (density [...], features: the points)."""
+        return self.sigma(points), points
+
+    def mean_density(self, points: Tensor, noise_std: float = 0.0) -> Tensor:
+        return self.sigma(points)
+
+    def color(self, features: Tensor, viewdirs: Tensor) -> Tensor:
+        """features (the points), viewdirs [..., 3] -> rgb [..., 3]."""
+        return torch.sigmoid(2 * features + viewdirs)
 
     @property
-    def fns(self) -> FieldFns:
-        return FieldFns(rgb_sigma=self.rgb_sigma, sigma=self.sigma)
+    def fields(self) -> dict:
+        """The renderer's fields: this one as ``coarse``."""
+        return {"coarse": self}
 
 
 def analytic_field(occupancy: str) -> AnalyticField:
@@ -202,7 +210,7 @@ def equality_case(occupancy: str, early_stop: bool, n_rays: int = EQUALITY_RAYS)
                        early_stop_eps=EARLY_STOP_EPS if early_stop else 0.0, early_stop_block=0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        renderer = build_renderer(cfg, CPU, rays=rays, aabb=BOX, read_off=field.fns)
+        renderer = build_renderer(cfg, CPU, rays=rays, aabb=BOX, read_off=field)
     name = f"{occupancy}, early stop {'on' if early_stop else 'off'}"
     return EqualityCase(name, occupancy, early_stop, field, rays, renderer)
 
@@ -253,9 +261,9 @@ def ambiguous_rays(case: EqualityCase, tie_t: float = TIE_T, tie_depth: float = 
 
 
 @torch.no_grad()
-def samples_per_ray(renderer: Renderer, rays: Rays, fns: FieldFns) -> Tensor:
-    """Tensor  # [n_rays] int64: samples ``renderer`` renders on each ray (eval: no jitter)."""
-    ray_indices = renderer.estimator.sample(rays, fns, train=False).ray_indices
+def samples_per_ray(renderer: Renderer, rays: Rays, fields: dict) -> Tensor:
+    """Tensor  # [n_rays] int64: samples ``renderer`` renders on each ray of ``fields`` (eval: no jitter)."""
+    ray_indices = renderer.estimator.sample(rays, density_fn(fields["coarse"]), train=False).ray_indices
     return torch.bincount(ray_indices.cpu(), minlength=rays.origins.shape[0])
 
 
@@ -275,7 +283,7 @@ def compare_with_nerfacc(case: EqualityCase, device: torch.device = CUDA) -> dic
         sample counts differ, all and among the promised ones; mean samples per ray of each.
     """
     rays = Rays(*(t.to(device) for t in case.rays))
-    fns = case.field.fns
+    fns = case.field.fields
     ours, theirs = _renderer_on(case, device, False), _renderer_on(case, device, True)
     count_ours, count_theirs = samples_per_ray(ours, rays, fns), samples_per_ray(theirs, rays, fns)
     a, b = ours.render_image(rays, fns), theirs.render_image(rays, fns)
@@ -298,7 +306,7 @@ def equality_section(cuda_reason: str, n_rays: int, log) -> list[dict]:
     for occupancy in OCCUPANCY_LEVELS:
         for early_stop in (False, True):
             case = equality_case(occupancy, early_stop, n_rays)
-            counts = samples_per_ray(case.renderer, case.rays, case.field.fns)
+            counts = samples_per_ray(case.renderer, case.rays, case.field.fields)
             entry = {
                 "case": case.name, "occupancy": occupancy, "early_stop": early_stop,
                 "early_stop_eps": case.cfg.early_stop_eps, "n_rays": n_rays,

@@ -12,7 +12,7 @@ import operator
 from dataclasses import asdict, dataclass, fields
 
 from ..errors import ConfigError
-from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, option, section, show
+from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, check_skips, option, section
 
 __all__ = ["DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
@@ -90,9 +90,7 @@ class FieldConfig:
             check_box("grid_aabb", self.grid_aabb)
             if not self.grid_resolutions:
                 raise ConfigError("grid_resolutions needs at least one value (>= 2)", fields=("grid_resolutions",))
-        if any(s == self.netdepth - 1 for s in self.skips):
-            raise ConfigError(f"skips must be in 0..{self.netdepth - 2} (or >= {self.netdepth}, ignored) for netdepth "
-                              f"{self.netdepth}, got {show(self.skips)}", fields=("skips", "netdepth"))
+        check_skips(self.skips, self.netdepth)
 
 
 @dataclass(frozen=True)
@@ -137,6 +135,14 @@ class RenderConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
+        if self.renderer != "hierarchical" and self.n_importance > 0:
+            raise ConfigError(f"n_importance must be 0 with renderer {self.renderer} (one field), got "
+                              f"{self.n_importance}; use renderer hierarchical for a fine network",
+                              fields=("n_importance", "renderer"))
+        if self.cull_occluded and (self.early_stop_eps <= 0 or self.renderer not in ("torch_grid", "auto")):
+            raise ConfigError("cull_occluded needs renderer torch_grid and early_stop_eps > 0 (it empties the cells "
+                              "no training ray reaches with transmittance above it)",
+                              fields=("cull_occluded", "early_stop_eps", "renderer"))
 
 
 @dataclass(frozen=True)
@@ -210,13 +216,6 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         check_run_name(self.expname, self.basedir)
-        r = self.render
-        if r.renderer != "hierarchical" and r.n_importance > 0:
-            raise ConfigError(f"n_importance must be 0 with renderer {r.renderer} (one field), got {r.n_importance}",
-                              fields=("n_importance", "renderer"))
-        if r.cull_occluded and r.early_stop_eps <= 0:
-            raise ConfigError("cull_occluded needs early_stop_eps > 0, got 0",
-                              fields=("cull_occluded", "early_stop_eps"))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from ..errors import ConfigError
 from .nerf import CONDITIONING_MODES, Cadence, Regularization, build_config
-from .spec import MAX_GRID, MAX_SEED, check_config, check_run_name, option, section
+from .spec import MAX_GRID, MAX_SEED, check_config, check_run_name, check_skips, option, section
 
 __all__ = ["SHAPE_KINDS", "ShapeDataConfig", "ShapeFieldConfig", "ShapeTrainConfig", "ShapeRunConfig",
            "ShapeMeshConfig", "shape_run_config_from_dict"]
@@ -61,6 +61,7 @@ class ShapeFieldConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
+        check_skips(self.skips, self.netdepth)
 
 
 @dataclass(frozen=True)

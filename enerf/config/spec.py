@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..errors import ConfigError
 
-__all__ = ["Range", "option", "section", "check_config", "check_value", "check_run_name", "check_box", "value_type",
+__all__ = ["Range", "option", "section", "check_config", "check_value", "check_run_name", "check_box", "check_skips", "value_type",
            "show", "MAX_SEED", "MAX_RAYS", "MAX_GRID"]
 
 MAX_SEED = 2**32 - 1  # numpy's seed range
@@ -120,6 +120,14 @@ def check_box(name: str, box: tuple[float, ...]) -> None:
     if len(box) != 6 or any(a >= b for a, b in zip(box[:3], box[3:])):
         raise ConfigError(f"{name} takes 6 numbers xmin ymin zmin xmax ymax zmax with each min < max, got {show(box)}",
                           fields=(name,))
+
+
+def check_skips(skips: tuple[int, ...], netdepth: int) -> None:
+    """A skip re-reads the input after trunk layer s, so s = ``netdepth - 1`` (the last layer) has
+    no layer to feed; skips >= ``netdepth`` are inert (nerf-pytorch's default (4,) on a shallow net)."""
+    if any(s == netdepth - 1 for s in skips):
+        raise ConfigError(f"skips must be in 0..{netdepth - 2} (or >= {netdepth}, ignored) for netdepth "
+                          f"{netdepth}, got {show(skips)}", fields=("skips", "netdepth"))
 
 
 def show(value: Any) -> str:

@@ -10,7 +10,6 @@ from ..data.rays import Rays
 from ..data.scene import Scene
 from ..fields.nerf import NeRFField
 from ..render import Renderer, build_renderer
-from ..run import field_fns
 
 __all__ = ["render_rays_image", "render_view"]
 
@@ -42,10 +41,9 @@ def render_rays_image(
     for field in fields.values():
         field.eval()
     rays = Rays(*(t.to(device) for t in rays))
-    fns = field_fns(fields)
     if renderer is None:
-        renderer = build_renderer(cfg, device, rays=rays, aabb=aabb, read_off=fns)
-    return renderer.render_image(rays, fns, chunk)
+        renderer = build_renderer(cfg, device, rays=rays, aabb=aabb, read_off=fields["coarse"])
+    return renderer.render_image(rays, fields, chunk)
 
 
 def render_view(

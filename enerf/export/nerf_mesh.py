@@ -186,11 +186,14 @@ def mesh_from_run(run: Run, cfg: MeshConfig) -> trimesh.Trimesh:
         raise ConfigError(f"bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)", ("bbox",))
     field = run.models.get(cfg.field) or run.models["coarse"]
 
+    def density_fn(points: Tensor) -> Tensor:
+        return field.density(points)[0]
+
     def color_fn(points: Tensor, dirs: Tensor) -> Tensor:
         return field(points, dirs)[0]
 
     return extract_mesh(
-        field.query_density, color_fn, lo, hi, cfg, to_scene=field_to_scene(scene),
+        density_fn, color_fn, lo, hi, cfg, to_scene=field_to_scene(scene),
         to_output=_similarity(scene.scene_to_world) if cfg.frame == "world" else None, device=run.device,
     )
 

@@ -1,6 +1,7 @@
 """Neural fields built from conditioned layers."""
 
+from .analytic import AnalyticField
 from .nerf import NeRFField
 from .shape import ShapeField
 
-__all__ = ["NeRFField", "ShapeField"]
+__all__ = ["AnalyticField", "NeRFField", "ShapeField"]

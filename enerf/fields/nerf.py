@@ -28,9 +28,9 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..errors import ConfigError
+from ..config import FieldConfig
 from ..nn.encoding import PositionalEncoding
-from ..nn.mlp import ConditionedMLP, MLPField, skip_trunk, valid_skips
+from ..nn.mlp import ConditionedMLP, MLPField, active_skips, skip_trunk
 from ..nn.triplane import TriPlaneEncoding
 
 __all__ = ["NeRFField"]
@@ -40,61 +40,33 @@ class NeRFField(MLPField):
     """Radiance field: position (+ view direction) -> (rgb, density), nerf-pytorch architecture.
 
     Args:
-        netdepth, netwidth: trunk depth D and width W.
-        skips: trunk indices after which the encoded position is re-read (< D - 1; indices
-            >= D are ignored, as in nerf-pytorch).
-        multires, multires_views: positional-encoding frequencies for positions / directions.
-        encoding: how positions enter the trunk: ``frequency`` (NeRF's sinusoids, ``multires``)
-            or ``triplane`` (a learned TensoRF VM feature volume, ``enerf.nn.triplane``, of
-            ``grid_resolutions`` x ``grid_components`` over ``grid_aabb``).
-        use_viewdirs: view-dependent colour branch; otherwise one W -> 4 output layer.
-        view_width: width of the view branch (W // 2 in NeRF).
-        conditioning: ``none`` | ``row`` | ``col`` | ``rowcol`` (see ``enerf.nn.conditioning``).
-        conditioned_layers: ``hidden`` | ``all`` | ``none`` | comma-separated layer names.
-        detach_conditioner, conditioning_passes, conditioning_eps: passed to every
-            ConditionedLinear.
+        cfg: the network (``enerf.config.FieldConfig``, the home of every default and check):
+            trunk depth and width, ``skips`` (trunk indices after which the encoded position is
+            re-read; >= netdepth are ignored, as in nerf-pytorch), the position ``encoding``
+            (``frequency``: NeRF's sinusoids of ``multires`` frequencies; ``triplane``: a learned
+            TensoRF VM feature volume, ``enerf.nn.triplane``), ``use_viewdirs`` and
+            ``view_width``, and the weight conditioning (``conditioning``,
+            ``conditioned_layers``, ...; see ``enerf.nn.conditioning``).
     """
 
-    def __init__(
-        self,
-        netdepth: int = 8,
-        netwidth: int = 256,
-        skips: tuple[int, ...] = (4,),
-        multires: int = 10,
-        multires_views: int = 4,
-        use_viewdirs: bool = True,
-        view_width: int = 128,
-        conditioning: str = "none",
-        conditioned_layers: str = "hidden",
-        detach_conditioner: bool = False,
-        conditioning_passes: int = 1,
-        conditioning_eps: float = 1e-8,
-        encoding: str = "frequency",
-        grid_resolutions: tuple[int, ...] = (64, 256),
-        grid_components: int = 8,
-        grid_aabb: tuple[float, ...] = (-1.5, -1.67, -1.0, 1.5, 1.67, 1.0),
-    ) -> None:
+    def __init__(self, cfg: FieldConfig = FieldConfig()) -> None:
         super().__init__()
-        if netdepth < 1:
-            raise ConfigError(f"--netdepth must be >= 1, got {netdepth}")
-        self.skips = valid_skips(skips, netdepth)
-        self.use_viewdirs = bool(use_viewdirs)
-        if encoding == "frequency":
-            self.pos_encoding = PositionalEncoding(multires)
-        elif encoding == "triplane":
-            self.pos_encoding = TriPlaneEncoding(grid_resolutions, grid_components, grid_aabb)
-        else:
-            raise ConfigError(f"--encoding {encoding!r} is not one of frequency, triplane")
-        self.dir_encoding = PositionalEncoding(multires_views)
-        in_ch, dir_ch = self.pos_encoding.out_dim, self.dir_encoding.out_dim
+        self.cfg = cfg
+        self.skips = active_skips(cfg.skips, cfg.netdepth)
+        self.use_viewdirs = bool(cfg.use_viewdirs)
+        self.pos_encoding = (PositionalEncoding(cfg.multires) if cfg.encoding == "frequency" else
+                             TriPlaneEncoding(cfg.grid_resolutions, cfg.grid_components, cfg.grid_aabb))
+        self.dir_encoding = PositionalEncoding(cfg.multires_views)
+        in_ch, dir_ch, width = self.pos_encoding.out_dim, self.dir_encoding.out_dim, cfg.netwidth
 
         if self.use_viewdirs:
-            heads = {"density_head": (netwidth, 1), "feature": (netwidth, netwidth),
-                     "view.0": (netwidth + dir_ch, view_width), "rgb_head": (view_width, 3)}
+            heads = {"density_head": (width, 1), "feature": (width, width),
+                     "view.0": (width + dir_ch, cfg.view_width), "rgb_head": (cfg.view_width, 3)}
         else:
-            heads = {"output": (netwidth, 4)}
-        mlp = ConditionedMLP("trunk", in_ch, netdepth, netwidth, self.skips, heads, conditioning, conditioned_layers,
-                             eps=conditioning_eps, detach_conditioner=detach_conditioner, passes=conditioning_passes)
+            heads = {"output": (width, 4)}
+        mlp = ConditionedMLP("trunk", in_ch, cfg.netdepth, width, self.skips, heads, cfg.conditioning,
+                             cfg.conditioned_layers, eps=cfg.conditioning_eps,
+                             detach_conditioner=cfg.detach_conditioner, passes=cfg.conditioning_passes)
         # Created in this order (seeded initialisation), under these names (checkpoints).
         self.trunk = mlp.trunk()
         if self.use_viewdirs:
@@ -123,41 +95,35 @@ class NeRFField(MLPField):
     def _raw_density(self, x: Tensor) -> Tensor:
         return self._raw_density_of(self._trunk(x))
 
-    def query_density(self, x: Tensor, density_noise_std: float = 0.0) -> Tensor:
-        """x: Tensor  # [..., 3] -> sigma: Tensor  # [...], >= 0."""
-        return self._activate(self._raw_density(x), density_noise_std)
-
-    def mean_density(self, x: Tensor, density_noise_std: float = 0.0) -> Tensor:
-        """The density training renders on average: E[relu(raw + N(0, s^2))], s = ``density_noise_std``.
+    def mean_density(self, x: Tensor, noise_std: float = 0.0) -> Tensor:
+        """The density training renders on average: E[relu(raw + N(0, s^2))], s = ``noise_std``.
 
         = s phi(raw / s) + raw Phi(raw / s) (phi, Phi: the standard normal pdf and cdf), always
         > 0 for s > 0; relu(raw) for s = 0. x: Tensor  # [..., 3] -> Tensor  # [...].
         """
         raw = self._raw_density(x)
-        if density_noise_std <= 0:
+        if noise_std <= 0:
             return torch.relu(raw)
-        z = raw / density_noise_std
+        z = raw / noise_std
         pdf = torch.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
-        return density_noise_std * pdf + raw * torch.special.ndtr(z)
+        return noise_std * pdf + raw * torch.special.ndtr(z)
 
-    def forward(self, x: Tensor, dirs: Tensor, density_noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
+    def density(self, x: Tensor, noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
+        """Density, and the features colour is read from (``color``), so that colour can be
+        computed at a subset of the points. x: Tensor  # [..., 3] -> (sigma: Tensor  # [...] >= 0,
+        h: Tensor  # [..., netwidth] the trunk's output); ``noise_std``: N(0, s^2) noise on the
+        pre-activation density (nerf-pytorch's ``raw_noise_std``, while training)."""
+        h = self._trunk(x)
+        return self._activate(self._raw_density_of(h), noise_std), h
+
+    def forward(self, x: Tensor, dirs: Tensor, noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
         """x: Tensor  # [..., 3], dirs: Tensor  # [..., 3] (unit; unused without use_viewdirs)
-        -> (rgb: Tensor  # [..., 3] in [0, 1], sigma: Tensor  # [...] >= 0)."""
-        if not self.use_viewdirs:  # one output layer gives both
-            out = self.output(self._trunk(x))
-            return torch.sigmoid(out[..., :3]), self._activate(out[..., 3], density_noise_std)
-        sigma, h = self.density_and_features(x, density_noise_std)
+        -> (rgb: Tensor  # [..., 3] in [0, 1], sigma: Tensor  # [...] >= 0): ``density`` then ``color``."""
+        sigma, h = self.density(x, noise_std)
         return self.color(h, dirs), sigma
 
-    def density_and_features(self, x: Tensor, density_noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
-        """The first of two passes (the second: ``color``), so that colour can be computed at a
-        subset of the points. x: Tensor  # [..., 3] -> (sigma: Tensor  # [...] >= 0,
-        h: Tensor  # [..., netwidth] the trunk's output). With ``forward``'s random draws."""
-        h = self._trunk(x)
-        return self._activate(self._raw_density_of(h), density_noise_std), h
-
     def color(self, h: Tensor, dirs: Tensor) -> Tensor:
-        """h: Tensor  # [..., netwidth] (``density_and_features``), dirs: Tensor  # [..., 3]
+        """h: Tensor  # [..., netwidth] (``density``), dirs: Tensor  # [..., 3]
         -> rgb: Tensor  # [..., 3] in [0, 1]."""
         if not self.use_viewdirs:
             return torch.sigmoid(self.output(h)[..., :3])

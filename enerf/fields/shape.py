@@ -21,10 +21,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..config import SHAPE_KINDS
-from ..errors import ConfigError
+from ..config import ShapeFieldConfig
 from ..nn.encoding import PositionalEncoding
-from ..nn.mlp import ConditionedMLP, MLPField, skip_trunk, valid_skips
+from ..nn.mlp import ConditionedMLP, MLPField, active_skips, skip_trunk
 
 __all__ = ["ShapeField", "ISO_LEVEL"]
 
@@ -37,44 +36,24 @@ class ShapeField(MLPField):
     ``ConditionedLinear``.
 
     Args:
-        kind: ``occupancy`` or ``sdf``.
-        netdepth, netwidth: number D and width W of the hidden layers.
-        skips: hidden indices after which gamma(x) is re-read (0..D-2; >= D are ignored).
-        multires: positional-encoding frequencies (0: raw coordinates).
-        activation: ``relu`` or ``softplus`` (beta = 100, IGR's choice for smooth gradients).
-        conditioning, conditioned_layers, detach_conditioner, conditioning_passes,
-        conditioning_eps: as in ``NeRFField``.
+        cfg: the network (``enerf.config.ShapeFieldConfig``, the home of defaults and checks):
+            ``kind`` (occupancy or sdf), D = ``netdepth`` hidden layers of width ``netwidth``,
+            ``skips`` (hidden indices after which gamma(x) is re-read; >= D are ignored),
+            ``multires`` (0: raw coordinates), ``activation`` (relu, or softplus with beta 100,
+            IGR's choice for smooth gradients) and the weight conditioning, as ``NeRFField``'s.
     """
 
-    def __init__(
-        self,
-        kind: str = "occupancy",
-        netdepth: int = 8,
-        netwidth: int = 256,
-        skips: tuple[int, ...] = (4,),
-        multires: int = 0,
-        activation: str = "relu",
-        conditioning: str = "none",
-        conditioned_layers: str = "hidden",
-        detach_conditioner: bool = False,
-        conditioning_passes: int = 1,
-        conditioning_eps: float = 1e-8,
-    ) -> None:
+    def __init__(self, cfg: ShapeFieldConfig = ShapeFieldConfig()) -> None:
         super().__init__()
-        if kind not in SHAPE_KINDS:
-            raise ConfigError(f"--kind {kind!r} is not one of {', '.join(SHAPE_KINDS)}")
-        if netdepth < 1 or netwidth < 1:
-            raise ConfigError(f"--netdepth and --netwidth must be >= 1, got {netdepth} and {netwidth}")
-        skips = valid_skips(skips, netdepth)
-        if activation not in ("relu", "softplus"):
-            raise ConfigError(f"--activation {activation!r} is not one of relu, softplus")
-        self.kind = kind
-        self.skips = skips
-        self.encoding = PositionalEncoding(multires)
-        self.activation = nn.ReLU() if activation == "relu" else nn.Softplus(beta=100.0)
-        mlp = ConditionedMLP("hidden", self.encoding.out_dim, netdepth, netwidth, self.skips, {"output": (netwidth, 1)},
-                             conditioning, conditioned_layers, eps=conditioning_eps,
-                             detach_conditioner=detach_conditioner, passes=conditioning_passes)
+        self.cfg = cfg
+        self.kind = cfg.kind
+        self.skips = active_skips(cfg.skips, cfg.netdepth)
+        self.encoding = PositionalEncoding(cfg.multires)
+        self.activation = nn.ReLU() if cfg.activation == "relu" else nn.Softplus(beta=100.0)
+        mlp = ConditionedMLP("hidden", self.encoding.out_dim, cfg.netdepth, cfg.netwidth, self.skips,
+                             {"output": (cfg.netwidth, 1)}, cfg.conditioning, cfg.conditioned_layers,
+                             eps=cfg.conditioning_eps, detach_conditioner=cfg.detach_conditioner,
+                             passes=cfg.conditioning_passes)
         # Created in this order (seeded initialisation), under these names (checkpoints).
         self.hidden = mlp.trunk()
         self.output = mlp.layer("output")

@@ -12,7 +12,6 @@ seeded initialisation are those of the fields before they shared this builder.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Iterable
 
 import torch
@@ -21,27 +20,15 @@ from torch import Tensor, nn
 from ..errors import ConfigError
 from .conditioning import ConditionedLinear, select_layers
 
-__all__ = ["ConditionedMLP", "MLPField", "valid_skips", "skip_trunk", "constructor_kwargs"]
+__all__ = ["ConditionedMLP", "MLPField", "active_skips", "skip_trunk"]
 
 
-def valid_skips(skips: Iterable[int], netdepth: int) -> tuple[int, ...]:
-    """The skips that act in a trunk of ``netdepth`` layers, sorted.
-
-    As in nerf-pytorch, a skip at or beyond the last layer has no layer after it to feed and is
-    inert (so the default skips=(4,) works for shallow nets); a skip right after the last layer
-    would change the heads' input width, which nerf-pytorch crashes on.
-
-    Raises:
-        ConfigError: a negative skip, or one at the last layer (``netdepth - 1``).
-    """
-    skips = tuple(skips)
-    bad = [s for s in skips if s < 0 or s == netdepth - 1]
-    if bad:
-        raise ConfigError(
-            f"--skips {', '.join(map(str, bad))} invalid for --netdepth {netdepth}: a skip must be in "
-            f"0..{netdepth - 2} (or >= {netdepth}, which is ignored)"
-        )
-    return tuple(sorted(int(s) for s in skips if s < netdepth - 1))
+def active_skips(skips: Iterable[int], netdepth: int) -> tuple[int, ...]:
+    """The skips that act in a trunk of ``netdepth`` layers, sorted: as in nerf-pytorch, a skip at
+    or beyond the last layer has no layer after it to feed and is inert (so the default
+    skips=(4,) works for shallow nets). The configs refuse a skip at ``netdepth - 1``
+    (``enerf.config.spec.check_skips``)."""
+    return tuple(sorted(s for s in set(skips) if 0 <= s < netdepth - 1))
 
 
 class ConditionedMLP:
@@ -51,7 +38,7 @@ class ConditionedMLP:
         prefix: trunk layer names are ``<prefix>.i`` (``trunk`` for NeRF, ``hidden`` for shapes).
         in_ch: width of the encoded input gamma(x).
         netdepth, netwidth: trunk depth D and width W.
-        skips: trunk indices after which gamma(x) is re-read (see ``valid_skips``).
+        skips: trunk indices after which gamma(x) is re-read (see ``active_skips``).
         heads: name -> (fan_in, fan_out) of the layers after the trunk, in order.
         conditioning: ``none`` | ``row`` | ``col`` | ``rowcol`` for the selected layers.
         conditioned_layers: ``hidden`` (the trunk) | ``all`` | ``none`` | comma-separated names.
@@ -75,7 +62,7 @@ class ConditionedMLP:
         conditioned_layers: str = "hidden",
         **layer_options: Any,
     ) -> None:
-        self.skips = valid_skips(skips, netdepth)
+        self.skips = active_skips(skips, netdepth)
         self.trunk_names = [f"{prefix}.{i}" for i in range(netdepth)]
         self.shapes: dict[str, tuple[int, int]] = {}
         for i, name in enumerate(self.trunk_names):
@@ -117,25 +104,8 @@ def skip_trunk(encoded: Tensor, layers: Iterable[nn.Module], activation: Callabl
     return h
 
 
-def constructor_kwargs(cls: type, cfg: object) -> dict[str, Any]:
-    """The arguments of ``cls.__init__`` read off the same-named fields of the dataclass ``cfg``
-    (sequences as tuples): ``cls(**constructor_kwargs(cls, cfg))`` builds a field from its config.
-
-    Raises:
-        AttributeError: ``cfg`` lacks a field for one of the arguments.
-    """
-    names = [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
-    values = {name: getattr(cfg, name) for name in names}
-    return {name: tuple(v) if isinstance(v, (list, tuple)) else v for name, v in values.items()}
-
-
 class MLPField(nn.Module):
-    """Base of the fields built with ``ConditionedMLP``: construction from a config, layer names."""
-
-    @classmethod
-    def from_config(cls, cfg: object):
-        """The field ``cfg`` (a dataclass with a field per constructor argument) describes."""
-        return cls(**constructor_kwargs(cls, cfg))
+    """Base of the fields built with ``ConditionedMLP``: their layer names."""
 
     def layer_names(self) -> list[str]:
         """Names of the linear layers, input to output (e.g. trunk.0, ..., rgb_head)."""

@@ -11,13 +11,13 @@
 
 from .build import RENDERERS, build_renderer, resolve_renderer
 from .compositing import composite, composite_packed, composite_samples
-from .estimator import Estimator, FieldFns, RgbSigmaFn, Samples, SigmaFn, TwoPassField
+from .estimator import DensityFn, Estimator, RadianceField, Samples
 from .grid_estimator import OccupancyGridEstimator, TorchGridEstimator
-from .hierarchical import HierarchicalEstimator, render_image, render_rays
+from .hierarchical import HierarchicalEstimator
 from .marching import march_rays
 from .nerfacc_backend import NerfaccEstimator
 from .occupancy_grid import OccupancyGrid, rays_aabb
-from .renderer import Renderer
+from .renderer import Renderer, density_fn, shade
 from .sampling import sample_pdf, stratified_samples
 
 __all__ = [
@@ -27,10 +27,10 @@ __all__ = [
     "Renderer",
     "Estimator",
     "Samples",
-    "FieldFns",
-    "RgbSigmaFn",
-    "SigmaFn",
-    "TwoPassField",
+    "RadianceField",
+    "DensityFn",
+    "density_fn",
+    "shade",
     "HierarchicalEstimator",
     "OccupancyGridEstimator",
     "TorchGridEstimator",
@@ -40,8 +40,6 @@ __all__ = [
     "composite",
     "composite_packed",
     "composite_samples",
-    "render_rays",
-    "render_image",
     "OccupancyGrid",
     "rays_aabb",
     "march_rays",

@@ -22,12 +22,12 @@ import torch
 from ..config import RENDERERS, RenderConfig
 from ..data.rays import Rays, flatten_rays
 from ..errors import ConfigError
-from .estimator import FieldFns
+from .estimator import RadianceField
 from .grid_estimator import TorchGridEstimator
 from .hierarchical import HierarchicalEstimator
 from . import nerfacc_backend
 from .occupancy_grid import OccupancyGrid, rays_aabb
-from .renderer import Renderer
+from .renderer import Renderer, density_fn
 
 __all__ = ["RENDERERS", "resolve_renderer", "build_renderer"]
 
@@ -69,7 +69,7 @@ def build_renderer(
     state: dict | None = None,
     rays: Rays | None = None,
     aabb: tuple[float, ...] | None = None,
-    read_off: FieldFns | None = None,
+    read_off: RadianceField | None = None,
     grid: OccupancyGrid | None = None,
     fallback: bool = False,
 ) -> Renderer:
@@ -115,5 +115,5 @@ def build_renderer(
     elif flat is not None:
         estimator.occ_scale = float(flat.directions.norm(dim=-1).mean())
     if read_off is not None:
-        estimator.read_off_field(read_off)
+        estimator.read_off_field(density_fn(read_off))
     return Renderer(cfg, estimator)

@@ -1,24 +1,27 @@
-"""The sampling interface: an estimator decides where along the rays the field is rendered.
+"""The sampling interface (nerfacc's contract): an estimator gets rays and a density function
+and returns intervals; colour is none of its business.
 
-As nerfacc splits ``sampling`` (estimators) from ``rendering`` (the compositor), a renderer
-here is an estimator plus the compositor (``compositing.py``), glued by ``Renderer``::
+A renderer (``renderer.py``) is an estimator plus one shading step::
 
-    samples = estimator.sample(rays, fns, train, generator)      # Samples
-    rgb, sigma = field at samples (unless the estimator queried them already)
+    samples = estimator.sample(rays, density_fn, train, generator)   # Samples: intervals only
+    sigma, features = field.density(points)                          # the one query of the field
+    rgb = field.color(features, viewdirs)                            # (where the weight counts)
     out = composite_samples(samples, rgb, sigma, rays, white_bkgd)
 
 Estimators (each in its own module):
 
-* ``HierarchicalEstimator`` (``hierarchical.py``): NeRF's stratified + importance samples; dense.
+* ``HierarchicalEstimator`` (``hierarchical.py``): NeRF's stratified samples; with importance
+  samples its coarse pass is an explicit proposal step (``propose``) the renderer runs; dense.
 * ``TorchGridEstimator`` (``grid_estimator.py``): occupancy-grid marching in torch; packed.
 * ``NerfaccEstimator`` (``nerfacc_backend.py``): the same through ``nerfacc.OccGridEstimator``.
 
-The field reaches them as callables (``FieldFns``), never as a network.
+The field reaches the renderer as a module with the methods of ``RadianceField``
+(``enerf.fields.nerf.NeRFField``); an estimator sees only its density, as a ``DensityFn``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import torch
@@ -27,72 +30,43 @@ from torch import Tensor
 from ..config import RenderConfig
 from ..data.rays import Rays
 
-__all__ = ["RgbSigmaFn", "SigmaFn", "DensityFeaturesFn", "ColorFn", "TwoPassField", "FieldFns", "Samples", "Estimator",
-           "midpoints"]
+__all__ = ["DensityFn", "RadianceField", "Samples", "Estimator", "midpoints"]
 
-RgbSigmaFn = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]  # points [..., 3], viewdirs [..., 3] -> rgb [..., 3], sigma [...]
-SigmaFn = Callable[[Tensor], Tensor]  # points [n, 3] -> density [n]
-DensityFeaturesFn = Callable[[Tensor], tuple[Tensor, Tensor]]  # points [n, 3] -> density [n], features [n, F]
-ColorFn = Callable[[Tensor, Tensor], Tensor]  # features [n, F], viewdirs [n, 3] -> rgb [n, 3]
+DensityFn = Callable[[Tensor], Tensor]  # points [n, 3] -> density [n] >= 0 (called without gradients)
 
 
-@dataclass(frozen=True)
-class TwoPassField:
-    """The same field as an ``RgbSigmaFn``, in two passes: density (and the features colour is
-    read from) at every point, then colour where the renderer asks for it (the points whose
-    compositing weight counts; ``RenderConfig.rgb_weight_threshold``)."""
+class RadianceField(Protocol):
+    """What a renderer asks of a field (``NeRFField`` has these methods)."""
 
-    density_and_features: DensityFeaturesFn
-    color: ColorFn
+    def density(self, x: Tensor, noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
+        """x: Tensor  # [..., 3] -> (sigma: Tensor  # [...] >= 0, features: Tensor  # [..., F]);
+        ``noise_std``: noise on the pre-activation density (NeRF's ``raw_noise_std``)."""
 
+    def mean_density(self, x: Tensor, noise_std: float = 0.0) -> Tensor:
+        """x: Tensor  # [..., 3] -> Tensor  # [...]: the density ``density`` gives on average."""
 
-@dataclass(frozen=True)
-class FieldFns:
-    """The field, as the callables a renderer needs.
-
-    rgb_sigma: points [..., 3], viewdirs [..., 3] -> (rgb [..., 3], sigma [...]); the
-        coarse (or only) field.
-    sigma: points [n, 3] -> sigma [n]; density of the same field, used by the grid
-        estimators for the early-stop pre-pass and grid updates (without gradients).
-    fine_rgb_sigma: the fine field of the hierarchical estimator (None: reuse ``rgb_sigma``).
-    two_pass, fine_two_pass: ``rgb_sigma`` and ``fine_rgb_sigma`` in two passes (None: the
-        renderer queries colour at every point).
-    """
-
-    rgb_sigma: RgbSigmaFn
-    sigma: SigmaFn | None = None
-    fine_rgb_sigma: RgbSigmaFn | None = None
-    two_pass: TwoPassField | None = None
-    fine_two_pass: TwoPassField | None = None
+    def color(self, features: Tensor, dirs: Tensor) -> Tensor:
+        """features: Tensor  # [..., F], dirs: Tensor  # [..., 3] unit -> rgb: Tensor  # [..., 3] in [0, 1]."""
 
 
 @dataclass
 class Samples:
-    """Where an estimator wants a batch of rays [n_rays] rendered, dense or packed.
+    """Where an estimator wants a batch of rays [n_rays] rendered: intervals, dense or packed.
 
     Dense (the hierarchical estimator; ``t`` set): the field is queried at ``t``.
         t: Tensor  # [n_rays, n_samples] sorted along each ray
     Packed (the grid estimators; ``ray_indices`` set): the field is queried at the midpoints.
         ray_indices: Tensor  # [n] int64, non-decreasing
         t_starts, t_ends: Tensor  # [n] sorted within each ray
-    rgb: Tensor  # [n, 3] and sigma: Tensor  # [n]: the field's values at the samples when the
-        estimator has queried them already (front-to-back early stop), else None.
-    n_queries: points the estimator itself sent to the field (a density pre-pass, the coarse
-        pass, front-to-back rounds), not counting the renderer's own query.
-    fine: query the fine field (``FieldFns.fine_rgb_sigma``, else ``rgb_sigma``).
-    extras: outputs of the estimator's own rendering pass, returned beside the renderer's
-        (``rgb_coarse``, ``depth_coarse``, ``acc_coarse`` [n_rays, ...]).
+    n_queries: points the estimator itself sent to its density function (a density pre-pass,
+        front-to-back rounds), not counting the renderer's own query.
     """
 
     t: Tensor | None = None
     ray_indices: Tensor | None = None
     t_starts: Tensor | None = None
     t_ends: Tensor | None = None
-    rgb: Tensor | None = None
-    sigma: Tensor | None = None
     n_queries: int = 0
-    fine: bool = False
-    extras: dict[str, Tensor] = field(default_factory=dict)
 
     @property
     def packed(self) -> bool:
@@ -127,17 +101,26 @@ class Estimator(Protocol):
     name: ``hierarchical``, ``torch_grid`` or ``nerfacc``.
     cfg: the render settings it was built with.
     grid: its occupancy grid (None: it keeps no grid).
+    proposes: True when ``sample``'s intervals are a proposal: the renderer shades them with the
+        coarse field, then asks ``propose`` for the intervals of the final pass (NeRF's coarse +
+        fine); False when ``sample``'s intervals are the final ones.
     """
 
     name: str
     cfg: RenderConfig
     grid: object | None
+    proposes: bool
 
-    def sample(self, rays: Rays, fns: FieldFns, train: bool, generator: torch.Generator | None = None) -> Samples:
-        """Samples of ``rays`` [n_rays] (jittered iff ``train and cfg.perturb``)."""
+    def sample(self, rays: Rays, density_fn: DensityFn, train: bool,
+               generator: torch.Generator | None = None) -> Samples:
+        """Intervals of ``rays`` [n_rays] (jittered iff ``train and cfg.perturb``)."""
 
-    def update(self, step: int, fns: FieldFns, generator: torch.Generator | None = None) -> None:
-        """Training step ``step``: refresh the estimator's own state from the field."""
+    def propose(self, rays: Rays, samples: Samples, weights: Tensor, train: bool,
+                generator: torch.Generator | None = None) -> Samples:
+        """The final intervals from a proposal pass's compositing ``weights`` (only if ``proposes``)."""
+
+    def update(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
+        """Training step ``step``: refresh the estimator's own state from the field's density."""
 
     def state_dict(self) -> dict | None:
         """The state to save in a checkpoint (None: nothing to save)."""

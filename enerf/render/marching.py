@@ -10,8 +10,8 @@ ops so that it runs on CPU (and on CUDA without nerfacc's extension):
 2. **Early stop** (optional): samples behind transmittance ``< early_stop_eps`` (or with
    opacity ``< alpha_thre``) are dropped, either as nerfacc does (``visibility_mask``: one
    density pre-pass without gradients over all marched samples, then the rendering pass) or
-   front to back (``query_front_to_back``: colour and density in rounds of growing size, with
-   gradients, stopping each ray at its early stop; every sample queried once).
+   front to back (``visible_front_to_back``: density in rounds of growing size, stopping each
+   ray at its early stop, so samples far behind it are never sent to the field).
 
 Rendering the samples is the compositor's (``compositing.composite_packed``); its segment sums
 (``exclusive_segment_sum``) also give the early stop its transmittance here.
@@ -20,19 +20,18 @@ Rendering the samples is the compositor's (``compositing.composite_packed``); it
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import torch
 from torch import Tensor
 
 from .compositing import exclusive_segment_sum, packed_transmittance, segment_starts
-from .estimator import RgbSigmaFn
 from .occupancy_grid import OccupancyGrid, ray_aabb_intersect
 
 __all__ = [
     "march_rays",
     "visibility_mask",
-    "query_front_to_back",
+    "visible_front_to_back",
     "FrontToBack",
     "ray_lattice",
     "lattice_transmittance",
@@ -190,95 +189,84 @@ def visibility_mask(
 
 
 class FrontToBack(NamedTuple):
-    """What ``query_front_to_back`` returns.
+    """What ``visible_front_to_back`` returns.
 
     kept: Tensor  # [k] int64 indices of the visible samples, increasing (packed order)
-    rgb: Tensor  # [k, 3] their colour
-    sigma: Tensor  # [k] their density
-    queried_index: Tensor  # [q] int64 indices of all samples sent to the field, increasing
-    thickness: Tensor  # [q] their optical thickness sigma * delta * |direction| (no gradient)
+    queried_index: Tensor  # [q] int64 indices of all samples whose density was read, increasing
+    thickness: Tensor  # [q] their optical thickness sigma * delta * |direction|
     """
 
     kept: Tensor
-    rgb: Tensor
-    sigma: Tensor
     queried_index: Tensor
     thickness: Tensor
 
     @property
     def queried(self) -> int:
-        """Points sent to the field."""
+        """Points sent to the density function."""
         return int(self.queried_index.numel())
 
 
-def query_front_to_back(
+@torch.no_grad()
+def visible_front_to_back(
     points: Tensor,
-    viewdirs: Tensor,
     t_starts: Tensor,
     t_ends: Tensor,
     ray_indices: Tensor,
     n_rays: int,
     dir_norm: Tensor,
-    rgb_sigma_fn: RgbSigmaFn,
+    density_fn: Callable[[Tensor], Tensor],
     early_stop_eps: float,
     alpha_thre: float,
     block: int,
-) -> "FrontToBack":
-    """Colour and density of the visible samples, queried front to back in rounds.
+) -> FrontToBack:
+    """The visible samples, found from the density alone, front to back in rounds.
 
-    The field is asked for the first ``block`` samples of every ray, then the next ``2 block``
+    The density is read at the first ``block`` samples of every ray, then the next ``2 block``
     of the rays still visible (transmittance >= ``early_stop_eps``), then ``4 block``, and so
     on (few rounds: each one costs a pass of its own): samples well behind a ray's early stop
     are never sent to the field (Instant-NGP's compaction; a ray whose last visible sample is
-    its L-th gets at most 2 L + ``block`` samples queried). No separate density pre-pass is
-    needed: each round keeps its autograd graph when gradients are on, and every queried
-    sample is queried once. Transmittance only falls along a ray, so
-    the samples kept are exactly those ``visibility_mask`` keeps given the density the field
-    returns here (noise included, when it adds any while training).
+    its L-th gets at most 2 L + ``block`` samples read). Transmittance only falls along a ray,
+    so the samples kept are exactly those ``visibility_mask`` keeps given the same density.
 
     Args:
-        points, viewdirs: Tensor  # [n_samples, 3] sample midpoints and their rays' unit directions
+        points: Tensor  # [n_samples, 3] sample midpoints
         t_starts, t_ends: Tensor  # [n_samples]
         ray_indices: Tensor  # [n_samples] int64, non-decreasing
         dir_norm: Tensor  # [n_rays] |directions|
-        rgb_sigma_fn: (points [m, 3], viewdirs [m, 3]) -> (rgb [m, 3], sigma [m])
+        density_fn: points [m, 3] -> density [m]
         block: samples per ray in the first round (>= 1); each later round doubles it
 
     Returns:
-        FrontToBack: the visible samples (``kept``, ``rgb``, ``sigma``) and all queried ones
-        (``queried_index``, ``thickness``).
+        FrontToBack: the visible samples (``kept``) and all samples read (``queried_index``,
+        ``thickness``).
     """
     n = ray_indices.numel()
-    if n == 0:  # no sample: still a (zero-size) pass, so a loss on the result has a graph
-        rgb, sigma = rgb_sigma_fn(points, viewdirs)
-        return FrontToBack(ray_indices.new_zeros(0), rgb, sigma, ray_indices.new_zeros(0), t_starts.new_zeros(0))
+    if n == 0:
+        empty = ray_indices.new_zeros(0)
+        return FrontToBack(empty, empty, t_starts.new_zeros(0))
     starts, counts = segment_starts(ray_indices, n_rays)
     rank = torch.arange(n, device=ray_indices.device) - starts[ray_indices]  # position along the ray
     depth = torch.zeros(n_rays, dtype=torch.float64, device=ray_indices.device)  # optical depth so far
     alive = torch.ones(n_rays, dtype=torch.bool, device=ray_indices.device)
     stop_depth = -math.log(early_stop_eps) if early_stop_eps > 0 else math.inf
-    rounds: list[tuple[Tensor, Tensor, Tensor, Tensor, Tensor]] = []  # index, visible, rgb, sigma, sigma_delta
+    rounds: list[tuple[Tensor, Tensor, Tensor]] = []  # index, visible, sigma_delta
     lo, size, most = 0, block, int(counts.max())
     while lo < most:
         index = torch.nonzero((rank >= lo) & (rank < lo + size) & alive[ray_indices])[:, 0]
         lo, size = lo + size, 2 * size
         if index.numel() == 0:
             break
-        rgb, sigma = rgb_sigma_fn(points[index], viewdirs[index])
-        with torch.no_grad():
-            rays = ray_indices[index]
-            sigma_delta = (sigma * (t_ends[index] - t_starts[index]) * dir_norm[rays]).double()
-            before = depth[rays] + exclusive_segment_sum(sigma_delta, rays, n_rays)
-            visible = before <= stop_depth  # exp(-before) >= early_stop_eps
-            if alpha_thre > 0:
-                visible &= (1.0 - torch.exp(-sigma_delta)) >= alpha_thre
-            depth.index_add_(0, rays, sigma_delta)
-            alive &= depth <= stop_depth
-        rounds.append((index, visible, rgb, sigma, sigma_delta))
+        rays = ray_indices[index]
+        sigma_delta = (density_fn(points[index]) * (t_ends[index] - t_starts[index]) * dir_norm[rays]).double()
+        before = depth[rays] + exclusive_segment_sum(sigma_delta, rays, n_rays)
+        visible = before <= stop_depth  # exp(-before) >= early_stop_eps
+        if alpha_thre > 0:
+            visible &= (1.0 - torch.exp(-sigma_delta)) >= alpha_thre
+        depth.index_add_(0, rays, sigma_delta)
+        alive &= depth <= stop_depth
+        rounds.append((index, visible, sigma_delta))
     index, visible = torch.cat([r[0] for r in rounds]), torch.cat([r[1] for r in rounds])
     order = torch.argsort(index)  # all queried samples, in packed order
-    thickness = torch.cat([r[4] for r in rounds])[order].to(t_starts.dtype)
+    thickness = torch.cat([r[2] for r in rounds])[order].to(t_starts.dtype)
     queried_index = index[order]
-    order = order[visible[order]]  # the visible samples, in packed order
-    rgb, sigma = torch.cat([r[2] for r in rounds]), torch.cat([r[3] for r in rounds])
-    return FrontToBack(index[order], rgb[order], sigma[order], queried_index, thickness)
+    return FrontToBack(queried_index[visible[order]], queried_index, thickness)

@@ -24,7 +24,7 @@ from torch import Tensor
 from ..config import RenderConfig
 from ..data.rays import Rays
 from ..distributed import broadcast_buffers
-from .estimator import FieldFns, Samples
+from .estimator import DensityFn, Samples
 from .grid_estimator import OccupancyGridEstimator
 from .occupancy_grid import OccupancyGrid
 
@@ -103,11 +103,11 @@ class NerfaccEstimator(OccupancyGridEstimator):
         self.grid.binaries = self.estimator.binaries.reshape(self.grid.binaries.shape).clone()
 
     @torch.no_grad()
-    def update(self, step: int, fns: FieldFns, generator: torch.Generator | None = None) -> None:
+    def update(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
         """``OccGridEstimator.update_every_n_steps`` (random numbers from torch's CUDA generator,
         not ``generator``)."""
         cfg = self.cfg
-        occ_eval_fn = self.occ_eval_fn(fns)
+        occ_eval_fn = self.occ_eval_fn(density_fn)
         self.estimator.train()
         self.estimator.update_every_n_steps(
             step=step,
@@ -123,15 +123,17 @@ class NerfaccEstimator(OccupancyGridEstimator):
                 self.grid_changed()
 
     @torch.no_grad()
-    def sample(self, rays: Rays, fns: FieldFns, train: bool, generator: torch.Generator | None = None) -> Samples:
+    def sample(self, rays: Rays, density_fn: DensityFn, train: bool,
+               generator: torch.Generator | None = None) -> Samples:
         """``OccGridEstimator.sampling`` over each ray's [near, far] (stratified iff ``train and cfg.perturb``).
 
-        The density pre-pass (early stop / alpha threshold) queries ``fns.sigma`` at sample
-        midpoints and scales it by ``|direction|``, as the torch path does.
+        The density pre-pass (early stop / alpha threshold) queries ``density_fn`` at sample
+        midpoints and scales it by ``|direction|``, as the torch path does. From the interval
+        list on, rendering is the same code as ``torch_grid``'s (``Renderer``).
 
         Returns:
             packed Samples: ray_indices [n], t_starts [n], t_ends [n]; n_queries counts the
-            points the pre-pass sent to ``fns.sigma``.
+            points the pre-pass sent to ``density_fn``.
         """
         cfg = self.cfg
         origins, directions = rays.origins, rays.directions
@@ -141,10 +143,10 @@ class NerfaccEstimator(OccupancyGridEstimator):
         def nerfacc_sigma_fn(t_starts: Tensor, t_ends: Tensor, ray_indices: Tensor) -> Tensor:
             queried[0] += t_starts.shape[0]
             mids = origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * directions[ray_indices]
-            return fns.sigma(mids) * dir_norm[ray_indices]
+            return density_fn(mids) * dir_norm[ray_indices]
 
         alpha_thre = self.alpha_thre()
-        prepass = self.early_stop(fns) and (cfg.early_stop_eps > 0 or alpha_thre > 0)
+        prepass = cfg.early_stop_eps > 0 or alpha_thre > 0
         self.estimator.eval()
         ray_indices, t_starts, t_ends = self.estimator.sampling(
             origins.contiguous(),

@@ -63,6 +63,8 @@ class TrainingTask(Protocol):
     loop: LoopState  # where the loop starts: restored from the checkpoint on --resume
     resumed: bool  # whether ``loop`` came from a checkpoint
     command: str  # the command holding the run folder's lock, e.g. "enerf train"
+    batch_share: float  # distributed: this rank's share of the last step's global batch (1 on one process)
+    evaluation_may_stop: bool  # whether a periodic evaluation can stop the run (e.g. --stop_at_psnr)
     final_scalar: tuple[str, str]  # (TensorBoard tag, metrics key) written after ``finish``
 
     def set_learning_rate(self, step: int) -> float:
@@ -138,7 +140,7 @@ def take_step(task: TrainingTask, step: int, lr_factor: float = 1.0) -> StepResu
     task.optimizer.zero_grad(set_to_none=True)
     task.optimizer.backward(loss)  # the one backward pass
     # distributed: the gradient of the global batch, each rank weighted by its share of it
-    average_gradients(task.optimizer.params, getattr(task, "batch_share", 1.0))
+    average_gradients(task.optimizer.params, task.batch_share)
     task.optimizer.step()
     return StepResult(losses, loss, lr)
 
@@ -239,7 +241,7 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
                 writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
         # distributed: the other ranks evaluate too when the result may stop the run (the same on every rank)
         if (t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters
-                and (writes or getattr(t, "stop_at_psnr", 0) > 0)):
+                and (writes or task.evaluation_may_stop)):
             with clock.paused():
                 evaluation = task.evaluate(done)
                 state.history.append({"step": done, "train_seconds": clock.seconds, **evaluation.record})

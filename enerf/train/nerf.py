@@ -32,9 +32,9 @@ from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers, conditioned_weights_once
 from ..optim import PreconditionedOptimizer
-from ..render import FieldFns, Renderer, build_renderer
+from ..render import Renderer, build_renderer
 from ..rng import seed_everything
-from ..run import build_fields, field_fns, run_dir, select_device
+from ..run import build_fields, run_dir, select_device
 from ..runfolder import check_output_dir
 from .divergence import black_level_psnr, black_warning
 from .evaluate import evaluate_views, summarize, write_metrics
@@ -68,7 +68,7 @@ def work_record(ray_batch: RayBatch) -> dict:
 def grid_record(renderer, ray_batch: RayBatch) -> dict:
     """For grid renderers: the fraction of occupied cells and the points grid updates have sent
     to the field per training ray so far (not part of ``queries_per_ray``); {} otherwise."""
-    grid = getattr(renderer, "grid", None)
+    grid = renderer.grid
     if grid is None:
         return {}
     return {"grid_occupied": float(grid.binaries.float().mean()),
@@ -87,7 +87,6 @@ class NerfRun:
     optimizer: PreconditionedOptimizer
     generator: torch.Generator
     sampler: RaySampler
-    fns: FieldFns
     renderer: Renderer
     ray_batch: RayBatch
     eval_views: list[int]
@@ -98,6 +97,10 @@ class NerfRun:
 
     command = "enerf train"
     final_scalar = ("test/psnr", "psnr")
+
+    @property
+    def evaluation_may_stop(self) -> bool:
+        return self.cfg.train.stop_at_psnr > 0
 
     @property
     def warmup_steps(self) -> int:
@@ -114,12 +117,12 @@ class NerfRun:
         # One E W per layer for all of this step's passes; as a leaf whose gradient a hook carries
         # to W (cheaper on CPU) unless gradient regularization needs the whole graph.
         with conditioned_weights_once(*self.fields.values(), leaf_grads=self.optimizer.grad_reg == 0):
-            self.renderer.update(step, self.fns, self.generator)  # occupancy grid, every grid_update_every steps
+            self.renderer.update(step, self.fields, self.generator)  # occupancy grid, every grid_update_every steps
             self.sampler.batch_size = self.ray_batch.n_rays
             batch_rays, target = self.sampler.sample(center_only=step < train.precrop_iters)
             batch_rays, target = shard_batch(batch_rays, target)  # distributed: this rank's share of the global batch
             self.batch_share = target.shape[0] / self.sampler.batch_size
-            out = self.renderer.render_rays(batch_rays, self.fns, train=True,
+            out = self.renderer.render_rays(batch_rays, self.fields, train=True,
                                             generator=rank_generator(self.generator))  # distributed: own jitter
         self.ray_batch.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
                                               out["n_colour_skipped"]))  # distributed: global counts
@@ -205,13 +208,12 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     if payload is not None:
         sampler.load_state_dict(payload["extra"]["sampler"])
     eval_views = scene.i_test if cfg.train.eval_views <= 0 else scene.i_test[: cfg.train.eval_views]
-    fns = field_fns(fields, cfg.render.raw_noise_std)
     # Renderer (and its occupancy grid, restored on resume); rays per step sized for a sample budget.
     saved_extra = payload["extra"] if payload is not None else {}
     renderer = build_renderer(cfg.render, device, state=saved_extra.get("estimator"), rays=rays, aabb=scene.aabb)
     ray_batch = RayBatch.for_run(cfg, len(sampler), renderer.name)
     ray_batch.load_state_dict(saved_extra.get("ray_batch"))
-    return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, fns, renderer, ray_batch,
+    return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, renderer, ray_batch,
                    list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"))
 
 

@@ -132,6 +132,8 @@ class ShapeRun:
 
     command = "enerf shape train"
     final_scalar = ("eval/iou", "iou")
+    batch_share = 1.0  # every process trains on its own full batch
+    evaluation_may_stop = False
 
     def __post_init__(self) -> None:
         train = self.data.train  # copies: the samples stay read-only
@@ -203,7 +205,7 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
                                   "use a new --expname or the same settings")
     generator = seed_everything(cfg.train.seed)
     data = load_shape_data(cfg.data, cfg.train.eval_points)
-    field = ShapeField.from_config(cfg.field).to(device)
+    field = ShapeField(cfg.field).to(device)
     optimizer = optimizer_from_config(field, cfg.train)
     loop = restore_loop_state(payload, {"field": field}, optimizer, generator)
     task = ShapeRun(cfg, device, data, field, optimizer, generator, loop, resumed=payload is not None)
