@@ -129,7 +129,8 @@ def figures(text: str) -> list[tuple[float, int]]:
     """The numbers of ``text`` outside inline code, each as (value, decimals printed)."""
     out = []
     for sign, whole, frac, exp in NUMBER.findall(INLINE_CODE.sub("", text)):
-        value = float(whole.replace(",", "") + (f".{frac}" if frac else "") + (f"e{exp.replace('−', '-')}" if exp else ""))
+        digits = whole.replace(",", "") + (f".{frac}" if frac else "")
+        value = float(digits + (f"e{exp.replace('−', '-')}" if exp else ""))
         out.append((-value if sign in ("−", "-") else value, len(frac) if frac and not exp else 0))
     return out
 
@@ -211,6 +212,7 @@ def test_records_are_consistent_with_their_detail():
 
 
 def _help(argv: list[str]) -> str:
+    """What ``enerf ARGV --help`` prints ("" for a command that does not exist)."""
     from enerf.cli import main
 
     out = io.StringIO()
@@ -234,58 +236,75 @@ def shown_commands(text: str) -> list[str]:
 
 
 def _flags(tokens: list[str]) -> tuple[list[str], list[str]]:
-    """Flags before and after a bare ``--``."""
+    """The ``--flags`` among ``tokens``, before and after a bare ``--``."""
     words = [t.strip("[]{}(),") for t in tokens]
     cut = words.index("--") if "--" in words else len(words)
-    pick = lambda ws: [w.split("=")[0] for w in ws if re.fullmatch(r"--[A-Za-z][\w-]*(=.*)?", w)]  # noqa: E731
+
+    def pick(ws: list[str]) -> list[str]:
+        return [w.split("=")[0] for w in ws if re.fullmatch(r"--[A-Za-z][\w-]*(=.*)?", w)]
+
     return pick(words[:cut]), pick(words[cut + 1:])
+
+
+def _listed(flag: str, help_text: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text) is not None
+
+
+def tool_problems(tokens: list[str]) -> list[str]:
+    """``python tools/X.py FLAGS``: the tool exists and defines each flag (itself or in the
+    tools/ module it imports)."""
+    start = next(i for i, t in enumerate(tokens) if t.startswith("tools/"))
+    tool = ROOT / tokens[start]
+    if not tool.is_file():
+        return [f"no {tokens[start]}"]
+    text = tool.read_text()
+    source = text + "".join(p.read_text() for p in (ROOT / "tools").glob("*.py") if p.stem in text)
+    return [f"{tool.name} has no {f}" for f in _flags(tokens[start + 1:])[0] if f'"{f}"' not in source]
+
+
+def enerf_problems(tokens: list[str], helps: dict[tuple[str, ...], str]) -> list[str]:
+    """``enerf COMMAND [ACTION] FLAGS [-- TRAIN FLAGS]``: the command exists and its ``--help``
+    lists each flag; flags after ``--`` of ``enerf compare`` go to ``enerf train``."""
+    rest = tokens[tokens.index("enerf") + 1:]
+    if not rest or rest[0] in ("--version", "--help", "..."):
+        return []
+    two_word = rest[0] in ("shape", "data") and len(rest) > 1 and not rest[1].startswith("-")
+    command = tuple(rest[:2] if two_word else rest[:1])
+    for key in (command, ("train",)):
+        if key not in helps:
+            helps[key] = _help(list(key))
+    if not helps[command]:
+        return [f"no command enerf {' '.join(command)}"]
+    before, after = _flags(rest[len(command):])
+    problems = [f"enerf {' '.join(command)} has no {f}" for f in before if not _listed(f, helps[command])]
+    if command == ("compare",):
+        problems += [f"enerf train has no {f}" for f in after if not _listed(f, helps[("train",)])]
+    return problems
+
+
+def _runs_enerf(before: list[str]) -> bool:
+    """Whether the words before ``enerf`` start it: nothing, environment settings, or ``... -m``."""
+    return all("=" in w for w in before) or before[-1] == "-m"
 
 
 def test_commands_on_user_pages_exist_with_their_flags():
     """Every ``enerf ...`` command shown on a user page names a command that exists and only flags
-    its ``--help`` lists (flags after ``--`` of ``enerf compare`` are ``enerf train``'s); every
-    ``python tools/X.py`` names a tool that exists and flags that tool defines."""
+    its ``--help`` lists; every ``python tools/X.py`` names a tool that exists and flags it defines."""
     helps: dict[tuple[str, ...], str] = {}
     bad = []
     for page in USER_PAGES:
         for line in shown_commands(page.read_text()):
             try:
                 tokens = shlex.split(line)
-            except ValueError:
+            except ValueError:  # an unbalanced quote in prose code
                 tokens = line.split()
-            where = f"{page.relative_to(ROOT)}: {line}"
-            if "tools/" in line and re.search(r"python3? tools/", line):
-                start = next(i for i, t in enumerate(tokens) if t.startswith("tools/"))
-                tool = ROOT / tokens[start]
-                if not tool.is_file():
-                    bad.append(f"{where}: no {tokens[start]}")
-                    continue
-                source = tool.read_text() + "".join(
-                    p.read_text() for p in (ROOT / "tools").glob("*.py") if p.stem in tool.read_text())
-                bad += [f"{where}: {tool.name} has no {f}" for f in _flags(tokens[start + 1:])[0] if f'"{f}"' not in source]
-                continue
-            if "enerf" not in tokens:
-                continue
-            start = tokens.index("enerf")
-            if start and tokens[start - 1] not in ("-m", "$"):
-                continue
-            rest = tokens[start + 1:]
-            if not rest or rest[0] in ("--version", "--help", "...") or rest[0].startswith("COMMAND"):
-                continue
-            key = tuple(rest[:2]) if rest[0] in ("shape", "data") and len(rest) > 1 and not rest[1].startswith("-") \
-                else tuple(rest[:1])
-            if key not in helps:
-                helps[key] = _help(list(key))
-            if not helps[key]:
-                bad.append(f"{where}: no command enerf {' '.join(key)}")
-                continue
-            before, after = _flags(rest[len(key):])
-            if after and key == ("compare",):
-                helps.setdefault(("train",), _help(["train"]))
-            bad += [f"{where}: enerf {' '.join(key)} has no {f}" for f in before
-                    if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", helps[key])]
-            bad += [f"{where}: enerf train has no {f}" for f in (after if key == ("compare",) else [])
-                    if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", helps[("train",)])]
+            if re.search(r"python3? tools/", line):
+                problems = tool_problems(tokens)
+            elif "enerf" in tokens and _runs_enerf(tokens[:tokens.index("enerf")]):
+                problems = enerf_problems(tokens, helps)
+            else:
+                problems = []
+            bad += [f"{page.relative_to(ROOT)}: {line}: {p}" for p in problems]
     assert bad == []
 
 
