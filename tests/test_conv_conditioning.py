@@ -191,11 +191,11 @@ def test_condition_model_with_a_predicate_and_refusals():
 
 
 def test_docs_transformer_block_example_runs_and_folds():
-    """The LN + E example in docs/conditioning-beyond-mlps.md, executed as written."""
-    text = (ROOT / "docs" / "conditioning-beyond-mlps.md").read_text()
-    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    """The LN + E example in docs/api.md, executed as written."""
+    text = (ROOT / "docs" / "api.md").read_text()
+    code = next(block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "class Block" in block)
     scope: dict = {}
-    exec(compile(code, "conditioning-beyond-mlps.md", "exec"), scope)
+    exec(compile(code, "api.md", "exec"), scope)
     block = scope["block"]
     assert {type(m) for m in block.modules() if isinstance(m, nn.Linear)} == {ConditionedLinear}
     assert sum(isinstance(m, nn.LayerNorm) for m in block.modules()) == 2

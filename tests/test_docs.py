@@ -1,8 +1,14 @@
-"""The README and docs/: every relative link and anchor resolves, the README stays short, its set-up
-commands are the ones CI runs, and its Python example runs."""
+"""The README, docs/ and the record (benchmarks/): every relative link and anchor resolves, the README
+stays short, its set-up commands are the ones CI runs, its Python example runs, every figure of its
+Results table equals the JSON record the row cites, the commands the user pages show exist with
+the flags they name, and the user pages carry no record material (long decimals, commit hashes,
+the CPU lock)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import re
 import shlex
@@ -14,7 +20,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+USER_PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [*USER_PAGES, ROOT / "benchmarks" / "README.md"]
 
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -108,3 +115,219 @@ def test_readme_python_example_runs(tmp_path):
         proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert proc.returncode == 0, proc.stderr
+
+
+# -- the README's Results table against the records it cites ------------------------------------
+
+# A figure: an optional sign, digits (thousands may be grouped by commas), an optional fraction and
+# exponent; not part of a word (the 1 of "Chamfer-L1") or of a longer number.
+NUMBER = re.compile(r"(?<![\w.])([−+-]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:e([−+-]?\d+))?(?![\w.]*\d)")
+RECORD_LINK = re.compile(r"\]\((benchmarks/[\w.-]+\.json)(?:#([\w-]+))?\)")
+
+
+def figures(text: str) -> list[tuple[float, int]]:
+    """The numbers of ``text`` outside inline code, each as (value, decimals printed)."""
+    out = []
+    for sign, whole, frac, exp in NUMBER.findall(INLINE_CODE.sub("", text)):
+        digits = whole.replace(",", "") + (f".{frac}" if frac else "")
+        value = float(digits + (f"e{exp.replace('−', '-')}" if exp else ""))
+        out.append((-value if sign in ("−", "-") else value, len(frac) if frac and not exp else 0))
+    return out
+
+
+def results_rows(text: str) -> list[list[str]]:
+    """Cells of the rows of the README's "## Results" table (header and rule left out)."""
+    section = re.search(r"^## Results\n(.*?)(?=^## )", text, re.M | re.S).group(1)
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def as_printed(value: float, decimals: int) -> str:
+    text = f"{value:.{decimals}f}"
+    return text[1:] if re.fullmatch(r"-0\.?0*", text) else text
+
+
+def test_figures_parses_signs_ranges_and_words():
+    assert figures("+0.05 dB (25.70 ± 0.12), [−0.10, +0.11], 1.012–1.018 ×0.96, Chamfer-L1 0.00038, 20/20, 3,232 "
+                   "`configs/x2.txt`") == [(0.05, 2), (25.7, 2), (0.12, 2), (-0.1, 2), (0.11, 2), (1.012, 3), (1.018, 3),
+                                           (0.96, 2), (0.00038, 5), (20, 0), (20, 0), (3232, 0)]
+    assert as_printed(-0.001, 2) == "0.00" and as_printed(5.37, 1) == "5.4"
+
+
+def test_readme_results_match_the_records_they_cite():
+    """Every row of the Results table cites one benchmarks/*.json; the numbers of its figure
+    column, in order, are that record's ``summary`` values (``summary[KEY]`` for FILE.json#KEY)
+    rounded to the decimals printed."""
+    rows = results_rows(README.read_text())
+    assert len(rows) >= 10
+    for what, figure, where in rows:
+        links = RECORD_LINK.findall(where)
+        assert len(links) == 1, f"row {what!r} must cite exactly one benchmarks/*.json record"
+        path, key = links[0]
+        record = json.loads((ROOT / path).read_text())
+        assert record.get("command") or all(record[k].get("command") for k in ("fern", "lego")), path
+        assert "2 CPU cores" in record["machine"], path
+        summary = record["summary"][key] if key else record["summary"]
+        printed = figures(figure)
+        assert len(printed) == len(summary), f"{what!r}: {len(printed)} figures printed, {len(summary)} in {path}#{key}"
+        for (name, value), (shown, decimals) in zip(summary.items(), printed):
+            assert as_printed(shown, decimals) == as_printed(value, decimals), \
+                f"{what!r}: README prints {shown}, {path} has {name} = {value}"
+
+
+def test_records_are_consistent_with_their_detail():
+    """Figures the summaries share with the detail of the same record agree."""
+    rec = {p.stem: json.loads(p.read_text()) for p in (ROOT / "benchmarks").glob("*.json")}
+    race = rec["marcher_race"]
+    ratios = [s["torch_grid"]["time_ratio"] for s in race["seeds"].values()]
+    fewer = [s["torch_grid"]["fewer_queries"] for s in race["seeds"].values()]
+    rows = [s["overhead"]["ratio_row_over_none"] for s in race["seeds"].values()]
+    assert race["summary"]["speed"] == {"time_ratio_min": min(ratios), "time_ratio_max": max(ratios),
+                                        "fewer_queries_min": min(fewer), "fewer_queries_max": max(fewer)}
+    assert race["summary"]["overhead"] == {"ratio_row_over_none_min": min(rows), "ratio_row_over_none_max": max(rows)}
+    for seed in race["seeds"].values():
+        hier, grid = seed["hierarchical"], seed["torch_grid"]
+        assert grid["time_ratio"] == pytest.approx(grid["seconds_to_target"] / hier["train_seconds"], abs=0.006)
+        assert grid["fewer_queries"] == pytest.approx(hier["queries_per_ray"] / grid["queries_per_ray_to_target"], abs=0.006)
+    fern = rec["fern_cpu"]
+    psnrs = [r["psnr"] for r in fern["runs"]]
+    assert fern["summary"]["psnr_mean"] == pytest.approx(sum(psnrs) / 3, abs=0.005)
+    assert fern["summary"]["peer_psnr"] == fern["peer"]["history"][-1]["psnr"]
+    dist = rec["distributed"]["results"]
+    assert rec["distributed"]["summary"]["speed_ratio_2_over_1"] == \
+        round(dist["2"]["steps_per_s_median"] / dist["1"]["steps_per_s_median"], 2)
+    digits = [r for r in rec["classify_digits"]["rows"] if r["method"] == "BN+E"]
+    assert rec["classify_digits"]["summary"] == {"bn_e_points_below_bn_min": -max(r["delta"] for r in digits),
+                                                 "bn_e_points_below_bn_max": -min(r["delta"] for r in digits)}
+    shapes = {(r["shape"], r["kind"]): r for r in rec["shapes_targets"]["rows"]}
+    assert list(rec["shapes_targets"]["summary"].values()) == [
+        shapes["torus", "occupancy"]["iou"], shapes["bunny", "occupancy"]["iou"],
+        shapes["torus", "sdf"]["chamfer_l1"], shapes["bunny", "sdf"]["chamfer_l1"]]
+    demo = rec["conditioning_demo"]["modes"]
+    for mode in ("none", "row"):
+        assert demo[mode]["psnr_mean"] == pytest.approx(sum(demo[mode]["psnr"]) / 3, abs=0.005)
+
+
+# -- user pages: commands that exist, no record material -----------------------------------------
+
+
+def _help(argv: list[str]) -> str:
+    """What ``enerf ARGV --help`` prints ("" for a command that does not exist)."""
+    from enerf.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            main([*argv, "--help"])
+        except SystemExit:
+            pass
+    return out.getvalue()
+
+
+def shown_commands(text: str) -> list[str]:
+    """Command lines of fenced blocks (continuations joined, comments and "$ " prompts dropped)
+    and inline code spans."""
+    lines = []
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, re.M | re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            lines.append(re.sub(r"^\$ ", "", line.split("  #")[0].strip()))
+    lines += [span.strip("`") for span in INLINE_CODE.findall(FENCE.sub("", text))]
+    return [line for line in lines if line]
+
+
+def _flags(tokens: list[str]) -> tuple[list[str], list[str]]:
+    """The ``--flags`` among ``tokens``, before and after a bare ``--``."""
+    words = [t.strip("[]{}(),") for t in tokens]
+    cut = words.index("--") if "--" in words else len(words)
+
+    def pick(ws: list[str]) -> list[str]:
+        return [w.split("=")[0] for w in ws if re.fullmatch(r"--[A-Za-z][\w-]*(=.*)?", w)]
+
+    return pick(words[:cut]), pick(words[cut + 1:])
+
+
+def _listed(flag: str, help_text: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text) is not None
+
+
+def tool_problems(tokens: list[str]) -> list[str]:
+    """``python tools/X.py FLAGS``: the tool exists and defines each flag (itself or in the
+    tools/ module it imports)."""
+    start = next(i for i, t in enumerate(tokens) if t.startswith("tools/"))
+    tool = ROOT / tokens[start]
+    if not tool.is_file():
+        return [f"no {tokens[start]}"]
+    text = tool.read_text()
+    source = text + "".join(p.read_text() for p in (ROOT / "tools").glob("*.py") if p.stem in text)
+    return [f"{tool.name} has no {f}" for f in _flags(tokens[start + 1:])[0] if f'"{f}"' not in source]
+
+
+def enerf_problems(tokens: list[str], helps: dict[tuple[str, ...], str]) -> list[str]:
+    """``enerf COMMAND [ACTION] FLAGS [-- TRAIN FLAGS]``: the command exists and its ``--help``
+    lists each flag; flags after ``--`` of ``enerf compare`` go to ``enerf train``."""
+    rest = tokens[tokens.index("enerf") + 1:]
+    if not rest or rest[0] in ("--version", "--help", "..."):
+        return []
+    two_word = rest[0] in ("shape", "data") and len(rest) > 1 and not rest[1].startswith("-")
+    command = tuple(rest[:2] if two_word else rest[:1])
+    for key in (command, ("train",)):
+        if key not in helps:
+            helps[key] = _help(list(key))
+    if not helps[command]:
+        return [f"no command enerf {' '.join(command)}"]
+    before, after = _flags(rest[len(command):])
+    problems = [f"enerf {' '.join(command)} has no {f}" for f in before if not _listed(f, helps[command])]
+    if command == ("compare",):
+        problems += [f"enerf train has no {f}" for f in after if not _listed(f, helps[("train",)])]
+    return problems
+
+
+def _runs_enerf(before: list[str]) -> bool:
+    """Whether the words before ``enerf`` start it: nothing, environment settings, or ``... -m``."""
+    return all("=" in w for w in before) or before[-1] == "-m"
+
+
+def test_commands_on_user_pages_exist_with_their_flags():
+    """Every ``enerf ...`` command shown on a user page names a command that exists and only flags
+    its ``--help`` lists; every ``python tools/X.py`` names a tool that exists and flags it defines."""
+    helps: dict[tuple[str, ...], str] = {}
+    bad = []
+    for page in USER_PAGES:
+        for line in shown_commands(page.read_text()):
+            try:
+                tokens = shlex.split(line)
+            except ValueError:  # an unbalanced quote in prose code
+                tokens = line.split()
+            if re.search(r"python3? tools/", line):
+                problems = tool_problems(tokens)
+            elif "enerf" in tokens and _runs_enerf(tokens[:tokens.index("enerf")]):
+                problems = enerf_problems(tokens, helps)
+            else:
+                problems = []
+            bad += [f"{page.relative_to(ROOT)}: {line}: {p}" for p in problems]
+    assert bad == []
+
+
+RECORD_MATERIAL = {
+    "the CPU lock of the timed runs": re.compile(r"flock|enerf-cpu\.lock"),
+    "a commit hash": re.compile(r"\bcommit [0-9a-f]{7,40}\b|git (?:show|checkout) [0-9a-f]{7,40}"),
+    "an issue's target": re.compile(r"issue targets?", re.I),
+    "a date": re.compile(r"\b20\d\d-\d\d-\d\d\b"),
+}
+
+
+def significant_digits(number: str) -> int:
+    return len(number.replace(".", "").lstrip("0"))
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_user_pages_carry_no_record_material(page):
+    """Figures to at most 4 significant digits in prose (counts and flag values aside: integers and
+    code are not checked), and no CPU lock, commit hash, issue target or date: those belong to
+    benchmarks/README.md."""
+    text = page.read_text()
+    text_prose = prose(text)
+    long = [m for m in re.findall(r"(?<![\w.])\d+\.\d+(?![\d.])", text_prose) if significant_digits(m) > 4]
+    assert long == [], f"{page.name}: figures beyond 4 significant digits: {long}"
+    found = [what for what, pattern in RECORD_MATERIAL.items() if pattern.search(text)]
+    assert found == [], f"{page.name} carries {', '.join(found)}"

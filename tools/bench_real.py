@@ -8,7 +8,7 @@ target was reached, steps and steps per second.
 
 A peer's curve can be put beside it (``--peer_log``: JSON lines ``{"step", "train_seconds",
 "psnr"}`` prefixed by ``[PEER]``, as printed by the instrumented nerf-pytorch run described in
-docs/real-scenes.md); the table then shows both at the same time points.
+benchmarks/README.md); the table then shows both at the same time points.
 
 Figures are only meaningful with nothing else running on the machine.
 
