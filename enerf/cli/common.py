@@ -12,7 +12,7 @@ import configargparse
 
 from ..config import (DEVICES, CompareConfig, MeshConfig, RunConfig, ShapeMeshConfig, ShapeRunConfig, SynthConfig,
                       VideoConfig)
-from ..config.spec import value_type
+from ..config.spec import choices, value_type
 from ..errors import ConfigError, EnerfError
 
 __all__ = ["DATA_ROOT", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
@@ -54,8 +54,8 @@ def _flag_kwargs(f: dataclasses.Field) -> dict[str, Any]:
         kwargs.update(nargs="?", const=True)
     if is_tuple:
         kwargs["nargs"] = "+"
-    choices = f.metadata.get("choices")
-    kwargs["metavar"] = "{" + ",".join(choices) + "}" if choices else (f.metadata.get("flag") or f.name).upper()
+    allowed = choices(f)
+    kwargs["metavar"] = "{" + ",".join(allowed) + "}" if allowed else (f.metadata.get("flag") or f.name).upper()
     return kwargs
 
 

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal, get_args
 
 from ..errors import ConfigError
-from .spec import MAX_GRID, MAX_SEED, check_box, check_config, option
+from .spec import MAX_GRID, MAX_SEED, check_box, check_config, config_class, option
 
 __all__ = ["CAMERA_PATHS", "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig"]
 
-CAMERA_PATHS = ("spiral", "orbit", "test", "train", "interp")
+CameraPath = Literal["spiral", "orbit", "test", "train", "interp"]
+MeshNetwork = Literal["fine", "coarse"]
+MeshFrame = Literal["world", "scene"]
+Task = Literal["nerf", "shape"]
+Launcher = Literal["local", "ray"]
+CAMERA_PATHS = get_args(CameraPath)
 
 
-@dataclass(frozen=True)
+@config_class
 class VideoConfig:
     """``enerf render``: camera path, frame count and encoding of the novel-view videos."""
 
-    path: str = option("spiral", "camera path: spiral (LLFF; the orbit on Blender scenes), orbit (Blender: "
+    path: CameraPath = option("spiral", "camera path: spiral (LLFF; the orbit on Blender scenes), orbit (Blender: "
                        "elevation -30 deg, radius 4), test (held-out views), train, interp (through the training "
-                       "cameras)", choices=CAMERA_PATHS)
+                       "cameras)")
     frames: int = option(120, "frames of the spiral / interp paths (test / train: one per view)", lo=1, hi=100_000)
     fps: int = option(30, "frames per second of the videos", lo=1, hi=1000)
     downscale: int = option(1, "render at 1/N of the training image size", lo=1)
@@ -36,7 +41,7 @@ class VideoConfig:
                               fields=("colormap",))
 
 
-@dataclass(frozen=True)
+@config_class
 class MeshConfig:
     """``enerf mesh``: density grid, iso-level and clean-up."""
 
@@ -46,9 +51,8 @@ class MeshConfig:
     min_component: int = option(0, "drop connected components with fewer faces (0: keep all)", lo=0)
     bbox: tuple[float, ...] = option((), "xmin ymin zmin xmax ymax zmax in the field's coordinates (NDC for "
                                      "forward-facing scenes; default: from the scene)")
-    field: str = option("fine", "fine (if the checkpoint has one) or coarse network", choices=("fine", "coarse"))
-    frame: str = option("world", "world (poses_bounds.npy frame) or scene (normalised frame)",
-                        choices=("world", "scene"))
+    field: MeshNetwork = option("fine", "fine (if the checkpoint has one) or coarse network")
+    frame: MeshFrame = option("world", "world (poses_bounds.npy frame) or scene (normalised frame)")
 
     def __post_init__(self) -> None:
         check_config(self)
@@ -56,12 +60,12 @@ class MeshConfig:
             check_box("bbox", self.bbox)
 
 
-@dataclass(frozen=True)
+@config_class
 class CompareConfig:
     """``enerf compare``: the grid of runs and where its table and plots go. A new option of the
     command is a new field here; its flag is generated from it."""
 
-    task: str = option("nerf", "nerf (enerf train) or shape (enerf shape train)", choices=("nerf", "shape"))
+    task: Task = option("nerf", "nerf (enerf train) or shape (enerf shape train)")
     scenes: tuple[str, ...] = option(("demo",), "scene names or folders (nerf), mesh names (shape)")
     modes: tuple[str, ...] = option(("none", "row"), "COND, COND+PRECOND or COND:LAYERS, each optionally *S "
                                     "(learning rates times S), e.g. none row rowcol row+bnp row:all row*2")
@@ -69,8 +73,7 @@ class CompareConfig:
     jobs: int = option(1, "runs at once (each gets cores // jobs threads)", lo=1, hi=256)
     out: str = option("runs/compare", "output folder")
     baseline: str = option("none", "mode the deltas are measured against")
-    launcher: str = option("local", "local (subprocesses on this machine, --jobs at once) or ray (one Ray task per run)",
-                           choices=("local", "ray"))
+    launcher: Launcher = option("local", "local (subprocesses on this machine, --jobs at once) or ray (one Ray task per run)")
     address: str = option("", "ray: address of a running cluster (ray start --head); empty: start a local Ray instance")
     run_cpus: float = option(1.0, "ray: CPUs each run declares (and its torch threads)", lo=0.0, lo_open=True)
     run_gpus: float = option(0.0, "ray: GPUs each run declares", lo=0.0)
@@ -81,7 +84,7 @@ class CompareConfig:
             raise ConfigError("out must name a folder, got ''", fields=("out",))
 
 
-@dataclass(frozen=True)
+@config_class
 class SynthConfig:
     """``enerf data synth``: the embedded synthetic scene's size."""
 

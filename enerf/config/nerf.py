@@ -9,22 +9,26 @@ nerf-pytorch's config files, so such a file loads unchanged.
 from __future__ import annotations
 
 import operator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
+from typing import Literal, get_args
 
 from ..errors import ConfigError
-from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, check_skips, option, section
+from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, check_skips, config_class, option, section
 
 __all__ = ["DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
            "DECAY_SPACES", "DEVICES", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
 
-DATASET_TYPES = ("auto", "llff", "blender")  # enerf.data.loaders.LOADERS
-ENCODINGS = ("frequency", "triplane")  # enerf.fields.nerf: how positions enter the MLP
-CONDITIONING_MODES = ("none", "row", "col", "rowcol", "wn", "ws")  # enerf.nn.conditioning.CONDITIONERS
-RENDERERS = ("auto", "nerfacc", "torch_grid", "hierarchical")  # enerf.render.build
-PRECOND_MODES = ("none", "bnp")  # gradient preconditioners (enerf.optim)
-DECAY_SPACES = ("p", "z")  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
-DEVICES = ("auto", "cpu", "cuda")
+# The choices of the config's string fields (each field is annotated with its Literal).
+DatasetType = Literal["auto", "llff", "blender"]  # enerf.data.loaders.LOADERS
+Encoding = Literal["frequency", "triplane"]  # enerf.fields.nerf: how positions enter the MLP
+Conditioning = Literal["none", "row", "col", "rowcol", "wn", "ws"]  # enerf.nn.conditioning.CONDITIONERS
+RendererName = Literal["auto", "nerfacc", "torch_grid", "hierarchical"]  # enerf.render.build
+Precond = Literal["none", "bnp"]  # gradient preconditioners (enerf.optim)
+DecaySpace = Literal["p", "z"]  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
+Device = Literal["auto", "cpu", "cuda"]
+DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SPACES, DEVICES = (
+    get_args(t) for t in (DatasetType, Encoding, Conditioning, RendererName, Precond, DecaySpace, Device))
 
 # nerf-pytorch config keys read under another name here (key -> field).
 NERF_PYTORCH_ALIASES = {"N_iters": "iters", "i_print": "log_every", "i_weights": "ckpt_every", "random_seed": "seed"}
@@ -34,15 +38,15 @@ NERF_PYTORCH_IGNORED = ("netdepth_fine", "netwidth_fine", "netchunk", "no_batchi
                         "shape")
 
 
-@dataclass(frozen=True)
+@config_class
 class DataConfig:
     """Where the scene lives and how it is loaded (LLFF conventions)."""
 
     scene: str = option("demo", "scene name: 'demo' (embedded, made on first use) or a folder under "
                         "data/nerf_llff_data/ or data/nerf_synthetic/ (e.g. fern, lego)")
     datadir: str = option("", "scene folder in LLFF or Blender layout (overrides --scene)")
-    dataset_type: str = option("auto", "auto (blender if the folder has transforms_*.json, llff if "
-                               "poses_bounds.npy), llff or blender", choices=DATASET_TYPES)
+    dataset_type: DatasetType = option("auto", "auto (blender if the folder has transforms_*.json, llff if "
+                               "poses_bounds.npy), llff or blender")
     factor: int = option(0, "image downscale factor (LLFF: uses images_<f>/ if present, else resizes in process; "
                          "0: 8 for LLFF, 1 for Blender)", lo=0)
     half_res: bool = option(False, "Blender: halve the stored images")
@@ -58,7 +62,7 @@ class DataConfig:
         check_config(self)
 
 
-@dataclass(frozen=True)
+@config_class
 class FieldConfig:
     """The NeRF MLP and its weight conditioning."""
 
@@ -69,16 +73,14 @@ class FieldConfig:
     multires_views: int = option(4, "positional-encoding frequencies for view directions", lo=0, hi=32)
     use_viewdirs: bool = option(True, "condition colour on the view direction")
     view_width: int = option(128, "width of the view-direction branch (netwidth // 2 in NeRF)", lo=1)
-    conditioning: str = option("none", "weight conditioning of the linear layers: none (vanilla NeRF), E-NeRF's row / "
-                               "col / rowcol, wn (weight normalization) or ws (weight standardization)",
-                               choices=CONDITIONING_MODES)
+    conditioning: Conditioning = option("none", "weight conditioning of the linear layers: none (vanilla NeRF), E-NeRF's row / "
+                               "col / rowcol, wn (weight normalization) or ws (weight standardization)")
     conditioned_layers: str = option("hidden", "which layers are conditioned: hidden (the trunk), all, none, or "
                                      "comma-separated names")
     detach_conditioner: bool = option(False, "treat the equilibration matrix as a constant in backprop")
     conditioning_passes: int = option(1, "alternating row / column passes of rowcol", lo=1)
     conditioning_eps: float = option(1e-8, "floor of the equilibration norms", lo=0.0, lo_open=True, cli=False)
-    encoding: str = option("frequency", "positions: frequency (NeRF's sinusoids) or triplane (TensoRF VM grids)",
-                           choices=ENCODINGS)
+    encoding: Encoding = option("frequency", "positions: frequency (NeRF's sinusoids) or triplane (TensoRF VM grids)")
     grid_resolutions: tuple[int, ...] = option((64, 256), "triplane: plane side / line length per level", lo=2)
     grid_components: int = option(8, "triplane: channels per plane-line product (3 x this per level)", lo=1)
     grid_aabb: tuple[float, ...] = option((-1.5, -1.67, -1.0, 1.5, 1.67, 1.0),
@@ -93,7 +95,7 @@ class FieldConfig:
         check_skips(self.skips, self.netdepth)
 
 
-@dataclass(frozen=True)
+@config_class
 class RenderConfig:
     """Volume rendering: NeRF's hierarchical sampler, or ray marching through an occupancy grid."""
 
@@ -107,9 +109,9 @@ class RenderConfig:
     chunk: int = option(8192, "rays per forward pass when rendering whole images", lo=1)
     rgb_weight_threshold: float = option(0.0, "compute colour only at samples whose compositing weight exceeds this "
                                          "(TensoRF's appearance mask; 0: at every sample)", lo=0.0, hi=1.0)
-    renderer: str = option("hierarchical", "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid "
+    renderer: RendererName = option("hierarchical", "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid "
                            "ray marching in plain torch, CPU or CUDA), nerfacc (the same with nerfacc, CUDA), auto "
-                           "(nerfacc if it builds, else torch_grid)", choices=RENDERERS)
+                           "(nerfacc if it builds, else torch_grid)")
     render_step_size: float = option(1.0 / 128, "grid renderers: marching step in ray t (NDC rays span t in [0, 1])",
                                      lo=0.0, lo_open=True)
     grid_resolution: int = option(64, "grid renderers: occupancy grid cells per axis over the scene (NDC) box",
@@ -145,7 +147,7 @@ class RenderConfig:
                               fields=("cull_occluded", "early_stop_eps", "renderer"))
 
 
-@dataclass(frozen=True)
+@config_class
 class Cadence:
     """How often a training run logs, evaluates and saves, and where it runs; shared by
     ``TrainConfig`` and ``ShapeTrainConfig`` (their fields come first)."""
@@ -158,25 +160,25 @@ class Cadence:
     lrate_cooldown: float = option(0.0, "final fraction of the run over which the learning rate anneals "
                                    "exponentially to a tenth of its schedule (the run ends at iters, or at "
                                    "time_budget when that comes first; 0: no cooldown)", lo=0.0, hi=1.0)
-    device: str = option("auto", "auto (CUDA if available), cpu or cuda", choices=DEVICES)
+    device: Device = option("auto", "auto (CUDA if available), cpu or cuda")
     dist_timeout: float = option(300.0, "torchrun runs: seconds a rank waits for the others before it stops with one "
                                  "line (a dead rank)", lo=0.0, lo_open=True)
 
 
-@dataclass(frozen=True)
+@config_class
 class Regularization:
     """Gradient preconditioner and regularizers (``enerf.optim``); shared like ``Cadence``."""
 
-    precond: str = option("none", "gradient preconditioner: none, or bnp (batch normalization preconditioning; any "
-                          "conditioning)", choices=PRECOND_MODES)
+    precond: Precond = option("none", "gradient preconditioner: none, or bnp (batch normalization preconditioning; any "
+                          "conditioning)")
     weight_decay: float = option(0.0, "L2 regularization strength λ (0: off); where it acts: --decay_space", lo=0.0)
-    decay_space: str = option("z", "p: λ||p||² added to the loss; z: decoupled decay in the preconditioned space "
-                              "(AdamW-style)", choices=DECAY_SPACES)
+    decay_space: DecaySpace = option("z", "p: λ||p||² added to the loss; z: decoupled decay in the preconditioned space "
+                              "(AdamW-style)")
     grad_reg: float = option(0.0, "gradient regularization λ||∇L||² in --decay_space, by double backprop "
                              "(0: off; slow)", lo=0.0)
 
 
-@dataclass(frozen=True)
+@config_class
 class TrainConfig(Cadence, Regularization):
     """Optimisation, logging and evaluation cadence."""
 
@@ -203,7 +205,7 @@ class TrainConfig(Cadence, Regularization):
         check_config(self)
 
 
-@dataclass(frozen=True)
+@config_class
 class RunConfig:
     """Everything a run needs; stored verbatim in every checkpoint."""
 

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import ClassVar
+from dataclasses import asdict
+from typing import ClassVar, Literal, get_args
 
 from ..errors import ConfigError
-from .nerf import CONDITIONING_MODES, Cadence, Regularization, build_config
-from .spec import MAX_GRID, MAX_SEED, check_config, check_run_name, check_skips, option, section
+from .nerf import Cadence, Conditioning, Regularization, build_config
+from .spec import MAX_GRID, MAX_SEED, check_config, check_run_name, check_skips, config_class, option, section
 
 __all__ = ["SHAPE_KINDS", "ShapeDataConfig", "ShapeFieldConfig", "ShapeTrainConfig", "ShapeRunConfig",
            "ShapeMeshConfig", "shape_run_config_from_dict"]
 
-SHAPE_KINDS = ("occupancy", "sdf")
+ShapeKind = Literal["occupancy", "sdf"]
+Activation = Literal["relu", "softplus"]
+SHAPE_KINDS = get_args(ShapeKind)
 
 
-@dataclass(frozen=True)
+@config_class
 class ShapeDataConfig:
     """The mesh and the labelled points sampled from it (``enerf.data.mesh``)."""
 
@@ -39,20 +41,18 @@ class ShapeDataConfig:
                               fields=("n_uniform", "n_near"))
 
 
-@dataclass(frozen=True)
+@config_class
 class ShapeFieldConfig:
     """Occupancy / SDF MLP (``enerf.fields.shape``); every linear layer is a ConditionedLinear."""
 
-    kind: str = option("occupancy", "occupancy (logits, BCE) or sdf (L1 on the clamped signed distance)",
-                       choices=SHAPE_KINDS)
+    kind: ShapeKind = option("occupancy", "occupancy (logits, BCE) or sdf (L1 on the clamped signed distance)")
     netdepth: int = option(8, "hidden layers", lo=1)
     netwidth: int = option(256, "width of the hidden layers", lo=1)
     skips: tuple[int, ...] = option((4,), "hidden layers after which the encoded input is re-read", lo=0)
     multires: int = option(0, "positional-encoding frequencies (0: raw xyz)", lo=0, hi=32)
-    activation: str = option("relu", "relu or softplus (beta 100, as IGR, for smooth SDF gradients)",
-                             choices=("relu", "softplus"))
-    conditioning: str = option("none", "weight conditioning of the linear layers: none (vanilla), row / col / "
-                               "rowcol, wn or ws", choices=CONDITIONING_MODES)
+    activation: Activation = option("relu", "relu or softplus (beta 100, as IGR, for smooth SDF gradients)")
+    conditioning: Conditioning = option("none", "weight conditioning of the linear layers: none (vanilla), row / col / "
+                               "rowcol, wn or ws")
     conditioned_layers: str = option("hidden", "which layers are conditioned: hidden, all, none, or "
                                      "comma-separated names")
     detach_conditioner: bool = option(False, "treat the equilibration matrix as a constant in backprop")
@@ -64,7 +64,7 @@ class ShapeFieldConfig:
         check_skips(self.skips, self.netdepth)
 
 
-@dataclass(frozen=True)
+@config_class
 class ShapeTrainConfig(Cadence, Regularization):
     """Optimisation, evaluation and metrics of a shape run."""
 
@@ -86,7 +86,7 @@ class ShapeTrainConfig(Cadence, Regularization):
         check_config(self)
 
 
-@dataclass(frozen=True)
+@config_class
 class ShapeRunConfig:
     """Everything a shape run needs; stored verbatim in its checkpoints (task ``shape``)."""
 
@@ -105,7 +105,7 @@ class ShapeRunConfig:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@config_class
 class ShapeMeshConfig:
     """``enerf shape mesh``: the marching-cubes grid."""
 

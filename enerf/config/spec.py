@@ -15,11 +15,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal, get_args, get_origin, get_type_hints
 
 from ..errors import ConfigError
 
-__all__ = ["Range", "option", "section", "check_config", "check_value", "check_run_name", "check_box", "check_skips", "value_type",
+__all__ = ["Range", "option", "section", "config_class", "choices", "check_config", "check_value", "check_run_name", "check_box", "check_skips", "value_type",
            "show", "MAX_SEED", "MAX_RAYS", "MAX_GRID"]
 
 MAX_SEED = 2**32 - 1  # numpy's seed range
@@ -55,17 +55,17 @@ class Range:
         return f"{kind} in {left}{_bound(self.lo)}, {_bound(self.hi)}{right}"
 
 
-def option(default: Any, help: str, *, flag: str | None = None, choices: tuple[str, ...] = (),
+def option(default: Any, help: str, *, flag: str | None = None,
            lo: float = -math.inf, hi: float = math.inf, lo_open: bool = False, hi_open: bool = False,
            cli: bool = True, flag_type: type | None = None, from_flag: Callable[[Any], Any] | None = None):
     """A dataclass field with its help, flag and allowed values in its metadata.
 
-    flag: the command-line name when it is not the field's (``N_rand`` for ``n_rand``);
-    choices: allowed strings; lo / hi (lo_open / hi_open): the range of a number or of each number
+    flag: the command-line name when it is not the field's (``N_rand`` for ``n_rand``); the
+    allowed strings of a choice are its ``Literal`` annotation's; lo / hi (lo_open / hi_open): the range of a number or of each number
     of a tuple; cli: False keeps the field off the command line; flag_type / from_flag: a flag
     that takes another type than the field (``--no_ndc``: a bool, ``use_ndc = not no_ndc``).
     """
-    meta = {"help": help, "flag": flag, "choices": tuple(choices), "range": Range(lo, hi, lo_open, hi_open),
+    meta = {"help": help, "flag": flag, "range": Range(lo, hi, lo_open, hi_open),
             "cli": cli, "flag_type": flag_type, "from_flag": from_flag}
     return dataclasses.field(default=default, metadata=meta)
 
@@ -75,19 +75,35 @@ def section(cls: type) -> Any:
     return dataclasses.field(default_factory=cls, metadata={"section": True})
 
 
+def config_class(cls: type) -> type:
+    """A frozen dataclass whose fields carry their resolved annotations (``Field.type`` is the type
+    itself, not its string), so flags, choices and checks read the types, never their spelling."""
+    cls = dataclass(frozen=True)(cls)
+    hints = get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        f.type = hints[f.name]
+    return cls
+
+
+def choices(f: dataclasses.Field) -> tuple[str, ...]:
+    """The allowed strings of a ``Literal[...]`` field; () for any other field."""
+    return get_args(f.type) if get_origin(f.type) is Literal else ()
+
+
 def value_type(f: dataclasses.Field) -> tuple[str, bool]:
-    """(``"int"`` / ``"float"`` / ``"bool"`` / ``"str"``, is a tuple) from the field's annotation."""
-    kind = str(f.type)
-    if kind.startswith("tuple["):  # tuple[int, ...]
-        return kind[len("tuple["):].split(",")[0].strip(), True
-    return kind, False
+    """(``"int"`` / ``"float"`` / ``"bool"`` / ``"str"``, is a tuple) from the field's resolved annotation."""
+    if get_origin(f.type) is tuple:  # tuple[int, ...]
+        return get_args(f.type)[0].__name__, True
+    if get_origin(f.type) is Literal:
+        return "str", False
+    return f.type.__name__, False
 
 
 def check_value(f: dataclasses.Field, value: Any) -> None:
     """Raise ConfigError (naming the field) unless ``value`` is allowed for field ``f``."""
-    choices = f.metadata.get("choices", ())
-    if choices and value not in choices:
-        raise ConfigError(f"{f.name} {value!r} is not one of {', '.join(choices)}", fields=(f.name,))
+    allowed_strings = choices(f)
+    if allowed_strings and value not in allowed_strings:
+        raise ConfigError(f"{f.name} {value!r} is not one of {', '.join(allowed_strings)}", fields=(f.name,))
     kind, each = value_type(f)
     if kind not in ("int", "float"):
         return
