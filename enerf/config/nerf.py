@@ -17,18 +17,20 @@ from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, c
 
 __all__ = ["DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
-           "DECAY_SPACES", "DEVICES", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
+           "DECAY_SPACES", "DEVICES", "CONTRACTIONS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
 
 # The choices of the config's string fields (each field is annotated with its Literal).
 DatasetType = Literal["auto", "llff", "blender"]  # enerf.data.loaders.LOADERS
 Encoding = Literal["frequency", "triplane"]  # enerf.fields.nerf: how positions enter the MLP
+ContractionKind = Literal["none", "mipnerf360", "linf"]  # enerf.nn.contraction: unbounded scenes
 Conditioning = Literal["none", "row", "col", "rowcol", "wn", "ws"]  # enerf.nn.conditioning.CONDITIONERS
 RendererName = Literal["auto", "nerfacc", "torch_grid", "hierarchical"]  # enerf.render.build
 Precond = Literal["none", "bnp"]  # gradient preconditioners (enerf.optim)
 DecaySpace = Literal["p", "z"]  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
 Device = Literal["auto", "cpu", "cuda"]
-DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SPACES, DEVICES = (
-    get_args(t) for t in (DatasetType, Encoding, Conditioning, RendererName, Precond, DecaySpace, Device))
+DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SPACES, DEVICES, CONTRACTIONS = (
+    get_args(t) for t in (DatasetType, Encoding, Conditioning, RendererName, Precond, DecaySpace, Device,
+                          ContractionKind))
 
 # nerf-pytorch config keys read under another name here (key -> field).
 NERF_PYTORCH_ALIASES = {"N_iters": "iters", "i_print": "log_every", "i_weights": "ckpt_every", "random_seed": "seed"}
@@ -57,6 +59,8 @@ class DataConfig:
     spherify: bool = option(False, "LLFF: spherify the poses (360-degree scenes)")
     recenter: bool = option(True, "LLFF: recenter the poses", cli=False)
     bd_factor: float = option(0.75, "LLFF: scale the scene so the nearest bound is 1 / bd_factor", lo=0.0, lo_open=True)
+    far: float = option(0.0, "world-space rays end at this distance from the camera, in scene units (0: the loader's "
+                        "far bound); e.g. 1000 for an unbounded capture with --contraction", lo=0.0)
 
     def __post_init__(self) -> None:
         check_config(self)
@@ -84,7 +88,11 @@ class FieldConfig:
     grid_resolutions: tuple[int, ...] = option((64, 256), "triplane: plane side / line length per level", lo=2)
     grid_components: int = option(8, "triplane: channels per plane-line product (3 x this per level)", lo=1)
     grid_aabb: tuple[float, ...] = option((-1.5, -1.67, -1.0, 1.5, 1.67, 1.0),
-                                          "triplane: xmin ymin zmin xmax ymax zmax of the grids (TensoRF's NDC box)")
+                                          "triplane: xmin ymin zmin xmax ymax zmax of the grids (TensoRF's NDC box; "
+                                          "with a contraction the grids cover the contracted box [-2, 2]^3 instead)")
+    contraction: ContractionKind = option("none", "scene contraction in front of the position encoding, for unbounded "
+                                          "scenes: none, mipnerf360 (|x| > 1 squeezed into the ball of radius 2) or "
+                                          "linf (nerfacto's, into the cube [-2, 2]^3)")
 
     def __post_init__(self) -> None:
         check_config(self)

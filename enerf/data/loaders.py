@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable
 
@@ -12,7 +13,7 @@ from .llff import load_llff
 from .resolve import resolve_scene_dir
 from .scene import Scene
 
-__all__ = ["LOADERS", "dataset_type_of", "load_scene"]
+__all__ = ["LOADERS", "dataset_type_of", "load_scene", "with_far"]
 
 
 def _load_llff(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
@@ -56,4 +57,19 @@ def load_scene(cfg: DataConfig, data_root: Path, white_bkgd: bool = False) -> Sc
     if cfg.dataset_type not in (*LOADERS, "auto"):
         raise ConfigError(f"dataset_type {cfg.dataset_type!r} is not one of auto, {', '.join(LOADERS)}")
     scene_dir = resolve_scene_dir(cfg.scene, cfg.datadir, data_root)
-    return LOADERS[dataset_type_of(scene_dir, cfg.dataset_type)](cfg, scene_dir, white_bkgd)
+    scene = LOADERS[dataset_type_of(scene_dir, cfg.dataset_type)](cfg, scene_dir, white_bkgd)
+    return with_far(scene, cfg.far)
+
+
+def with_far(scene: Scene, far: float) -> Scene:
+    """``scene`` with world-space rays ending at ``far`` (0: unchanged; NDC scenes: unchanged, their
+    rays span t in [0, 1] out to infinity).
+
+    Raises:
+        ConfigError: ``far`` not beyond the scene's near bound.
+    """
+    if far <= 0 or scene.use_ndc:
+        return scene
+    if far <= scene.near:
+        raise ConfigError(f"far {far} must exceed the scene's near bound {scene.near}", ("far",))
+    return dataclasses.replace(scene, far=float(far))

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import FieldConfig
+from ..nn.contraction import CONTRACTED_BOX, Contraction
 from ..nn.encoding import PositionalEncoding
 from ..nn.mlp import ConditionedMLP, MLPField, active_skips, skip_trunk
 from ..nn.triplane import TriPlaneEncoding
@@ -44,7 +45,8 @@ class NeRFField(MLPField):
             trunk depth and width, ``skips`` (trunk indices after which the encoded position is
             re-read; >= netdepth are ignored, as in nerf-pytorch), the position ``encoding``
             (``frequency``: NeRF's sinusoids of ``multires`` frequencies; ``triplane``: a learned
-            TensoRF VM feature volume, ``enerf.nn.triplane``), ``use_viewdirs`` and
+            TensoRF VM feature volume, ``enerf.nn.triplane``), the scene ``contraction`` in front
+            of it (``enerf.nn.contraction``; the triplane then covers [-2, 2]^3), ``use_viewdirs`` and
             ``view_width``, and the weight conditioning (``conditioning``,
             ``conditioned_layers``, ...; see ``enerf.nn.conditioning``).
     """
@@ -54,8 +56,11 @@ class NeRFField(MLPField):
         self.cfg = cfg
         self.skips = active_skips(cfg.skips, cfg.netdepth)
         self.use_viewdirs = bool(cfg.use_viewdirs)
+        # Unbounded scenes: positions are contracted into [-2, 2]^3 first, the triplane's box.
+        self.contraction = Contraction(cfg.contraction) if cfg.contraction != "none" else None
+        box = CONTRACTED_BOX if self.contraction is not None else cfg.grid_aabb
         self.pos_encoding = (PositionalEncoding(cfg.multires) if cfg.encoding == "frequency" else
-                             TriPlaneEncoding(cfg.grid_resolutions, cfg.grid_components, cfg.grid_aabb))
+                             TriPlaneEncoding(cfg.grid_resolutions, cfg.grid_components, box))
         self.dir_encoding = PositionalEncoding(cfg.multires_views)
         in_ch, dir_ch, width = self.pos_encoding.out_dim, self.dir_encoding.out_dim, cfg.netwidth
 
@@ -78,7 +83,9 @@ class NeRFField(MLPField):
             self.output = mlp.layer("output")
 
     def _trunk(self, x: Tensor) -> Tensor:
-        """x: Tensor  # [..., 3] -> h: Tensor  # [..., netwidth]."""
+        """x: Tensor  # [..., 3] -> h: Tensor  # [..., netwidth] (x contracted first, with ``contraction``)."""
+        if self.contraction is not None:
+            x = self.contraction(x)
         return skip_trunk(self.pos_encoding(x), self.trunk, torch.relu, self.skips)
 
     @staticmethod
