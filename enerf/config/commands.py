@@ -9,7 +9,7 @@ from .spec import MAX_GRID, MAX_SEED, check_box, check_config, config_class, opt
 
 __all__ = ["CAMERA_PATHS", "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig"]
 
-CameraPath = Literal["spiral", "orbit", "test", "train", "interp"]
+CameraPath = Literal["spiral", "orbit", "test", "train", "interp", "ellipse"]
 MeshNetwork = Literal["fine", "coarse"]
 MeshFrame = Literal["world", "scene"]
 Task = Literal["nerf", "shape"]
@@ -23,8 +23,8 @@ class VideoConfig:
 
     path: CameraPath = option("spiral", "camera path: spiral (LLFF; the orbit on Blender scenes), orbit (Blender: "
                        "elevation -30 deg, radius 4), test (held-out views), train, interp (through the training "
-                       "cameras)")
-    frames: int = option(120, "frames of the spiral / interp paths (test / train: one per view)", lo=1, hi=100_000)
+                       "cameras), ellipse (around the point the training cameras look at; captures)")
+    frames: int = option(120, "frames of the spiral / interp / ellipse paths (test / train: one per view)", lo=1, hi=100_000)
     fps: int = option(30, "frames per second of the videos", lo=1, hi=1000)
     downscale: int = option(1, "render at 1/N of the training image size", lo=1)
     colormap: str = option("turbo", "matplotlib colormap for depth / disparity")
@@ -50,7 +50,8 @@ class MeshConfig:
     chunk: int = option(65536, "grid points per forward pass", lo=1)
     min_component: int = option(0, "drop connected components with fewer faces (0: keep all)", lo=0)
     bbox: tuple[float, ...] = option((), "xmin ymin zmin xmax ymax zmax in the field's coordinates (NDC for "
-                                     "forward-facing scenes; default: from the scene)")
+                                     "forward-facing scenes; default: from the scene; a field with --contraction: a cube around "
+                                     "the point the cameras look at)")
     field: MeshNetwork = option("fine", "fine (if the checkpoint has one) or coarse network")
     frame: MeshFrame = option("world", "world (poses_bounds.npy frame) or scene (normalised frame)")
 

@@ -3,7 +3,9 @@
 Poses are camera-to-world matrices whose columns are the camera's [right, up, back]
 axes followed by its position (``[..., 3, 4]``); a camera looks along ``-back``.
 The functions mirror nerf-pytorch's ``load_llff.py`` (``normalize``, ``viewmatrix``,
-``poses_avg``, ``render_path_spiral``) without the extra ``hwf`` column.
+``poses_avg``, ``render_path_spiral``) without the extra ``hwf`` column; for captures that
+walk around an object, ``look_at_point``, ``focus_box`` and ``ellipse_path`` follow
+mip-NeRF 360's ``focus_point_fn`` and ``generate_ellipse_path``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ __all__ = [
     "llff_spiral_path",
     "spherical_path",
     "interpolated_path",
+    "look_at_point",
+    "focus_box",
+    "ellipse_path",
 ]
 
 
@@ -169,3 +174,76 @@ def interpolated_path(poses: np.ndarray, n_frames: int) -> np.ndarray:
     back = _catmull_rom(poses[:, :3, 2], u)
     up = _catmull_rom(poses[:, :3, 1], u)
     return np.stack([viewmatrix(b, v, c) for b, v, c in zip(back, up, pos)], 0)
+
+
+def look_at_point(poses: np.ndarray) -> np.ndarray:
+    """The point closest to all the cameras' optical axes, in the least-squares sense.
+
+    Minimises ``sum_i |(I - d_i d_i^T)(p - o_i)|^2`` over p (o_i: camera centre, d_i: unit viewing
+    direction, ``-back``), i.e. solves ``sum_i (I - d_i d_i^T) p = sum_i (I - d_i d_i^T) o_i``
+    (mip-NeRF 360's ``focus_point_fn``). For cameras that all look at one point, that point.
+
+    Args:
+        poses: np.ndarray  # [N, 3, 4+] camera-to-world
+    Returns:
+        np.ndarray  # [3] float64
+    Raises:
+        ValueError: the optical axes are (nearly) parallel, so no point is looked at (a
+            forward-facing capture).
+    """
+    poses = np.asarray(poses, np.float64)
+    dirs = -poses[:, :3, 2] / np.linalg.norm(poses[:, :3, 2], axis=-1, keepdims=True)
+    projectors = np.eye(3) - dirs[:, :, None] * dirs[:, None, :]  # [N, 3, 3]
+    lhs = projectors.sum(0)
+    rhs = (projectors @ poses[:, :3, 3, None]).sum(0)[:, 0]
+    if np.linalg.eigvalsh(lhs).min() < 1e-6 * len(poses):
+        raise ValueError("the cameras' optical axes are (nearly) parallel, so they look at no one point "
+                         "(a forward-facing capture): use path spiral or interp")
+    return np.linalg.solve(lhs, rhs)
+
+
+def focus_box(poses: np.ndarray, fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """A cube around ``look_at_point(poses)`` of half-size ``fraction`` times the median distance
+    from the cameras to that point (an object that fills a 50-degree view has about 0.47).
+
+    Returns:
+        (lo, hi): np.ndarray  # [3] each
+    """
+    poses = np.asarray(poses, np.float64)
+    focus = look_at_point(poses)
+    half = fraction * float(np.median(np.linalg.norm(poses[:, :3, 3] - focus, axis=-1)))
+    return focus - half, focus + half
+
+
+def ellipse_path(poses: np.ndarray, n_frames: int = 120, percentile: float = 90.0) -> np.ndarray:
+    """An ellipse of cameras around the point the cameras look at, every frame looking at it.
+
+    As mip-NeRF 360's ``generate_ellipse_path`` (nerfstudio's ``ellipse`` path): the up axis is
+    the cameras' mean up axis; the ellipse lies in the plane orthogonal to it at the cameras'
+    mean height above ``look_at_point``; its axes are the principal directions of the camera
+    centres in that plane and its radii the ``percentile``-th percentile of their offsets along
+    them. Frames are spaced evenly in angle, without repeating the first.
+
+    Args:
+        poses: np.ndarray  # [N, 3, 4+] camera-to-world (training cameras)
+    Returns:
+        render_poses: np.ndarray  # [n_frames, 3, 4] float64
+    Raises:
+        ValueError: parallel optical axes (``look_at_point``).
+    """
+    poses = np.asarray(poses, np.float64)
+    focus = look_at_point(poses)
+    up = normalize(poses[:, :3, 1].sum(0))
+    rel = poses[:, :3, 3] - focus
+    height = float((rel @ up).mean())
+    planar = rel - (rel @ up)[:, None] * up
+    # Principal directions of the centres within the plane (the third eigenvector is ~up).
+    basis = np.linalg.eigh(planar.T @ planar)[1][:, ::-1]
+    axis0 = normalize(basis[:, 0] - (basis[:, 0] @ up) * up)
+    axis1 = np.cross(up, axis0)
+    radii = [max(float(np.percentile(np.abs(planar @ a), percentile)), 1e-9) for a in (axis0, axis1)]
+    frames = []
+    for theta in np.linspace(0.0, 2.0 * np.pi, n_frames, endpoint=False):
+        pos = focus + height * up + radii[0] * np.cos(theta) * axis0 + radii[1] * np.sin(theta) * axis1
+        frames.append(viewmatrix(pos - focus, up, pos))
+    return np.stack(frames, 0)

@@ -24,6 +24,7 @@ from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
 from ..config import MeshConfig
+from ..data.camera_paths import focus_box
 from ..data.rays import ndc_to_world
 from ..data.scene import Scene
 from ..errors import ConfigError, EnerfError
@@ -50,13 +51,24 @@ ColorFn = Callable[[Tensor, Tensor], Tensor]  # points [n, 3], unit dirs [n, 3] 
 PointMap = Callable[[np.ndarray], np.ndarray]  # [n, 3] -> [n, 3]
 
 
-def default_bbox(scene: Scene) -> tuple[np.ndarray, np.ndarray]:
+def default_bbox(scene: Scene, unbounded: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The field-coordinate box a mesh is extracted from when ``--bbox`` is not given.
 
     NDC scenes: x, y in [-1, 1]; z from the near plane (-1) to the farthest bound
-    (z' = 1 - 2 / far, far = 1.05 x the largest scene bound). Scenes with a content box
-    (Blender): that box. Other scenes: a cube of half-size ``far`` around the scene origin.
+    (z' = 1 - 2 / far, far = 1.05 x the largest scene bound). ``unbounded`` (a field with a
+    scene contraction: a capture around an object, the room behind it): a cube around the point
+    the training cameras look at, of half-size half their median distance to it
+    (``camera_paths.focus_box``). Scenes with a content box (Blender): that box. Other
+    scenes: a cube of half-size ``far`` around the scene origin.
+
+    Raises:
+        ConfigError: ``unbounded`` with cameras whose optical axes are parallel (give --bbox).
     """
+    if unbounded and not scene.use_ndc:
+        try:
+            return focus_box(scene.poses[scene.i_train])
+        except ValueError as err:
+            raise ConfigError(f"{err}; give the mesh's box with --bbox", ("bbox",)) from None
     if scene.aabb is not None:
         return np.asarray(scene.aabb[:3], dtype=np.float64), np.asarray(scene.aabb[3:], dtype=np.float64)
     far = 1.05 * float(scene.bounds.max())
@@ -181,7 +193,8 @@ def mesh_from_run(run: Run, cfg: MeshConfig) -> trimesh.Trimesh:
     """Extract the mesh of a loaded run (see the module docstring). ``cfg`` has checked its own
     values (field, frame, bbox, resolution, chunk); what depends on the scene is checked here."""
     scene = run.scene
-    lo, hi = (np.asarray(cfg.bbox[:3]), np.asarray(cfg.bbox[3:])) if cfg.bbox else default_bbox(scene)
+    unbounded = run.cfg.field.contraction != "none"
+    lo, hi = (np.asarray(cfg.bbox[:3]), np.asarray(cfg.bbox[3:])) if cfg.bbox else default_bbox(scene, unbounded)
     if scene.use_ndc and hi[2] >= 1.0:
         raise ConfigError(f"bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)", ("bbox",))
     field = run.models.get(cfg.field) or run.models["coarse"]

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from ..atomic import atomic_write_bytes, publish
 from ..config import CAMERA_PATHS, VideoConfig
 from ..data.blender import orbit_path
-from ..data.camera_paths import interpolated_path, llff_spiral_path, spherical_path
+from ..data.camera_paths import ellipse_path, interpolated_path, llff_spiral_path, spherical_path
 from ..data.rays import Rays, make_rays
 from ..data.scene import Scene
 from ..errors import ConfigError
@@ -59,13 +59,15 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
       nerf-pytorch's spherified scenes.
     * ``test`` / ``train``: the held-out / training views, in order.
     * ``interp``: a Catmull-Rom path through the training cameras in capture order.
+    * ``ellipse``: an ellipse around the point the training cameras look at, at their mean
+      height, every frame looking at that point (mip-NeRF 360's path for 360-degree captures).
     * ``orbit``: nerf-pytorch's Blender path, a circle at elevation -30 degrees and radius 4
       looking at the origin (``--frames``; nerf-pytorch renders 40). ``spiral`` on a scene with
       a content box (Blender) is the orbit too.
     """
     if path not in CAMERA_PATHS:
         raise ConfigError(f"path {path!r} is not one of {', '.join(CAMERA_PATHS)}", ("path",))
-    if path in ("spiral", "orbit", "interp") and n_frames < 1:
+    if path in ("spiral", "orbit", "interp", "ellipse") and n_frames < 1:
         raise ConfigError(f"frames must be at least 1, got {n_frames}", ("frames",))
     if path == "test":
         if scene.i_test.size == 0:
@@ -75,6 +77,14 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
         return scene.poses[scene.i_train]
     if path == "interp":
         return interpolated_path(scene.poses[scene.i_train], n_frames).astype(np.float32)
+    if path == "ellipse":
+        if scene.use_ndc:
+            raise ConfigError("path ellipse circles the point the cameras look at; this scene uses NDC rays "
+                              "(forward-facing): use path spiral, interp, test or train", ("path",))
+        try:
+            return ellipse_path(scene.poses[scene.i_train], n_frames).astype(np.float32)
+        except ValueError as err:
+            raise ConfigError(str(err), ("path",)) from None
     if path == "orbit" or (scene.aabb is not None and not scene.use_ndc):
         if scene.use_ndc:
             raise ConfigError("path orbit circles an object at the origin (Blender scenes); this scene uses NDC "
