@@ -3,7 +3,8 @@
     python tools/colmap_accuracy.py                       # fern images_8/ vs the release, seeds 0 1 2
     python tools/colmap_accuracy.py --images DIR --reference poses_bounds.npy --focal_scale 8 --seeds 0
     python tools/colmap_accuracy.py --images ../shared/data/nerfstudio/fox/images \
-        --reference ../shared/data/nerfstudio/fox/transforms.json --focal_scale 1 --seeds 0
+        --reference ../shared/data/nerfstudio/fox/transforms.json --focal_scale 1 --seeds 0 \
+        --camera_model OPENCV --factors
     python tools/colmap_accuracy.py --scene SCENE --reference transforms.json   # a scene posed before
 
 Per seed: wall time of the whole command, registered photos, mean reprojection error, median
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from enerf.data.colmap import colmap_scene
+from enerf.data.colmap import LLFF_CAMERA_MODELS, colmap_scene
 from enerf.data.colmap_poses import pose_errors
 from enerf.data.llff import read_poses_bounds
 from enerf.data.nerfstudio import read_transforms
@@ -97,7 +98,9 @@ def main() -> None:
     parser.add_argument("--focal_scale", type=float, default=8.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--matcher", default="exhaustive")
-    parser.add_argument("--camera_model", default="SIMPLE_RADIAL")
+    parser.add_argument("--camera_model", default="SIMPLE_RADIAL",
+                        help="COLMAP's camera model; one with two focal lengths writes --layout blender")
+    parser.add_argument("--factors", type=int, nargs="*", default=[4, 8], help="images_<f>/ copies written")
     parser.add_argument("--keep", default=None, help="copy the first seed's scene here")
     parser.add_argument("--scene", default=None, help="compare this scene (written before) instead of posing again")
     args = parser.parse_args()
@@ -112,8 +115,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "scene"
             start = time.perf_counter()
-            info = colmap_scene(args.images, out, factors=(), matcher=args.matcher, seed=seed,
-                                camera_model=args.camera_model, say=lambda _: None)
+            layout = "llff" if args.camera_model in LLFF_CAMERA_MODELS else "blender"
+            info = colmap_scene(args.images, out, factors=tuple(args.factors), matcher=args.matcher, layout=layout,
+                                seed=seed, camera_model=args.camera_model, say=lambda _: None)
             seconds = f"{time.perf_counter() - start:.1f}"
             print(compare(seed, seconds, info, out, reference, args.focal_scale))
             if args.keep and k == 0:
