@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,13 @@ def read_keys(path: Path) -> dict[str, str]:
     return keys
 
 
+def spelled(tp) -> str:
+    """A resolved annotation as written: ``int``, ``tuple[float, ...]``; a ``Literal`` of strings is ``str``."""
+    if typing.get_origin(tp) is tuple:
+        return f"tuple[{typing.get_args(tp)[0].__name__}, ...]"
+    return "str" if typing.get_origin(tp) is typing.Literal else tp.__name__
+
+
 def convert(text: str, annotation: str):
     """The value ``text`` means for a field annotated ``annotation`` (``int``, ``tuple[float, ...]`` ...)."""
     if annotation.startswith("tuple["):
@@ -55,7 +63,7 @@ def expected_config(root_cls, keys: dict[str, str]):
         owners = [(s, f) for s, cls in section_classes.items() for f in dataclasses.fields(cls) if f.name == name]
         assert len(owners) == 1, (key, owners)
         section, f = owners[0]
-        sections.setdefault(section, {})[name] = convert(text, str(f.type))
+        sections.setdefault(section, {})[name] = convert(text, spelled(f.type))
     return root_cls(**top, **{s: cls(**sections.get(s, {})) for s, cls in section_classes.items()})
 
 

@@ -136,10 +136,10 @@ class RenderConfig:
     cull_occluded: bool = option(False, "torch_grid: occlusion culling; a cell no training ray reached with "
                                  "transmittance >= --early_stop_eps since the last grid update is empty "
                                  "(needs --early_stop_eps > 0)")
-    early_stop_block: int = option(4, "torch_grid: query colour and density front to back, this many samples per "
-                                   "ray in the first round and twice as many in each next one, stopping each ray at "
-                                   "its early stop (0: nerfacc's way, a density pre-pass over all samples, then the "
-                                   "rendering pass)", lo=0)
+    early_stop_block: int = option(4, "torch_grid: find the visible samples by reading densities front to back, "
+                                   "this many samples per ray in the first round and twice as many in each next one, "
+                                   "stopping each ray at its early stop (0: nerfacc's way, a density pre-pass over "
+                                   "all samples); the rendering pass then queries the visible samples", lo=0)
     target_sample_batch_size: int = option(0, "grid renderers: samples per step; rays per step adapt to it "
                                            "(0: N_rand * N_samples; -1: N_rand rays every step)", lo=-1)
 
