@@ -124,3 +124,15 @@ def test_ellipse_refused_on_forward_facing_scenes():
         camera_path(_scene(poses), "ellipse", 10)
     with pytest.raises(ConfigError, match="--bbox"):
         default_bbox(_scene(poses), unbounded=True)
+
+
+def test_far_extends_world_rays_only():
+    from enerf.data.loaders import with_far
+
+    scene = _scene(_aimed_at(np.zeros(3), n=4))
+    assert with_far(scene, 0.0) is scene
+    assert with_far(scene, 250.0).far == 250.0 and with_far(scene, 250.0).near == scene.near
+    ndc = _scene(_aimed_at(np.zeros(3), n=4), use_ndc=True)
+    assert with_far(ndc, 250.0).far == ndc.far  # NDC rays already reach infinity
+    with pytest.raises(ConfigError, match="near"):
+        with_far(scene, 0.01)
