@@ -128,3 +128,34 @@ def test_triplane_covers_the_contracted_box(kind):
     with torch.no_grad():
         h = enc(field.contraction(pts))
     assert float((h[0] - h[1]).abs().max()) > 0 and float((h[1] - h[2]).abs().max()) > 0
+
+
+def test_piecewise_spacing_matches_nerfacto():
+    """lindisp_from = c: s evenly spaced in g(t) (t / 2c before c, 1 - c / 2t beyond), computed here
+    independently in numpy; half of the samples of [0, inf) fall before c."""
+    from enerf.render.sampling import stratified_samples
+
+    near, far, n, c = 0.05, 1000.0, 64, 1.5
+    t = stratified_samples(torch.full((3, 1), near, dtype=torch.float64), torch.full((3, 1), far, dtype=torch.float64),
+                           n, False, False, None, c).numpy()
+    g = lambda x: x / (2 * c) if x < c else 1 - c / (2 * x)  # noqa: E731
+    expected = []
+    for u in np.linspace(g(near), g(far), n):
+        expected.append(2 * c * u if u < 0.5 else c / (2 * (1 - u)))
+    np.testing.assert_allclose(t[0], expected, rtol=1e-12)
+    assert t[0, 0] == pytest.approx(near) and t[0, -1] == pytest.approx(far)
+    assert np.all(np.diff(t[0]) > 0)
+    t_all = stratified_samples(torch.zeros(1, 1, dtype=torch.float64), torch.full((1, 1), 1e12, dtype=torch.float64),
+                               10, False, False, None, c).numpy()[0]
+    assert (t_all < c).sum() == 5
+    jittered = stratified_samples(torch.full((4, 1), near), torch.full((4, 1), far), n, True, False,
+                                  torch.Generator().manual_seed(0), c)
+    assert bool((jittered[:, 1:] >= jittered[:, :-1]).all()) and float(jittered.min()) >= near
+
+
+def test_lindisp_and_lindisp_from_are_exclusive():
+    from enerf.config import RenderConfig
+    from enerf.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="one of them"):
+        RenderConfig(lindisp=True, lindisp_from=1.0)

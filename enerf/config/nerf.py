@@ -112,6 +112,9 @@ class RenderConfig:
     perturb: bool = option(True, "stratified jitter while training: 1 on, 0 off", flag_type=float,
                            from_flag=lambda value: value > 0)
     lindisp: bool = option(False, "sample linearly in disparity")
+    lindisp_from: float = option(0.0, "hierarchical: half the samples evenly in depth up to this distance, half evenly "
+                                 "in disparity beyond it (nerfacto's piecewise sampler, 1 there; for unbounded scenes "
+                                 "with --contraction; 0: off)", lo=0.0)
     raw_noise_std: float = option(0.0, "noise on the pre-activation density while training", lo=0.0)
     white_bkgd: bool = option(False, "composite onto a white background")
     chunk: int = option(8192, "rays per forward pass when rendering whole images", lo=1)
@@ -149,6 +152,9 @@ class RenderConfig:
             raise ConfigError(f"n_importance must be 0 with renderer {self.renderer} (one field), got "
                               f"{self.n_importance}; use renderer hierarchical for a fine network",
                               fields=("n_importance", "renderer"))
+        if self.lindisp and self.lindisp_from > 0:
+            raise ConfigError("lindisp and lindisp_from are two spacings of the samples; set one of them",
+                              fields=("lindisp", "lindisp_from"))
         if self.cull_occluded and (self.early_stop_eps <= 0 or self.renderer not in ("torch_grid", "auto")):
             raise ConfigError("cull_occluded needs renderer torch_grid and early_stop_eps > 0 (it empties the cells "
                               "no training ray reaches with transmittance above it)",

@@ -43,7 +43,7 @@ class HierarchicalEstimator:
         ``train and cfg.perturb`` (random numbers from ``generator``, default torch's global one)."""
         cfg = self.cfg
         return Samples(t=stratified_samples(rays.near, rays.far, cfg.n_samples, bool(train and cfg.perturb),
-                                            cfg.lindisp, generator))
+                                            cfg.lindisp, generator, cfg.lindisp_from))
 
     def propose(self, rays: Rays, samples: Samples, weights: Tensor, train: bool,
                 generator: torch.Generator | None = None) -> Samples:

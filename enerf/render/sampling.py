@@ -27,6 +27,7 @@ def stratified_samples(
     perturb: bool,
     lindisp: bool,
     generator: torch.Generator | None = None,
+    lindisp_from: float = 0.0,
 ) -> Tensor:
     """Sample distances along each ray, evenly spaced in depth (or disparity) between near and far.
 
@@ -37,12 +38,21 @@ def stratified_samples(
         perturb: jitter each sample uniformly within its stratum (the interval between the
             midpoints around it; the first and last strata are clipped at near and far).
         lindisp: space samples linearly in inverse depth instead of depth.
+        lindisp_from: c > 0: nerfacto's piecewise spacing (``UniformLinDispPiecewiseSampler``,
+            c = 1 there), evenly spaced in ``s = g(t)``, ``g(t) = t / (2c)`` for t < c and
+            ``1 - c / (2t)`` beyond: as many samples before c (evenly in depth) as between c and
+            infinity (evenly in disparity); overrides ``lindisp``.
 
     Returns:
         t: Tensor  # [n_rays, n_samples] sorted along each ray.
     """
     steps = torch.linspace(0.0, 1.0, n_samples, dtype=near.dtype, device=near.device)
-    if lindisp:
+    if lindisp_from > 0:
+        c = float(lindisp_from)
+        g_near, g_far = (torch.where(x < c, x / (2 * c), 1.0 - c / (2 * x)) for x in (near, far))
+        u = g_near * (1.0 - steps) + g_far * steps
+        t = torch.where(u < 0.5, 2 * c * u, c / (2 * (1.0 - u).clamp(min=1e-12)))
+    elif lindisp:
         t = 1.0 / (1.0 / near * (1.0 - steps) + 1.0 / far * steps)
     else:
         t = near * (1.0 - steps) + far * steps
