@@ -67,6 +67,7 @@ def test_take_step_is_one_adam_step_on_the_summed_losses():
 
     class Toy:
         optimizer = build_optimizer(net, lr=0.05)
+        batch_share = 1.0
 
         def set_learning_rate(self, step):
             return 0.05
@@ -101,6 +102,8 @@ class _CountingTask:
 
     command = "test loop"
     final_scalar = ("eval/value", "value")
+    batch_share = 1.0
+    evaluation_may_stop = False
 
     def __init__(self, cfg: ShapeRunConfig, stop_at: int) -> None:
         self.cfg, self.stop_at = cfg, stop_at
