@@ -30,7 +30,7 @@ from ..distributed import broadcast_parameters, process_group, rank_device, rank
 from ..errors import CheckpointError
 from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
-from ..nn.conditioning import condition_numbers, conditioned_weights_once
+from ..nn.conditioning import condition_numbers
 from ..optim import PreconditionedOptimizer
 from ..render import Renderer, build_renderer
 from ..rng import seed_everything
@@ -114,16 +114,13 @@ class NerfRun:
         train = self.cfg.train
         for f in self.fields.values():
             f.train()
-        # One E W per layer for all of this step's passes; as a leaf whose gradient a hook carries
-        # to W (cheaper on CPU) unless gradient regularization needs the whole graph.
-        with conditioned_weights_once(*self.fields.values(), leaf_grads=self.optimizer.grad_reg == 0):
-            self.renderer.update(step, self.fields, self.generator)  # occupancy grid, every grid_update_every steps
-            self.sampler.batch_size = self.ray_batch.n_rays
-            batch_rays, target = self.sampler.sample(center_only=step < train.precrop_iters)
-            batch_rays, target = shard_batch(batch_rays, target)  # distributed: this rank's share of the global batch
-            self.batch_share = target.shape[0] / self.sampler.batch_size
-            out = self.renderer.render_rays(batch_rays, self.fields, train=True,
-                                            generator=rank_generator(self.generator))  # distributed: own jitter
+        self.renderer.update(step, self.fields, self.generator)  # occupancy grid, every grid_update_every steps
+        self.sampler.batch_size = self.ray_batch.n_rays
+        batch_rays, target = self.sampler.sample(center_only=step < train.precrop_iters)
+        batch_rays, target = shard_batch(batch_rays, target)  # distributed: this rank's share of the global batch
+        self.batch_share = target.shape[0] / self.sampler.batch_size
+        out = self.renderer.render_rays(batch_rays, self.fields, train=True,
+                                        generator=rank_generator(self.generator))  # distributed: own jitter
         self.ray_batch.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
                                               out["n_colour_skipped"]))  # distributed: global counts
         return nerf_losses(out, target, self.fields, train.tv_weight)
