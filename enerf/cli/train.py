@@ -3,6 +3,10 @@
 Config files use configargparse's ``key = value`` syntax; nerf-pytorch's keys are accepted with
 the same meaning (``NERF_PYTORCH_ALIASES``, ``NERF_PYTORCH_IGNORED``), so an existing
 nerf-pytorch config file works unchanged.
+
+Without a config file, what no flag sets comes from the device's preset (``--preset auto``: the
+paper's settings on CUDA, the 10-minute CPU settings otherwise; ``enerf.config.presets``), and the
+command says so in its first line.
 """
 
 from __future__ import annotations
