@@ -13,13 +13,11 @@ import pytest
 import torch
 from torch import nn
 
-import enerf.cli.train as train_cli
 import enerf.progress
 import enerf.train.loop as loop_module
 from enerf.cli import main
 from enerf.cli.train import build_train_parser, run_config_from_args, train_preset
-from enerf.config import (RenderConfig, RunConfig, ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig,
-                          FieldConfig)
+from enerf.config import FieldConfig, RenderConfig, RunConfig, ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
 from enerf.config.presets import PRESETS, preset_line
 from enerf.data.loaders import load_scene
 from enerf.export.images import render_rays_image

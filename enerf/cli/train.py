@@ -68,7 +68,8 @@ def scene_layout(args, data_root: Path) -> str:
     dataset_type = getattr(args, "data.dataset_type", None) or "auto"
     if dataset_type != "auto":
         return dataset_type
-    scene, datadir = getattr(args, "data.scene", None) or DataConfig().scene, getattr(args, "data.datadir", None) or ""
+    scene = getattr(args, "data.scene", None) or DataConfig().scene
+    datadir = getattr(args, "data.datadir", None) or ""
     if scene == "demo" and not datadir and not (Path(data_root) / "demo").is_dir():
         return "llff"  # made on first use by enerf.data.synthetic, in LLFF layout
     try:

@@ -38,7 +38,8 @@ def estimate_line(rate: float, done: int, iters: int, seconds: float, time_budge
     else:
         total = by_steps
         budget = f", --time_budget {time_budget:g}" if time_budget > 0 else ""
-        line = f"about {speed}: {duration_text(by_steps)} of training for the remaining {steps} (--iters {iters}{budget})"
+        line = (f"about {speed}: {duration_text(by_steps)} of training for the remaining {steps} "
+                f"(--iters {iters}{budget})")
     if total > LONG_RUN_SECONDS:
         line += "; that is more than an hour: --iters N or --time_budget SECONDS shortens it"
     return line
