@@ -25,7 +25,6 @@ import imageio_ffmpeg
 import numpy as np
 import torch
 from matplotlib import colormaps
-from tqdm import tqdm
 
 from ..atomic import atomic_write_bytes, publish
 from ..config import CAMERA_PATHS, VideoConfig
@@ -34,6 +33,7 @@ from ..data.camera_paths import interpolated_path, llff_spiral_path, spherical_p
 from ..data.rays import Rays, make_rays
 from ..data.scene import Scene
 from ..errors import ConfigError
+from ..progress import progress_bar
 from ..run import Run, load_run
 from ..runfolder import check_output_dir
 from .images import render_rays_image
@@ -201,10 +201,13 @@ def render_video(
     writers = {"rgb": Mp4Writer(out_dir / "rgb.mp4", cfg.fps, cfg.quality),
                "depth": Mp4Writer(out_dir / "depth.mp4", cfg.fps, cfg.quality)}
     height = width = 0
+    frame_pixels = (scene.height // cfg.downscale) * (scene.width // cfg.downscale)
+    bar = progress_bar(len(poses) * frame_pixels, f"render {cfg.path}", progress, unit="ray")  # advanced per chunk
     try:
-        for k, c2w in enumerate(tqdm(poses, desc=f"render {cfg.path}", disable=not progress, dynamic_ncols=True)):
+        for k, c2w in enumerate(poses):
+            bar.set_postfix_str(f"frame {k + 1}/{len(poses)}", refresh=False)
             out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device), run.models, run.cfg.render,
-                                    run.device, chunk, renderer=run.renderer, aabb=scene.aabb)
+                                    run.device, chunk, renderer=run.renderer, aabb=scene.aabb, bar=bar)
             rgb = (out["rgb"].clamp(0.0, 1.0).numpy() * 255.0 + 0.5).astype(np.uint8)
             depth = colorize(depth_values(out, scene.use_ndc), lo, hi, cfg.colormap)
             height, width = rgb.shape[:2]
@@ -219,6 +222,8 @@ def render_video(
         for writer in writers.values():
             writer.abort()
         raise
+    finally:
+        bar.close()
     video_w, video_h = writers["rgb"].size
     return {
         "path": cfg.path,

@@ -9,7 +9,8 @@ rest, the same for all tasks:
   (``kappa_every``: ``kappa_W/*``, ``kappa_EW/*`` and ``kappa_history``), held-out evaluation
   (``eval_every``: ``history``), checkpoints (``ckpt_every``, and one at the end);
 * time: ``train_seconds`` counts training only (the clock pauses for evaluations and
-  checkpoints), and ``time_budget`` stops a run once it is spent;
+  checkpoints), ``time_budget`` stops a run once it is spent, and after the first few timed
+  steps one line says how long the rest will take (``enerf.train.estimate``);
 * the cooldown (``lrate_cooldown``): over the run's last fraction, measured in steps or in
   training time, whichever is further along, the task's learning rate is annealed to a tenth;
 * the run folder: locked while written (``RunLock``), stale temp files removed, ``config.json``,
@@ -38,6 +39,7 @@ from ..distributed import any_rank, average_gradients, is_writer, max_over_ranks
 from ..nn.conditioning import condition_numbers
 from ..runfolder import RunLock, remove_stale_temp_files
 from .divergence import FiniteGuard
+from .estimate import StepEstimate
 from .state import LoopState
 
 __all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "cooldown_factor", "run_progress", "take_step",
@@ -217,6 +219,7 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
     bar = tqdm(range(state.step, t.iters), initial=state.step, total=t.iters, disable=not (progress and writes),
                dynamic_ncols=True, desc=cfg.expname)
     say = bar.write if writes else (lambda line: None)
+    estimate = StepEstimate(t.iters, t.time_budget)  # one line, after the first few timed steps
     cooldown = t.lrate_cooldown
     for step in bar:
         lr_factor = 1.0
@@ -226,6 +229,9 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
         result = take_step(task, step, lr_factor)
         done = state.step = step + 1
         guard.check(done, result.loss, ckpt_path, saved_step)
+        line = estimate.after_step(done, clock.seconds)
+        if line:
+            say(line)
         if writes and (done % t.log_every == 0 or done == t.iters):
             postfix, scalars = task.log(done, result.losses, result.loss)
             bar.set_postfix(**postfix)

@@ -94,6 +94,7 @@ class NerfRun:
     resumed: bool = False
     warmup_psnr: float | None = None  # best training PSNR logged in the first warmup_steps steps
     batch_share: float = 1.0  # distributed: this rank's share of the last step's global ray batch
+    progress: bool = True  # progress bars of the evaluations (on a terminal; --quiet: off)
 
     command = "enerf train"
     final_scalar = ("test/psnr", "psnr")
@@ -139,7 +140,8 @@ class NerfRun:
 
     def evaluate(self, step: int) -> Evaluation:
         per_image = evaluate_views(self.scene, self.eval_views, self.fields, self.cfg.render, self.device,
-                                   renderer=self.renderer)
+                                   renderer=self.renderer, progress=self.progress, desc=f"eval at step {step}",
+                                   leave=False)
         psnr = float(np.mean([p["psnr"] for p in per_image]))
         target = self.cfg.train.stop_at_psnr
         stop = (f"held-out PSNR reached --stop_at_psnr {target:g} dB at step {step}"
@@ -160,7 +162,7 @@ class NerfRun:
         steps, train_seconds = state.step, state.train_seconds
         lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
         per_image = evaluate_views(scene, scene.i_test, self.fields, cfg.render, device, lpips_metric,
-                                   out_dir / "test_views", renderer=renderer)
+                                   out_dir / "test_views", renderer=renderer, progress=self.progress)
         summary = summarize(per_image, lpips_error)
         black = black_level_psnr(scene.images[scene.i_test], 1.0 if cfg.render.white_bkgd else 0.0) if len(per_image) else None
         warning = black_warning(summary["psnr"], black, self.warmup_psnr, self.warmup_steps) if black is not None else None
@@ -249,4 +251,6 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
     payload = _resume_state(ckpt_path, cfg) if resume else None
     with process_group(cfg.train.device, cfg.train.dist_timeout, cfg.train.grad_reg):  # distributed: torchrun's env
-        return train_loop(prepare_run(cfg, data_root, payload), out_dir, ckpt_path, progress)
+        run = prepare_run(cfg, data_root, payload)
+        run.progress = progress
+        return train_loop(run, out_dir, ckpt_path, progress)
