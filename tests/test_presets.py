@@ -24,7 +24,7 @@ from enerf.export.images import render_rays_image
 from enerf.export.isosurface import query_grid
 from enerf.optim import build_optimizer
 from enerf.render import build_renderer
-from enerf.run import build_fields, field_fns
+from enerf.run import build_fields
 from enerf.train.estimate import StepEstimate, estimate_line
 from enerf.train.loop import train_loop
 from enerf.train.state import LoopState
@@ -190,6 +190,8 @@ class _Quadratic:
 
     command = "test estimate"
     final_scalar = ("eval/value", "value")
+    batch_share = 1.0
+    evaluation_may_stop = False
 
     def __init__(self, cfg, now: list[float]) -> None:
         self.cfg, self.now = cfg, now
@@ -265,7 +267,7 @@ def test_chunked_rendering_with_a_bar_is_the_renderers_own(scene_dir):
     bar = Bar()
     with torch.no_grad():
         ours = render_rays_image(rays, fields, cfg, cpu, renderer=renderer, bar=bar)
-        theirs = renderer.render_image(rays, field_fns(fields), 500)
+        theirs = renderer.render_image(rays, fields, 500)
     assert bar.counts == [500, 500, 200] and scene.height * scene.width == 1200
     assert set(ours) == set(theirs)
     for key in theirs:
