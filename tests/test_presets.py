@@ -24,7 +24,7 @@ from enerf.export.images import render_rays_image
 from enerf.export.isosurface import query_grid
 from enerf.optim import build_optimizer
 from enerf.render import build_renderer
-from enerf.run import build_fields
+from enerf.fields.build import build_fields
 from enerf.train.estimate import StepEstimate, estimate_line
 from enerf.train.loop import train_loop
 from enerf.train.state import LoopState

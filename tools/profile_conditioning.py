@@ -48,7 +48,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.nn.conditioning import ConditionedWeight, condition_numbers
-from enerf.train.nerf import NerfRun, prepare_run
+from enerf.train.nerf import NerfTask, prepare_run
 
 PHASES = ("forward", "backward", "update")
 
@@ -66,12 +66,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_args(argv[:split]), argv[split + 1:]
 
 
-def make_run(config: str, mode: str, basedir: str, flags: list[str]) -> NerfRun:
+def make_run(config: str, mode: str, basedir: str, flags: list[str]) -> NerfTask:
     argv = ["--config", config, "--basedir", basedir, "--no_lpips", "--quiet", "--conditioning", mode, *flags]
     return prepare_run(run_config_from_args(build_train_parser().parse_args(argv)), Path("data"))
 
 
-def phased_step(run: NerfRun, step: int) -> dict[str, tuple[float, float, int]]:
+def phased_step(run: NerfTask, step: int) -> dict[str, tuple[float, float, int]]:
     """One training step as ``take_step`` makes it; {phase: (wall s, thread CPU s, minor page faults)}."""
     times = {}
 
@@ -103,7 +103,7 @@ def paired_ratio(a: list[float], b: list[float]) -> float:
     return statistics.median(x / y for x, y in zip(a, b))
 
 
-def kappa_seconds(run: NerfRun, repeats: int = 5) -> float:
+def kappa_seconds(run: NerfTask, repeats: int = 5) -> float:
     """Thread CPU seconds of one ``condition_numbers`` call on the logged field."""
     tic = time.thread_time()
     for _ in range(repeats):
@@ -111,7 +111,7 @@ def kappa_seconds(run: NerfRun, repeats: int = 5) -> float:
     return (time.thread_time() - tic) / repeats
 
 
-def conditioner_seconds(run: NerfRun, step: int, repeats: int = 50) -> tuple[float, int]:
+def conditioner_seconds(run: NerfTask, step: int, repeats: int = 50) -> tuple[float, int]:
     """(thread CPU seconds of computing E W of every conditioned layer once and backpropagating
     a random gradient through it to W, E W computations per training step)."""
     layers = [m for f in run.fields.values() for m in f.modules()
@@ -133,7 +133,7 @@ def conditioner_seconds(run: NerfRun, step: int, repeats: int = 50) -> tuple[flo
     return seconds, len(calls) // len(layers)
 
 
-def op_profile(runs: dict[str, NerfRun], step: int, n: int) -> dict[str, dict[str, tuple[float, float]]]:
+def op_profile(runs: dict[str, NerfTask], step: int, n: int) -> dict[str, dict[str, tuple[float, float]]]:
     """{mode: {op: (calls per step, self CPU µs per step)}} over ``n`` steps per mode, each step
     profiled on its own and the modes interleaved (the profiler's times are wall clock)."""
     totals: dict[str, dict[str, list[float]]] = {m: defaultdict(lambda: [0.0, 0.0]) for m in runs}

@@ -12,7 +12,7 @@ __all__ = ["CAMERA_PATHS", "VideoConfig", "MeshConfig", "CompareConfig", "SynthC
 CameraPath = Literal["spiral", "orbit", "test", "train", "interp"]
 MeshNetwork = Literal["fine", "coarse"]
 MeshFrame = Literal["world", "scene"]
-Task = Literal["nerf", "shape"]
+TaskName = Literal["nerf", "shape"]
 Launcher = Literal["local", "ray"]
 CAMERA_PATHS = get_args(CameraPath)
 
@@ -65,7 +65,7 @@ class CompareConfig:
     """``enerf compare``: the grid of runs and where its table and plots go. A new option of the
     command is a new field here; its flag is generated from it."""
 
-    task: Task = option("nerf", "nerf (enerf train) or shape (enerf shape train)")
+    task: TaskName = option("nerf", "nerf (enerf train) or shape (enerf shape train)")
     scenes: tuple[str, ...] = option(("demo",), "scene names or folders (nerf), mesh names (shape)")
     modes: tuple[str, ...] = option(("none", "row"), "COND, COND+PRECOND or COND:LAYERS, each optionally *S "
                                     "(learning rates times S), e.g. none row rowcol row+bnp row:all row*2")

@@ -29,7 +29,7 @@ def render_rays_image(
     The one code path behind ``render_view`` (evaluation) and ``enerf render`` (videos).
 
     Args:
-        renderer: the run's renderer with its trained estimator (``enerf.run.load_run``,
+        renderer: the run's renderer with its trained estimator (``enerf.loaded_run.load_run``,
             or the trainer's). None: ``cfg.renderer``; for the grid renderers the grid is
             then read off the field (one density pass over all cells), which renders the
             same scene but costs that pass on every call.

@@ -27,7 +27,7 @@ from ..config import MeshConfig
 from ..data.rays import ndc_to_world
 from ..data.scene import Scene
 from ..errors import ConfigError, EnerfError
-from ..run import Run, load_run
+from ..loaded_run import LoadedRun, load_run
 from ..runfolder import check_output_file
 from .isosurface import isosurface, query_grid, save_mesh
 
@@ -180,7 +180,7 @@ def _similarity(matrix: np.ndarray) -> PointMap:
     return lambda p: p @ matrix[:3, :3].T + matrix[:3, 3]
 
 
-def mesh_from_run(run: Run, cfg: MeshConfig, progress: bool = False) -> trimesh.Trimesh:
+def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> trimesh.Trimesh:
     """Extract the mesh of a loaded run (see the module docstring). ``cfg`` has checked its own
     values (field, frame, bbox, resolution, chunk); what depends on the scene is checked here."""
     scene = run.scene
@@ -205,7 +205,7 @@ def mesh_from_run(run: Run, cfg: MeshConfig, progress: bool = False) -> trimesh.
 def mesh_from_checkpoint(
     ckpt_path: str | Path, cfg: MeshConfig, data_root: Path, out: str | Path | None = None,
     device_name: str | None = None, progress: bool = True,
-) -> tuple[trimesh.Trimesh, Path, Run]:
+) -> tuple[trimesh.Trimesh, Path, LoadedRun]:
     """``enerf mesh``: load, extract (a bar over the density grid on a terminal), write ``out``
     (default ``<run>/mesh.ply``)."""
     if out is not None and Path(out).suffix.lower() not in MESH_FORMATS:
@@ -220,7 +220,7 @@ def mesh_from_checkpoint(
     return mesh, path, run
 
 
-def distance_to_true_surfaces(run: Run, mesh: trimesh.Trimesh, frame: str, data_root: Path) -> np.ndarray | None:
+def distance_to_true_surfaces(run: LoadedRun, mesh: trimesh.Trimesh, frame: str, data_root: Path) -> np.ndarray | None:
     """Distance of every vertex to the exact surfaces of a synthetic scene (None for other scenes).
 
     Vertices are taken to the world frame of poses_bounds.npy first when ``frame == "scene"``.

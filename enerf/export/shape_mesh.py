@@ -11,7 +11,7 @@ import trimesh
 from ..data.mesh import volume_box
 from ..errors import EnerfError
 from ..fields.shape import ISO_LEVEL, ShapeField
-from ..run import load_run
+from ..loaded_run import load_run
 from ..runfolder import check_output_file
 from .isosurface import isosurface, query_grid, save_mesh
 

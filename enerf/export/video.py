@@ -34,7 +34,7 @@ from ..data.rays import Rays, make_rays
 from ..data.scene import Scene
 from ..errors import ConfigError
 from ..progress import progress_bar
-from ..run import Run, load_run
+from ..loaded_run import LoadedRun, load_run
 from ..runfolder import check_output_dir
 from .images import render_rays_image
 
@@ -183,7 +183,7 @@ def _png(image: np.ndarray) -> bytes:
 
 
 def render_video(
-    run: Run, out_dir: Path, cfg: VideoConfig, progress: bool = True
+    run: LoadedRun, out_dir: Path, cfg: VideoConfig, progress: bool = True
 ) -> dict:
     """Render ``cfg.path`` with the run's fields and write rgb.mp4 / depth.mp4 (+ PNG frames).
 

@@ -19,7 +19,7 @@ from ..fields.nerf import NeRFField
 from ..metrics import LPIPS_MIN_SIZE, image_metrics, make_lpips
 from ..progress import progress_bar
 from ..render import Renderer
-from ..run import load_run
+from ..loaded_run import load_run
 from ..runfolder import RunLock, check_output_dir
 
 __all__ = ["evaluate_views", "summarize", "write_metrics", "read_metrics", "evaluate_checkpoint"]

@@ -42,7 +42,7 @@ from .divergence import FiniteGuard
 from .estimate import StepEstimate
 from .state import LoopState
 
-__all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "cooldown_factor", "run_progress", "take_step",
+__all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "cooldown_factor", "training_progress", "take_step",
            "train_loop", "writes_outputs"]
 
 
@@ -57,7 +57,7 @@ class Evaluation:
 
 
 class TrainingTask(Protocol):
-    """What a task gives the loop (``enerf.train.nerf.NerfRun``, ``enerf.train.shape.ShapeRun``)."""
+    """What a task gives the loop (``enerf.train.nerf.NerfTask``, ``enerf.train.shape.ShapeTask``)."""
 
     cfg: object  # RunConfig | ShapeRunConfig: expname, to_dict(), and train.{iters, log_every, ...}
     optimizer: object  # PreconditionedOptimizer
@@ -109,7 +109,7 @@ def writes_outputs() -> bool:
     return is_writer()
 
 
-def run_progress(step: int, iters: int, seconds: float, time_budget: float) -> float:
+def training_progress(step: int, iters: int, seconds: float, time_budget: float) -> float:
     """How far through its run a step is, in [0, 1]: the larger of ``step / iters`` and, with a
     time budget, ``seconds / time_budget`` (training seconds spent before the step)."""
     progress = step / iters
@@ -119,7 +119,7 @@ def run_progress(step: int, iters: int, seconds: float, time_budget: float) -> f
 
 
 def cooldown_factor(progress: float, cooldown: float) -> float:
-    """What the learning rate is multiplied by at ``progress`` (``run_progress``): 1 before the
+    """What the learning rate is multiplied by at ``progress`` (``training_progress``): 1 before the
     last ``cooldown`` fraction of the run, then ``0.1 ** ((progress - (1 - cooldown)) / cooldown)``,
     down to 0.1 at the end; always 1 when ``cooldown`` is 0."""
     start = 1.0 - cooldown
@@ -224,7 +224,7 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
     for step in bar:
         lr_factor = 1.0
         if cooldown > 0:  # distributed: the furthest rank's clock, so that all ranks share one rate
-            lr_factor = cooldown_factor(max_over_ranks(run_progress(step, t.iters, clock.seconds, t.time_budget)),
+            lr_factor = cooldown_factor(max_over_ranks(training_progress(step, t.iters, clock.seconds, t.time_budget)),
                                         cooldown)
         result = take_step(task, step, lr_factor)
         done = state.step = step + 1

@@ -1,6 +1,6 @@
 """The NeRF training task: sample rays, render, MSE, Adam with exponential decay, evaluate.
 
-``NerfRun`` holds a run's scene, fields, ray sampler and renderer and gives the shared loop
+``NerfTask`` holds a run's scene, fields, ray sampler and renderer and gives the shared loop
 (``enerf.train.loop``) its step's loss terms, its evaluations and its checkpoint extras.
 
 One run writes into ``<basedir>/<expname>/``::
@@ -34,16 +34,18 @@ from ..nn.conditioning import condition_numbers
 from ..optim import PreconditionedOptimizer
 from ..render import Renderer, build_renderer
 from ..rng import seed_everything
-from ..run import build_fields, run_dir, select_device
+from ..fields.build import build_fields
+from ..loaded_run import select_device
+from ..runfolder import config_run_folder
 from ..runfolder import check_output_dir
 from .divergence import black_level_psnr, black_warning
 from .evaluate import evaluate_views, summarize, write_metrics
 from .loop import Evaluation, take_step, train_loop
 from .losses import nerf_losses
-from .ray_batch import RayBatch
+from .rays_per_step import RaysPerStep
 from .state import LoopState, optimizer_from_config, restore_loop_state
 
-__all__ = ["train_nerf", "NerfRun", "prepare_run", "step_run", "grid_record", "learning_rate", "set_learning_rate"]
+__all__ = ["train_nerf", "NerfTask", "prepare_run", "step_run", "grid_record", "learning_rate", "set_learning_rate"]
 
 
 def learning_rate(step: int, lrate: float, lrate_decay: float) -> float:
@@ -60,12 +62,12 @@ def set_learning_rate(optimizer, step: int, train: TrainConfig) -> float:
     return lr
 
 
-def work_record(ray_batch: RayBatch) -> dict:
+def work_record(ray_batch: RaysPerStep) -> dict:
     """Per training ray so far: network queries, and rendered points whose colour was skipped."""
     return {"queries_per_ray": ray_batch.queries_per_ray, "colour_skipped_per_ray": ray_batch.colour_skipped_per_ray}
 
 
-def grid_record(renderer, ray_batch: RayBatch) -> dict:
+def grid_record(renderer, ray_batch: RaysPerStep) -> dict:
     """For grid renderers: the fraction of occupied cells and the points grid updates have sent
     to the field per training ray so far (not part of ``queries_per_ray``); {} otherwise."""
     grid = renderer.grid
@@ -76,7 +78,7 @@ def grid_record(renderer, ray_batch: RayBatch) -> dict:
 
 
 @dataclass
-class NerfRun:
+class NerfTask:
     """A NeRF training task (``prepare_run``): what its steps and evaluations use, and the
     methods the training loop (``enerf.train.loop``) calls."""
 
@@ -88,7 +90,7 @@ class NerfRun:
     generator: torch.Generator
     sampler: RaySampler
     renderer: Renderer
-    ray_batch: RayBatch
+    ray_batch: RaysPerStep
     eval_views: list[int]
     loop: LoopState
     resumed: bool = False
@@ -191,7 +193,7 @@ class NerfRun:
         return metrics
 
 
-def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfRun:
+def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfTask:
     """Seed, load the scene, build fields, optimizer, ray sampler, renderer (and its grid) and
     ray batch for ``cfg``; restored from a checkpoint ``payload`` when given."""
     device = rank_device(select_device(cfg.train.device))  # distributed: cuda:LOCAL_RANK
@@ -210,13 +212,13 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     # Renderer (and its occupancy grid, restored on resume); rays per step sized for a sample budget.
     saved_extra = payload["extra"] if payload is not None else {}
     renderer = build_renderer(cfg.render, device, state=saved_extra.get("estimator"), rays=rays, aabb=scene.aabb)
-    ray_batch = RayBatch.for_run(cfg, len(sampler), renderer.name)
+    ray_batch = RaysPerStep.for_run(cfg, len(sampler), renderer.name)
     ray_batch.load_state_dict(saved_extra.get("ray_batch"))
-    return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, renderer, ray_batch,
+    return NerfTask(cfg, device, scene, fields, optimizer, generator, sampler, renderer, ray_batch,
                    list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"))
 
 
-def step_run(run: NerfRun, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+def step_run(run: NerfTask, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Training step ``step`` of ``run`` at its scheduled learning rate; returns (losses, loss)."""
     result = take_step(run, step)
     return result.losses, result.loss
@@ -246,7 +248,7 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
 
     Flags and the output folder are checked first; the run folder is locked (``RunLock``) from
     the first write to the last, and stale temp files of a killed run are removed."""
-    out_dir = run_dir(cfg)
+    out_dir = config_run_folder(cfg)
     check_output_dir(out_dir, "--basedir")
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
     payload = _resume_state(ckpt_path, cfg) if resume else None
