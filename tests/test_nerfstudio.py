@@ -17,7 +17,7 @@ from scipy.spatial.transform import Rotation
 from skimage.transform import downscale_local_mean
 
 from enerf.cli import main
-from enerf.data.lens import Camera, Resampler, distort, pinhole_canvas, source_pixels
+from enerf.data.lens import Camera, Resampler, pinhole_canvas, source_pixels
 from enerf.data.loaders import dataset_type_of
 from enerf.data.nerfstudio import (CAPTURE_BOX, colmap_camera_fields, load_nerfstudio, transforms_meta,
                                    write_transforms)
@@ -495,7 +495,8 @@ def test_enerf_train_on_a_capture_stores_the_scene_transform(tmp_path, capsys):
     basedir = tmp_path / "runs"
     code = main(["train", "--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", "cap", "--iters", "3",
                  "--netdepth", "2", "--netwidth", "16", "--view_width", "8", "--multires", "2", "--multires_views", "1",
-                 "--N_samples", "8", "--N_rand", "64", "--kappa_every", "0", "--no_lpips", "--quiet", "--device", "cpu"])
+                 "--N_samples", "8", "--N_rand", "64", "--kappa_every", "0", "--no_lpips", "--quiet",
+                 "--device", "cpu"])
     assert code == 0
     metrics = json.loads((basedir / "cap" / "metrics.json").read_text())
     assert len(metrics["per_image"]) == 1 and metrics["steps"] == 3  # 8 present frames: frame 0 held out
