@@ -21,6 +21,7 @@ from enerf.data.colmap_poses import (
     similarity_align,
 )
 from enerf.data.llff import load_llff, read_poses_bounds
+from enerf.data.nerfstudio import load_nerfstudio
 from enerf.data.rays import pixel_rays
 
 HAS_PYCOLMAP = importlib.util.find_spec("pycolmap") is not None
@@ -216,7 +217,7 @@ def test_blender_layout_writes_transforms_json(fern_dir, tmp_path, capsys):
     out = tmp_path / "fern"
     assert main(["data", "colmap", "--images", str(photos), "--out", str(out), "--layout", "blender",
                  "--factors"]) == 0
-    assert "5 of 6 images registered; 1 did not register and were left out: noise.png" in capsys.readouterr().out
+    assert "5 of 6 images registered (83 %); 1 did not register and were left out: noise.png" in capsys.readouterr().out
     assert sorted(p.name for p in (out / "images").iterdir()) == [f"image{k:03d}.png" for k in range(0, 20, 4)]
     meta = json.loads((out / "transforms.json").read_text())
     assert not (out / "poses_bounds.npy").exists() and not list(out.glob("images_*"))
@@ -225,3 +226,92 @@ def test_blender_layout_writes_transforms_json(fern_dir, tmp_path, capsys):
     rotation = np.array([f["transform_matrix"] for f in meta["frames"]])[:, :3, :3]
     np.testing.assert_allclose(rotation @ rotation.transpose(0, 2, 1), np.tile(np.eye(3), (5, 1, 1)), atol=1e-9)
     assert (out / "images" / meta["frames"][0]["file_path"].split("/")[-1]).is_file()
+    assert "applied_transform" not in meta and meta["camera_model"] == "OPENCV"  # SIMPLE_RADIAL, as nerfstudio maps it
+    scene = load_nerfstudio(out, llffhold=0)  # the single transforms.json loads with the nerfstudio loader
+    assert scene.n_views == 5 and scene.focal == pytest.approx(meta["fl_x"])
+    scale = np.cbrt(np.linalg.det(scene.scene_to_world[:3, :3]))
+    back = scene.scene_to_world @ np.concatenate([scene.poses, np.tile([0, 0, 0, 1.0], (5, 1, 1))], 1)
+    back[:, :3, :3] /= scale
+    np.testing.assert_allclose(back, [f["transform_matrix"] for f in meta["frames"]], atol=1e-5)
+
+
+@needs_pycolmap
+def test_nerfstudio_layout_matches_the_colmap_model_and_trains(fern_dir, tmp_path, capsys):
+    """--layout nerfstudio --camera_model OPENCV on 5 of fern's photos: the frames are the COLMAP
+    model's cameras turned z-up (read back with pycolmap), the camera its OPENCV parameters, and
+    enerf train --datadir trains on the folder."""
+    import pycolmap
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for k in range(0, 20, 4):
+        (photos / f"image{k:03d}.png").write_bytes((fern_dir / "images_8" / f"image{k:03d}.png").read_bytes())
+    out = tmp_path / "fern"
+    assert main(["data", "colmap", "--images", str(photos), "--out", str(out), "--layout", "nerfstudio",
+                 "--camera_model", "OPENCV", "--factors", "2"]) == 0
+    assert "5 of 5 images registered (100 %)" in capsys.readouterr().out
+    meta = json.loads((out / "transforms.json").read_text())
+    model = pycolmap.Reconstruction(out / "sparse" / "0")
+    camera = next(iter(model.cameras.values()))
+    assert camera.model.name == "OPENCV" and meta["camera_model"] == "OPENCV"
+    assert [meta[k] for k in ("fl_x", "fl_y", "cx", "cy", "k1", "k2", "p1", "p2")] == pytest.approx(list(camera.params))
+    turn = np.array([[1.0, 0, 0], [0, 0, 1], [0, -1, 0]])  # ns-process-data: COLMAP's world turned z-up
+    np.testing.assert_allclose(np.asarray(meta["applied_transform"])[:, :3], turn)
+    frames = {f["file_path"]: np.asarray(f["transform_matrix"]) for f in meta["frames"]}
+    for image in model.images.values():
+        pose = image.cam_from_world()
+        rot, t = pose.rotation.matrix(), np.asarray(pose.translation)
+        c2w = np.eye(4)
+        c2w[:3, :3], c2w[:3, 3] = rot.T @ np.diag([1.0, -1.0, -1.0]), -rot.T @ t  # OpenCV -> OpenGL camera axes
+        c2w[:3] = turn @ c2w[:3]
+        np.testing.assert_allclose(frames[f"images/{image.name}"], c2w, atol=1e-6)
+    code = main(["train", "--datadir", str(out), "--factor", "2", "--basedir", str(tmp_path / "runs"), "--expname",
+                 "f", "--iters", "2", "--netdepth", "2", "--netwidth", "16", "--N_samples", "8", "--N_rand", "64",
+                 "--kappa_every", "0", "--no_lpips", "--quiet", "--device", "cpu"])
+    assert code == 0 and json.loads((tmp_path / "runs" / "f" / "metrics.json").read_text())["steps"] == 2
+
+
+def test_llff_layout_refuses_a_two_focal_camera_model(tmp_path, capsys):
+    photos = _photos(tmp_path / "photos", [(40, 30)] * 3)
+    _fails(capsys, ["--images", str(photos), "--out", str(tmp_path / "scene"), "--camera_model", "OPENCV"],
+           tmp_path / "scene", "--camera_model OPENCV needs --layout nerfstudio")
+
+
+class _FakeModel:
+    def __init__(self, n_images):
+        self.n = n_images
+
+    def num_reg_images(self):
+        return self.n
+
+    def num_points3D(self):
+        return 10 * self.n
+
+    def compute_mean_reprojection_error(self):
+        return 0.5
+
+
+def test_mapper_keeps_the_largest_of_several_models(tmp_path):
+    """The issue's case: a degenerate first model (2 images) and a second one with all 62; the
+    mapper runs with multiple_models and keeps the second as sparse/0."""
+    from types import SimpleNamespace
+
+    from enerf.data.colmap import _map
+
+    seen = {}
+
+    def incremental_mapping(database, images, sparse, options):
+        seen["multiple_models"] = options.multiple_models
+        for k in (0, 1):
+            (sparse / str(k)).mkdir()
+            (sparse / str(k) / "which").write_text(str(k))
+        return {0: _FakeModel(2), 1: _FakeModel(62)}
+
+    fake = SimpleNamespace(set_random_seed=lambda seed: None, IncrementalPipelineOptions=SimpleNamespace,
+                           incremental_mapping=incremental_mapping)
+    said = []
+    model = _map(fake, tmp_path, 62, 0, said.append)
+    assert seen["multiple_models"] is True and model.num_reg_images() == 62
+    assert sorted(p.name for p in (tmp_path / "sparse").iterdir()) == ["0"]
+    assert (tmp_path / "sparse" / "0" / "which").read_text() == "1"
+    assert "62 / 62 images registered (the largest of 2 models: 62, 2 images)" in said[0]

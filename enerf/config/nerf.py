@@ -20,7 +20,7 @@ __all__ = ["DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence"
            "DECAY_SPACES", "DEVICES", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
 
 # The choices of the config's string fields (each field is annotated with its Literal).
-DatasetType = Literal["auto", "llff", "blender"]  # enerf.data.loaders.LOADERS
+DatasetType = Literal["auto", "llff", "blender", "nerfstudio"]  # enerf.data.loaders.LOADERS
 Encoding = Literal["frequency", "triplane"]  # enerf.fields.nerf: how positions enter the MLP
 Conditioning = Literal["none", "row", "col", "rowcol", "wn", "ws"]  # enerf.nn.conditioning.CONDITIONERS
 RendererName = Literal["auto", "nerfacc", "torch_grid", "hierarchical"]  # enerf.render.build
@@ -44,11 +44,11 @@ class DataConfig:
 
     scene: str = option("demo", "scene name: 'demo' (embedded, made on first use) or a folder under "
                         "data/nerf_llff_data/ or data/nerf_synthetic/ (e.g. fern, lego)")
-    datadir: str = option("", "scene folder in LLFF or Blender layout (overrides --scene)")
-    dataset_type: DatasetType = option("auto", "auto (blender if the folder has transforms_*.json, llff if "
-                               "poses_bounds.npy), llff or blender")
-    factor: int = option(0, "image downscale factor (LLFF: uses images_<f>/ if present, else resizes in process; "
-                         "0: 8 for LLFF, 1 for Blender)", lo=0)
+    datadir: str = option("", "scene folder in LLFF, Blender or nerfstudio layout (overrides --scene)")
+    dataset_type: DatasetType = option("auto", "auto (blender if the folder has transforms_*.json, nerfstudio if "
+                                       "transforms.json, llff if poses_bounds.npy), llff, blender or nerfstudio")
+    factor: int = option(0, "image downscale factor (LLFF / nerfstudio: uses images_<f>/ if present, else resizes in "
+                         "process; 0: 8 for LLFF, 1 for Blender and nerfstudio)", lo=0)
     half_res: bool = option(False, "Blender: halve the stored images")
     testskip: int = option(1, "Blender: keep every N-th test frame", lo=1)
     llffhold: int = option(8, "hold out every N-th image for testing (0: none)", lo=0)

@@ -9,13 +9,22 @@ Output (``--layout llff``, what ``enerf train --datadir SCENE`` reads)::
       poses_bounds.npy   [N, 17]: LLFF's 3 x 5 [down, right, back, centre, hwf] pose + near, far
       sparse/0/          the COLMAP model (cameras.bin, images.bin, points3D.bin...)
 
-``--layout blender`` writes ``transforms.json`` (camera-to-world, OpenGL axes, with the shared
-intrinsics; the format of instant-ngp / nerfstudio) in place of ``poses_bounds.npy``.
+``--layout nerfstudio`` writes ``transforms.json`` in place of ``poses_bounds.npy``, as nerfstudio's
+``ns-process-data`` does: camera-to-world with OpenGL axes in COLMAP's world turned z-up (the
+turn is stored as ``applied_transform``), the camera's model and distortion mapped as
+nerfstudio's ``colmap_utils`` maps them (``enerf.data.nerfstudio.colmap_camera_fields``), per
+frame ``file_path`` ``images/NAME`` and the ``near`` / ``far`` depths. ``--layout blender`` writes
+the same file in COLMAP's own world frame (no ``applied_transform``). ``enerf train`` reads both
+(``enerf.data.nerfstudio``, which undistorts the photos).
 
-All photos share one SIMPLE_RADIAL camera (focal length, principal point at the centre, one
-radial coefficient), as LLFF's ``imgs2poses.py`` sets COLMAP up; like it, the radial
-coefficient is reported but the images are not undistorted. The scene is built in a temporary
-folder beside ``SCENE`` and renamed into place at the end, so ``SCENE`` is absent or complete.
+All photos share one camera, SIMPLE_RADIAL by default (focal length, principal point at the
+centre, one radial coefficient), as LLFF's ``imgs2poses.py`` sets COLMAP up; like it, the LLFF
+layout reports the radial coefficient but does not undistort the images. ``--camera_model``
+picks another COLMAP model (OPENCV as ns-process-data, PINHOLE...); the LLFF layout takes only
+those with one focal length. The mapper keeps the model with the most registered photos of
+those COLMAP builds (``multiple_models``, COLMAP's default: a degenerate first model of two
+photos does not end it). The scene is built in a temporary folder beside ``SCENE`` and renamed
+into place at the end, so ``SCENE`` is absent or complete.
 """
 
 from __future__ import annotations
@@ -36,11 +45,17 @@ import numpy as np
 from ..errors import ConfigError, DataError, EnerfError
 from .colmap_poses import depth_bounds, llff_pose_from_cam_from_world, opengl_c2w_from_cam_from_world, poses_bounds_rows
 from .llff import IMAGE_SUFFIXES, area_downscale, read_image
+from .nerfstudio import colmap_camera_fields, transforms_meta, write_transforms
 
-__all__ = ["colmap_scene", "colmap_main", "collect_photos", "import_pycolmap", "MATCHERS", "LAYOUTS", "MIN_IMAGES"]
+__all__ = ["colmap_scene", "colmap_main", "collect_photos", "import_pycolmap", "NERFSTUDIO_APPLIED", "MATCHERS",
+           "LAYOUTS", "CAMERA_MODELS", "LLFF_CAMERA_MODELS", "MIN_IMAGES"]
 
 MATCHERS = ("exhaustive", "sequential")
-LAYOUTS = ("llff", "blender")
+LAYOUTS = ("llff", "nerfstudio", "blender")
+CAMERA_MODELS = ("SIMPLE_RADIAL", "SIMPLE_PINHOLE", "RADIAL", "PINHOLE", "OPENCV", "OPENCV_FISHEYE")
+LLFF_CAMERA_MODELS = ("SIMPLE_RADIAL", "SIMPLE_PINHOLE", "RADIAL")  # one focal length: poses_bounds.npy's hwf
+# ns-process-data's applied_transform: COLMAP's world (y down for the first camera) turned z-up
+NERFSTUDIO_APPLIED = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, -1.0, 0.0, 0.0]])
 MIN_IMAGES = 3
 INSTALL_HINT = 'pip install -e ".[colmap]"'
 
@@ -113,10 +128,10 @@ def _built_beside(out: Path, overwrite: bool):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _extract_and_match(pycolmap, tmp: Path, matcher: str, say: Callable[[str], None]) -> None:
+def _extract_and_match(pycolmap, tmp: Path, matcher: str, camera_model: str, say: Callable[[str], None]) -> None:
     database = tmp / "database.db"
     reader = pycolmap.ImageReaderOptions()
-    reader.camera_model = "SIMPLE_RADIAL"
+    reader.camera_model = camera_model
     start = time.perf_counter()
     pycolmap.extract_features(database, tmp / "images", camera_mode=pycolmap.CameraMode.SINGLE,
                               reader_options=reader, device=pycolmap.Device.cpu)
@@ -137,7 +152,7 @@ def _map(pycolmap, tmp: Path, n_photos: int, seed: int, say: Callable[[str], Non
     start = time.perf_counter()
     pycolmap.set_random_seed(seed)
     options = pycolmap.IncrementalPipelineOptions()
-    options.multiple_models = False
+    options.multiple_models = True  # COLMAP's default: a degenerate first model does not end the mapping
     options.extract_colors = True
     options.random_seed = seed
     (tmp / "sparse").mkdir()
@@ -147,7 +162,9 @@ def _map(pycolmap, tmp: Path, n_photos: int, seed: int, say: Callable[[str], Non
                         "start); the photos need more overlap and texture")
     key = max(models, key=lambda k: models[k].num_reg_images())
     model = models[key]
-    say(f"mapping: {model.num_reg_images()} / {n_photos} images registered, {model.num_points3D():,} points, "
+    sizes = sorted((m.num_reg_images() for m in models.values()), reverse=True)
+    kept = f" (the largest of {len(models)} models: {', '.join(map(str, sizes))} images)" if len(models) > 1 else ""
+    say(f"mapping: {model.num_reg_images()} / {n_photos} images registered{kept}, {model.num_points3D():,} points, "
         f"mean reprojection error {model.compute_mean_reprojection_error():.2f} px, {time.perf_counter() - start:.1f} s")
     for other in models:  # keep the chosen model as sparse/0
         if other != key:
@@ -185,16 +202,16 @@ def _write_downscaled(tmp: Path, names: list[str], factors: list[int]) -> None:
             iio.imwrite(tmp / f"images_{factor}" / (Path(name).stem + ".png"), small)
 
 
-def _write_transforms(path: Path, camera, views: list[dict]) -> None:
-    f, cx, cy, k = (float(v) for v in camera.params)
-    meta = {
-        "camera_model": "SIMPLE_RADIAL", "w": int(camera.width), "h": int(camera.height),
-        "fl_x": f, "fl_y": f, "cx": cx, "cy": cy, "k1": k, "k2": 0.0, "p1": 0.0, "p2": 0.0,
-        "camera_angle_x": 2.0 * math.atan(0.5 * camera.width / f),
-        "frames": [{"file_path": f"images/{v['name']}", "near": v["near"], "far": v["far"],
-                    "transform_matrix": opengl_c2w_from_cam_from_world(v["R"], v["t"]).tolist()} for v in views],
-    }
-    path.write_text(json.dumps(meta, indent=2))
+def _write_transforms(path: Path, camera_fields: dict, views: list[dict], layout: str) -> None:
+    """transforms.json of ``views`` (``_camera_geometry``): COLMAP's frame turned z-up as
+    ns-process-data turns it (nerfstudio), or COLMAP's own frame (blender)."""
+    applied = NERFSTUDIO_APPLIED if layout == "nerfstudio" else np.eye(4)[:3]
+    frames = []
+    for v in views:
+        c2w = opengl_c2w_from_cam_from_world(v["R"], v["t"])
+        frames.append({"file_path": f"images/{v['name']}", "near": v["near"], "far": v["far"],
+                       "transform_matrix": np.concatenate([applied @ c2w, [[0.0, 0.0, 0.0, 1.0]]], 0)})
+    write_transforms(path, transforms_meta(camera_fields, frames, applied if layout == "nerfstudio" else None))
 
 
 def colmap_scene(
@@ -205,13 +222,15 @@ def colmap_scene(
     layout: str = "llff",
     overwrite: bool = False,
     seed: int = 0,
+    camera_model: str = "SIMPLE_RADIAL",
     say: Callable[[str], None] = print,
 ) -> dict:
     """Pose the photos in ``images`` with COLMAP and write the scene to ``out`` (module docstring).
 
     Returns:
         dict with ``out``, ``registered`` (names), ``unregistered`` (names), ``reprojection_error`` (px),
-        ``hwf`` (height, width, focal of images/), ``k`` (radial coefficient) and ``seconds``.
+        ``hwf`` (height, width, focal of images/), ``k`` (first radial coefficient), ``camera``
+        (``colmap_camera_fields``) and ``seconds``.
     Raises:
         DataError / ConfigError / EnerfError: bad input, fewer than 3 registered photos, or no pycolmap;
             ``out`` is then left as it was.
@@ -222,6 +241,11 @@ def colmap_scene(
         raise ConfigError(f"--matcher must be one of {', '.join(MATCHERS)}, got {matcher!r}")
     if layout not in LAYOUTS:
         raise ConfigError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    if camera_model not in CAMERA_MODELS:
+        raise ConfigError(f"--camera_model must be one of {', '.join(CAMERA_MODELS)}, got {camera_model!r}")
+    if layout == "llff" and camera_model not in LLFF_CAMERA_MODELS:
+        raise ConfigError(f"--camera_model {camera_model} needs --layout nerfstudio (or blender): poses_bounds.npy "
+                          f"holds one focal length, so --layout llff takes only {', '.join(LLFF_CAMERA_MODELS)}")
     if any(int(f) != f or f < 2 for f in factors):
         raise ConfigError(f"--factors must be integers >= 2, got {list(factors)}")
     factors = sorted({int(f) for f in factors})
@@ -242,7 +266,7 @@ def colmap_scene(
         (tmp / "images").mkdir()
         for p in photos:
             shutil.copy2(p, tmp / "images" / p.name)
-        _extract_and_match(pycolmap, tmp, matcher, say)
+        _extract_and_match(pycolmap, tmp, matcher, camera_model, say)
         model = _map(pycolmap, tmp, len(photos), seed, say)
         views = _camera_geometry(model)
         registered = [v["name"] for v in views]
@@ -254,13 +278,14 @@ def colmap_scene(
             (tmp / "images" / name).unlink()
         camera = model.cameras[next(iter(model.cameras.keys()))]
         hwf = (float(camera.height), float(camera.width), float(camera.params[0]))
+        fields = colmap_camera_fields(camera.model.name, camera.params, camera.width, camera.height)
         if layout == "llff":
             poses = np.stack([llff_pose_from_cam_from_world(v["R"], v["t"], hwf) for v in views])
             bounds = np.array([[v["near"], v["far"]] for v in views])
             np.save(tmp / "poses_bounds.npy", poses_bounds_rows(poses, bounds))
             written = ["poses_bounds.npy"]
         else:
-            _write_transforms(tmp / "transforms.json", camera, views)
+            _write_transforms(tmp / "transforms.json", fields, views, layout)
             written = ["transforms.json"]
         _write_downscaled(tmp, registered, factors)
         written += [f"images/ {width}x{height}"] + [f"images_{f}/ {width // f}x{height // f}" for f in factors]
@@ -270,7 +295,7 @@ def colmap_scene(
     return {
         "out": out, "registered": registered, "unregistered": unregistered,
         "reprojection_error": float(model.compute_mean_reprojection_error()),
-        "hwf": hwf, "k": float(camera.params[3]), "seconds": time.perf_counter() - start,
+        "hwf": hwf, "k": float(fields.get("k1", 0.0)), "camera": fields, "seconds": time.perf_counter() - start,
     }
 
 
@@ -289,16 +314,23 @@ def colmap_main(argv: list[str]) -> int:
                         help="exhaustive: every pair (up to a few hundred photos); sequential: neighbours in name "
                              "order (video frames, long captures)")
     parser.add_argument("--layout", choices=LAYOUTS, default="llff",
-                        help="llff: poses_bounds.npy (enerf train --datadir); blender: transforms.json")
+                        help="llff: poses_bounds.npy; nerfstudio: transforms.json as ns-process-data writes it "
+                             "(z up); blender: transforms.json in COLMAP's frame. enerf train --datadir reads all "
+                             "three")
+    parser.add_argument("--camera_model", choices=CAMERA_MODELS, default="SIMPLE_RADIAL",
+                        help="COLMAP camera model shared by all photos (OPENCV as ns-process-data; --layout llff "
+                             f"takes {', '.join(LLFF_CAMERA_MODELS)})")
     parser.add_argument("--seed", type=int, default=0, help="COLMAP's random seed")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = parser.parse_args(argv)
-    info = colmap_scene(args.images, args.out, args.factors, args.matcher, args.layout, args.overwrite, args.seed)
+    info = colmap_scene(args.images, args.out, args.factors, args.matcher, args.layout, args.overwrite, args.seed,
+                        camera_model=args.camera_model)
     h, w, f = info["hwf"]
     left = info["unregistered"]
+    n_reg, n_all = len(info["registered"]), len(info["registered"]) + len(left)
     note = (f"; {len(left)} did not register and were left out: {', '.join(left[:10])}{', ...' if len(left) > 10 else ''}"
             if left else "")
-    print(f"wrote {info['out']}: {len(info['registered'])} of {len(info['registered']) + len(left)} images registered"
-          f"{note}; mean reprojection error {info['reprojection_error']:.2f} px; focal {f:.1f} px at {w:.0f}x{h:.0f}, "
-          f"radial k {info['k']:+.4f}; {info['seconds']:.1f} s")
+    print(f"wrote {info['out']}: {n_reg} of {n_all} images registered ({100 * n_reg / n_all:.0f} %){note}; "
+          f"mean reprojection error {info['reprojection_error']:.2f} px; {info['camera']['camera_model']} camera, "
+          f"focal {f:.1f} px at {w:.0f}x{h:.0f}, k1 {info['k']:+.4f}; {info['seconds']:.1f} s")
     return 0

@@ -9,6 +9,7 @@ from ..config import DataConfig
 from ..errors import ConfigError, DataError
 from .blender import load_blender
 from .llff import load_llff
+from .nerfstudio import load_nerfstudio
 from .resolve import resolve_scene_dir
 from .scene import Scene
 
@@ -25,13 +26,19 @@ def _load_blender(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
                         white_bkgd=white_bkgd)
 
 
+def _load_nerfstudio(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
+    return load_nerfstudio(scene_dir, factor=cfg.factor or 1, llffhold=cfg.llffhold, white_bkgd=white_bkgd)
+
+
 # dataset_type -> loader(cfg, scene folder, white_bkgd); "auto" looks at the folder's files.
-LOADERS: dict[str, Callable[[DataConfig, Path, bool], Scene]] = {"llff": _load_llff, "blender": _load_blender}
+LOADERS: dict[str, Callable[[DataConfig, Path, bool], Scene]] = {"llff": _load_llff, "blender": _load_blender,
+                                                                 "nerfstudio": _load_nerfstudio}
 
 
 def dataset_type_of(scene_dir: Path, dataset_type: str) -> str:
     """``dataset_type``, or for ``auto``: blender when the folder has a ``transforms_*.json``,
-    llff when it has ``poses_bounds.npy`` (or an ``images*/`` folder, so the LLFF loader names what is missing).
+    nerfstudio when it has a ``transforms.json`` (one file for all frames), llff when it has
+    ``poses_bounds.npy`` (or an ``images*/`` folder, so the LLFF loader names what is missing).
 
     Raises:
         DataError: ``auto`` on a folder with none of these.
@@ -41,12 +48,14 @@ def dataset_type_of(scene_dir: Path, dataset_type: str) -> str:
     scene_dir = Path(scene_dir)
     if any((scene_dir / f"transforms_{split}.json").is_file() for split in ("train", "val", "test")):
         return "blender"
+    if (scene_dir / "transforms.json").is_file():
+        return "nerfstudio"
     if (scene_dir / "poses_bounds.npy").is_file() or any(
         p.is_dir() and p.name.startswith("images") for p in scene_dir.iterdir()
     ):
         return "llff"
-    raise DataError(f"{scene_dir}: neither transforms_train.json (Blender) nor poses_bounds.npy (LLFF) found; "
-                    "is this the scene folder?")
+    raise DataError(f"{scene_dir}: none of transforms_train.json (Blender), transforms.json (nerfstudio) or "
+                    "poses_bounds.npy (LLFF) found; is this the scene folder?")
 
 
 def load_scene(cfg: DataConfig, data_root: Path, white_bkgd: bool = False) -> Scene:

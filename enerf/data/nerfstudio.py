@@ -1,0 +1,447 @@
+"""Load a capture in the nerfstudio / instant-ngp single-file layout, and write that layout.
+
+Layout (what ``ns-process-data``, instant-ngp's ``colmap2nerf.py``, Polycam / Record3D exports
+and ``enerf data colmap --layout nerfstudio`` write)::
+
+    scene/
+      transforms.json   {"camera_model": "OPENCV", "fl_x", "fl_y", "cx", "cy", "w", "h",
+                         "k1", "k2", "k3", "k4", "p1", "p2",          (top level or per frame)
+                         "frames": [{"file_path": "images/0001.jpg",
+                                     "transform_matrix": 4 x 4 camera-to-world}, ...],
+                         "applied_transform": 3 x 4,                  (optional)
+                         "train_filenames": [...], "test_filenames": [...]}   (optional)
+      images/           the photos (``file_path`` is relative to the json, extension optional)
+      images_<f>/       optional copies downscaled by f (ns-process-data), read for factor f
+
+* Intrinsics: ``fl_x`` (else ``camera_angle_x``), ``fl_y`` (else ``camera_angle_y``, else
+  ``fl_x``), ``cx``, ``cy`` (else the image centre), ``w``, ``h`` (else the image's size), per
+  frame or at the top level (a frame's own value wins).
+* ``camera_model``: PINHOLE, SIMPLE_PINHOLE, SIMPLE_RADIAL, RADIAL and OPENCV are perspective
+  cameras with the OPENCV lens model of the coefficients given (missing ones are 0, as nerfstudio
+  reads them); OPENCV_FISHEYE is OpenCV's fisheye model. Others are refused. Without
+  ``camera_model``: OPENCV. The photos are undistorted at load into one pinhole camera with a
+  centred principal point (``enerf.data.lens``), the camera enerf's rays use.
+* Poses are camera-to-world with OpenGL axes [right, up, back], like enerf's Scene. They are
+  normalised as nerfstudio's data parser does (``enerf.data.normalize``): mean up axis onto +z,
+  mean camera centre at the origin, centres scaled into [-1, 1]^3. ``Scene.scene_to_world`` maps
+  back to the frame the poses were in before ``applied_transform`` (COLMAP's, for
+  ``ns-process-data`` output; else the json's own frame), as nerfstudio's
+  ``dataparser_transforms.json`` does.
+* Frames are sorted by file name. Splits: ``train_filenames`` / ``test_filenames`` (or
+  ``val_filenames``) when given, else every ``llffhold``-th frame is held out (0, 8, 16, ...;
+  nerfstudio's ``--eval-mode interval``).
+* Frames whose image is missing are skipped with one warning giving the count (instant-ngp does
+  the same; its fox lists 67 frames and ships 50 images).
+* Bounded rendering: the scene box is ``[-CAPTURE_BOX, CAPTURE_BOX]^3`` (``Scene.aabb``), three
+  times the cameras' box; rays run from ``CAPTURE_NEAR`` to the farthest box corner of any camera.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import atomic_write_json
+from ..errors import ConfigError, DataError
+from .blender import read_rgba
+from .camera_paths import interpolated_path
+from .lens import Camera, Resampler, pinhole_canvas, source_pixels
+from .llff import IMAGE_SUFFIXES, area_downscale, checked_factor
+from .normalize import orient_and_center, scale_to_box
+from .scene import Scene
+
+__all__ = ["load_nerfstudio", "read_transforms", "parse_frames", "split_frames", "transforms_meta",
+           "write_transforms", "colmap_camera_fields", "CAMERA_MODELS", "CAPTURE_BOX", "CAPTURE_NEAR"]
+
+# camera_model -> lens model of enerf.data.lens (perspective models read whatever coefficients are given)
+CAMERA_MODELS = {"PINHOLE": "OPENCV", "SIMPLE_PINHOLE": "OPENCV", "SIMPLE_RADIAL": "OPENCV", "RADIAL": "OPENCV",
+                 "OPENCV": "OPENCV", "OPENCV_FISHEYE": "OPENCV_FISHEYE"}
+CAPTURE_BOX = 3.0  # half-size of the scene box, in units of the cameras' box [-1, 1]^3
+CAPTURE_NEAR = 0.05
+N_RENDER_FRAMES = 120
+_COEFFICIENTS = ("k1", "k2", "k3", "k4", "p1", "p2")
+_ANY_SUFFIX = IMAGE_SUFFIXES + tuple(s.upper() for s in IMAGE_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One listed frame whose image exists."""
+
+    index: int  # position in the json's frames list
+    path: Path  # the image file
+    key: str  # its path relative to the json's folder, posix, without image suffix (split matching)
+    c2w: np.ndarray  # [4, 4] float64 camera-to-world as stored
+    entry: dict  # the frame's json object (per-frame intrinsics)
+
+
+def read_transforms(path: Path) -> dict:
+    """The json object of a ``transforms.json``; DataError (one line naming it) when it is missing,
+    not JSON, not an object or lists no frames."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (a nerfstudio capture needs transforms.json)")
+    try:
+        meta = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError, OSError) as exc:
+        raise DataError(f"{path}: not valid JSON ({type(exc).__name__})") from None
+    if not isinstance(meta, dict):
+        raise DataError(f"{path}: expected a JSON object with a 'frames' list, got {type(meta).__name__}")
+    frames = meta.get("frames")
+    if not isinstance(frames, list) or not frames:
+        raise DataError(f"{path}: no frames listed (expected a non-empty 'frames' list)")
+    return meta
+
+
+def _key(rel: str) -> str:
+    """Split-matching key of a file path relative to the json's folder: posix, no './', no image suffix."""
+    parts = [p for p in Path(rel).as_posix().split("/") if p not in ("", ".")]
+    key = "/".join(parts)
+    for suffix in _ANY_SUFFIX:
+        if key.endswith(suffix):
+            return key[: -len(suffix)]
+    return key
+
+
+def _image_file(base: Path, rel: str) -> Path | None:
+    """The image ``rel`` names under ``base``: as written, else with a png / jpg suffix added; None if absent."""
+    path = base / rel
+    if path.is_file():
+        return path
+    for suffix in _ANY_SUFFIX:
+        candidate = path.with_name(path.name + suffix)
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _matrix(value, rows: int) -> np.ndarray | None:
+    try:
+        matrix = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if matrix.shape == (4, 4) and rows == 3:
+        matrix = matrix[:3]
+    return matrix if matrix.shape == (rows, 4) and np.isfinite(matrix).all() else None
+
+
+def parse_frames(meta: dict, json_path: Path) -> tuple[list[Frame], int]:
+    """The listed frames whose image exists, sorted by file name, and the number skipped.
+
+    Raises:
+        DataError: a frame without file_path or a finite 4 x 4 transform_matrix, or a file_path
+            outside the json's folder.
+    """
+    base = json_path.parent
+    root = base.resolve()
+    frames, missing = [], 0
+    for k, entry in enumerate(meta["frames"]):
+        where = f"{json_path}: frame {k}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("file_path"), str) or not entry["file_path"]:
+            raise DataError(f"{where} needs a file_path (the image, relative to the json's folder)")
+        rel = entry["file_path"]
+        if "transform_matrix" not in entry:
+            raise DataError(f"{where} ({rel}) has no transform_matrix (its 4 x 4 camera-to-world matrix)")
+        c2w = _matrix(entry["transform_matrix"], 4)
+        if c2w is None:
+            shape = np.shape(entry["transform_matrix"]) if isinstance(entry["transform_matrix"], list) else "?"
+            raise DataError(f"{where} ({rel}): transform_matrix must be a finite 4 x 4 matrix, got shape {shape}")
+        resolved = (base / rel).resolve()
+        if root != resolved and root not in resolved.parents:
+            raise DataError(f"{where}: file_path {rel!r} points outside {base}; file paths must lie in the json's "
+                            "folder")
+        path = _image_file(base, rel)
+        if path is None:
+            missing += 1
+            continue
+        frames.append(Frame(k, path, _key(path.resolve().relative_to(root).as_posix()), c2w, entry))
+    frames.sort(key=lambda f: f.key)
+    return frames, missing
+
+
+def split_frames(frames: list[Frame], meta: dict, json_path: Path, llffhold: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(i_train, i_test)`` into ``frames``: ``train_filenames`` / ``test_filenames`` (or
+    ``val_filenames``) when the json has them, else every ``llffhold``-th frame held out (0: none).
+
+    Raises:
+        DataError: a split list that is not a list of strings, or names a file no frame lists.
+    """
+    keys = {f.key: i for i, f in enumerate(frames)}
+    listed = {_key(e["file_path"]) for e in meta["frames"]}
+    chosen = {}
+    for split, names in (("train", "train_filenames"), ("test", "test_filenames"), ("test", "val_filenames")):
+        if split in chosen or names not in meta:
+            continue
+        value = meta[names]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise DataError(f"{json_path}: {names} must be a list of file names")
+        unknown = [v for v in value if _key(v) not in listed]
+        if unknown:
+            raise DataError(f"{json_path}: {names} names {len(unknown)} file(s) no frame lists, e.g. {unknown[0]!r}")
+        chosen[split] = sorted({keys[_key(v)] for v in value if _key(v) in keys})  # missing images: skipped
+    n = len(frames)
+    if chosen:
+        everything = set(range(n))
+        i_train = chosen.get("train", sorted(everything - set(chosen.get("test", []))))
+        i_test = chosen.get("test", sorted(everything - set(i_train)))
+    else:
+        i_test = list(range(0, n, llffhold)) if llffhold > 0 else []
+        i_train = sorted(set(range(n)) - set(i_test))
+    return np.asarray(i_train, dtype=np.int64), np.asarray(i_test, dtype=np.int64)
+
+
+def _number(where: str, key: str, value, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
+            positive and value <= 0):
+        raise DataError(f"{where}: {key} must be a {'positive ' if positive else ''}number, got {value!r}")
+    return float(value)
+
+
+def frame_camera(meta: dict, frame: Frame, json_path: Path, image_size: tuple[int, int]) -> Camera:
+    """The camera of ``frame`` (its own intrinsics over the json's top-level ones) for its image of
+    ``image_size`` (width, height), the full-resolution photo the intrinsics describe.
+
+    Raises:
+        DataError: no focal length, an unknown camera_model, non-numeric values, or w / h that
+            differ from the image's size.
+    """
+    where = f"{json_path}"
+
+    def get(key):
+        return frame.entry.get(key, meta.get(key))
+
+    name = get("camera_model") or "OPENCV"
+    if name not in CAMERA_MODELS:
+        raise DataError(f"{where}: camera_model {name!r} is not supported; use one of {', '.join(CAMERA_MODELS)} "
+                        "(or undistort the images to PINHOLE first)")
+    width, height = image_size
+    declared = (get("w"), get("h"))
+    if declared != (None, None):
+        w = _number(where, "w", declared[0], positive=True) if declared[0] is not None else width
+        h = _number(where, "h", declared[1], positive=True) if declared[1] is not None else height
+        if (round(w), round(h)) != (width, height):
+            raise DataError(f"{frame.path}: image is {width}x{height} but {json_path.name} says w = {w:g}, h = {h:g}; "
+                            "fix w / h or the image")
+    if get("fl_x") is not None:
+        fx = _number(where, "fl_x", get("fl_x"), positive=True)
+    elif get("camera_angle_x") is not None:
+        angle = _number(where, "camera_angle_x", get("camera_angle_x"), positive=True)
+        if angle >= math.pi:
+            raise DataError(f"{where}: camera_angle_x must be below pi, got {angle}")
+        fx = 0.5 * width / math.tan(0.5 * angle)
+    else:
+        raise DataError(f"{where}: no intrinsics; give fl_x (and fl_y, cx, cy) or camera_angle_x, at the top level "
+                        "or per frame")
+    if get("fl_y") is not None:
+        fy = _number(where, "fl_y", get("fl_y"), positive=True)
+    elif get("camera_angle_y") is not None and get("fl_x") is None:
+        fy = 0.5 * height / math.tan(0.5 * _number(where, "camera_angle_y", get("camera_angle_y"), positive=True))
+    else:
+        fy = fx
+    cx = _number(where, "cx", get("cx")) if get("cx") is not None else 0.5 * width
+    cy = _number(where, "cy", get("cy")) if get("cy") is not None else 0.5 * height
+    coefficients = {k: _number(where, k, get(k)) if get(k) is not None else 0.0 for k in _COEFFICIENTS}
+    if CAMERA_MODELS[name] == "OPENCV_FISHEYE":
+        coefficients.update(p1=0.0, p2=0.0)
+    return Camera(CAMERA_MODELS[name], width, height, fx, fy, cx, cy, **coefficients)
+
+
+def _image_size(path: Path) -> tuple[int, int]:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            return img.size
+    except Exception as exc:
+        raise DataError(f"{path}: unreadable image ({type(exc).__name__})") from None
+
+
+def _downscaled_files(frames: list[Frame], base: Path, factor: int) -> list[Path] | None:
+    """``images_<factor>/<rest>`` (or that name with another png / jpg suffix) for every frame whose
+    file lies under ``images/`` (ns-process-data's copies), when all of them exist; else None."""
+    if factor == 1:
+        return None
+    files = []
+    root = base.resolve()
+    for f in frames:
+        parts = f.path.resolve().relative_to(root).parts
+        if len(parts) < 2 or parts[0] != "images":
+            return None
+        path = _image_file(base, Path(f"images_{factor}", *parts[1:]).as_posix())
+        if path is None:  # enerf data colmap writes images_<f>/ as <stem>.png
+            stem = Path(f"images_{factor}", *parts[1:]).with_suffix("").as_posix()
+            path = _image_file(base, stem)
+        if path is None:
+            return None
+        files.append(path)
+    return files
+
+
+def _capture_bounds(poses: np.ndarray) -> tuple[float, float]:
+    """near, far of the rays: CAPTURE_NEAR, and the largest distance of a camera to a box corner."""
+    corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], np.float64) * CAPTURE_BOX
+    far = float(np.linalg.norm(poses[:, None, :3, 3] - corners[None], axis=-1).max())
+    return CAPTURE_NEAR, far
+
+
+def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, white_bkgd: bool = False,
+                    orientation: str = "up", say=None) -> Scene:
+    """Load a nerfstudio / instant-ngp capture (module docstring) as a :class:`Scene`.
+
+    Args:
+        factor: downscale; ``images_<factor>/`` (ns-process-data's copies) when every frame has
+            one, else the photos are undistorted at full size and block-averaged in process.
+        llffhold: every ``llffhold``-th frame (sorted by name) is held out, unless the json lists
+            its own splits; 0: none.
+        white_bkgd: RGBA photos are composited on white, else on black.
+        orientation: ``up`` (nerfstudio's default), ``pca`` or ``none`` (``enerf.data.normalize``).
+        say: where the missing-frames warning goes (default: stderr, prefixed "enerf: warning:").
+
+    Raises:
+        DataError: a missing or malformed file, with one line naming it.
+    """
+    datadir = Path(datadir)
+    factor = checked_factor(factor)
+    if llffhold < 0:
+        raise ConfigError(f"llffhold must be >= 0, got {llffhold}")
+    if not datadir.is_dir():
+        raise DataError(f"{datadir}: scene folder not found")
+    json_path = datadir / "transforms.json"
+    meta = read_transforms(json_path)
+    frames, missing = parse_frames(meta, json_path)
+    n_listed = len(meta["frames"])
+    if not frames:
+        first = meta["frames"][0]["file_path"]
+        raise DataError(f"{json_path}: none of the {n_listed} frames has its image (the first looked for is "
+                        f"{datadir / first}); copy the images next to transforms.json")
+    if missing:
+        message = (f"{json_path}: {missing} of {n_listed} frames have no image and are skipped; "
+                   f"{len(frames)} are used")
+        (say or (lambda m: print(f"enerf: warning: {m}", file=sys.stderr)))(message)
+    i_train, i_test = split_frames(frames, meta, json_path, llffhold)
+    if i_train.size == 0:
+        raise DataError(f"{json_path}: {len(frames)} frame(s) with llffhold={llffhold} leave no training frames; "
+                        "raise llffhold or set it to 0")
+    applied = meta.get("applied_transform")
+    applied = np.eye(4) if applied is None else _matrix(applied, 3)
+    if applied is None or abs(np.linalg.det(applied[:3, :3])) < 1e-12:
+        raise DataError(f"{json_path}: applied_transform must be a finite, invertible 3 x 4 matrix")
+    applied = np.concatenate([applied[:3], [[0.0, 0.0, 0.0, 1.0]]], 0)
+
+    # Cameras at the resolution read: the photos, or images_<factor>/ with the intrinsics scaled.
+    small = _downscaled_files(frames, datadir, factor)
+    files = small or [f.path for f in frames]
+    resize = 1 if small else factor
+    cameras = []
+    for frame, path in zip(frames, files):
+        size = _image_size(path)
+        if small is None:
+            cameras.append(frame_camera(meta, frame, json_path, size))
+            continue
+        full = frame_camera(meta, frame, json_path, (_image_size(frame.path)))
+        if abs(size[0] * factor - full.width) > factor or abs(size[1] * factor - full.height) > factor:
+            raise DataError(f"{path}: image is {size[0]}x{size[1]}, not 1/{factor} of {full.width}x{full.height}; "
+                            f"remove images_{factor}/ or remake it")
+        cameras.append(full.scaled(size[0] / full.width, size[1] / full.height, *size))
+    # Undistorted after the downscale (as nerfstudio does with images_<f>/): one small map per camera.
+    read_sizes = [(c.height, c.width) for c in cameras]
+    cameras = [c.downscaled(resize) for c in cameras]
+    focal = float(np.median([c.fx for c in cameras]))
+    width, height = pinhole_canvas(list(dict.fromkeys(cameras)), focal)
+    if width < 2 or height < 2:
+        raise DataError(f"{json_path}: no pixel of a pinhole camera with focal {focal:.1f} px falls inside every "
+                        "photo; check the intrinsics and distortion coefficients")
+    images, resamplers = [], {}
+    background = 1.0 if white_bkgd else 0.0
+    for camera, path, size in zip(cameras, files, read_sizes):
+        rgba = read_rgba(path)
+        if rgba.shape[:2] != size:
+            raise DataError(f"{path}: image is {rgba.shape[1]}x{rgba.shape[0]}, its header said {size[1]}x{size[0]}")
+        rgb = area_downscale(rgba[..., :3] * rgba[..., 3:] + background * (1.0 - rgba[..., 3:]), resize)
+        dx, dy = camera.width - width, camera.height - height
+        if camera.is_centred_pinhole(focal) and dx % 2 == 0 and dy % 2 == 0:
+            images.append(rgb[dy // 2: dy // 2 + height, dx // 2: dx // 2 + width])  # a centred crop
+            continue
+        if camera not in resamplers:
+            if len(resamplers) >= 8:  # per-frame intrinsics: keep a few maps, not one per frame
+                resamplers.pop(next(iter(resamplers)))
+            u, v, _ = source_pixels(camera, focal, width, height)
+            resamplers[camera] = Resampler(u, v, camera.width, camera.height)
+        images.append(resamplers[camera](rgb))
+    images = np.stack(images).astype(np.float32)
+
+    c2w = np.stack([f.c2w for f in frames])
+    poses, transform = orient_and_center(c2w[:, :3, :4], orientation)
+    poses, scale = scale_to_box(poses)
+    world_to_scene = np.diag([scale, scale, scale, 1.0]) @ np.concatenate([transform, [[0, 0, 0, 1.0]]], 0) @ applied
+    near, far = _capture_bounds(poses)
+    return Scene(
+        name=datadir.resolve().name,
+        images=images,
+        poses=poses.astype(np.float32),
+        height=int(images.shape[1]),
+        width=int(images.shape[2]),
+        focal=focal,
+        bounds=np.tile(np.array([[near, far]], np.float32), (len(frames), 1)),
+        near=near,
+        far=far,
+        use_ndc=False,
+        i_train=i_train,
+        i_test=i_test,
+        render_poses=interpolated_path(poses[i_train], N_RENDER_FRAMES).astype(np.float32),
+        scene_to_world=np.linalg.inv(world_to_scene),
+        aabb=(-CAPTURE_BOX,) * 3 + (CAPTURE_BOX,) * 3,
+    )
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def colmap_camera_fields(model: str, params, width: int, height: int) -> dict:
+    """A COLMAP camera as ``transforms.json`` intrinsics, mapped as nerfstudio's
+    ``colmap_utils.parse_colmap_camera_params`` does (SIMPLE_PINHOLE, SIMPLE_RADIAL and RADIAL
+    become OPENCV with the coefficients they have, the radial fisheyes OPENCV_FISHEYE).
+
+    Raises:
+        DataError: a COLMAP model the format has no name for (FULL_OPENCV, FOV, THIN_PRISM_FISHEYE...).
+    """
+    p = [float(v) for v in params]
+    out = {"w": int(width), "h": int(height)}
+    if model in ("SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL"):
+        k = p[3:] + [0.0] * (2 - len(p[3:]))
+        out.update(fl_x=p[0], fl_y=p[0], cx=p[1], cy=p[2], k1=k[0], k2=k[1], p1=0.0, p2=0.0, camera_model="OPENCV")
+    elif model == "PINHOLE":
+        out.update(fl_x=p[0], fl_y=p[1], cx=p[2], cy=p[3], camera_model="PINHOLE")
+    elif model == "OPENCV":
+        out.update(fl_x=p[0], fl_y=p[1], cx=p[2], cy=p[3], k1=p[4], k2=p[5], p1=p[6], p2=p[7], camera_model="OPENCV")
+    elif model == "OPENCV_FISHEYE":
+        out.update(fl_x=p[0], fl_y=p[1], cx=p[2], cy=p[3], k1=p[4], k2=p[5], k3=p[6], k4=p[7],
+                   camera_model="OPENCV_FISHEYE")
+    elif model in ("SIMPLE_RADIAL_FISHEYE", "RADIAL_FISHEYE"):
+        k = p[3:] + [0.0] * (2 - len(p[3:]))
+        out.update(fl_x=p[0], fl_y=p[0], cx=p[1], cy=p[2], k1=k[0], k2=k[1], k3=0.0, k4=0.0,
+                   camera_model="OPENCV_FISHEYE")
+    else:
+        raise DataError(f"COLMAP camera model {model} has no transforms.json equivalent; use PINHOLE, SIMPLE_RADIAL, "
+                        "RADIAL, OPENCV or OPENCV_FISHEYE")
+    out["camera_angle_x"] = 2.0 * math.atan(0.5 * out["w"] / out["fl_x"])
+    return out
+
+
+def transforms_meta(camera: dict, frames: list[dict], applied_transform: np.ndarray | None = None) -> dict:
+    """The ``transforms.json`` object: ``camera`` (``colmap_camera_fields``) at the top level, then
+    ``frames`` (each with ``file_path`` and a 4 x 4 ``transform_matrix``), then ``applied_transform``
+    (3 x 4) when given."""
+    meta = dict(camera)
+    meta["frames"] = [{**f, "transform_matrix": np.asarray(f["transform_matrix"], np.float64).tolist()} for f in frames]
+    if applied_transform is not None:
+        meta["applied_transform"] = np.asarray(applied_transform, np.float64)[:3].tolist()
+    return meta
+
+
+def write_transforms(path: Path, meta: dict) -> None:
+    """Write ``meta`` as ``path`` (temp file, then rename)."""
+    atomic_write_json(Path(path), meta)
