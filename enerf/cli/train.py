@@ -14,6 +14,7 @@ import configargparse
 
 from ..config import NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, RunConfig
 from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args, parse_bool
+from .view import add_viewer_flags
 
 __all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "cmd_train"]
 
@@ -28,6 +29,10 @@ def build_train_parser() -> configargparse.ArgumentParser:
     parser.add_argument("--config", is_config_file=True, help="configargparse file (key = value per line)")
     add_config_flags(parser, RunConfig, aliases=NERF_PYTORCH_ALIASES)
     add_run_flags(parser)
+    parser.add_argument("--viewer", type=parse_bool, nargs="?", const=True, default=False,
+                        help="watch the run in the browser while it trains (the viewer extra; --viewer_port, "
+                             "--viewer_render_share, ... as enerf view's flags)")
+    add_viewer_flags(parser, prefix="viewer_")
     for key in NERF_PYTORCH_IGNORED:
         parser.add_argument(f"--{key}", default=None, help=configargparse.SUPPRESS)
     return parser
@@ -68,7 +73,19 @@ def cmd_train(argv: list[str]) -> int:
     for key in ("netdepth_fine", "netwidth_fine"):
         if getattr(args, key) is not None:
             print(f"enerf: note: {key} is ignored; the fine network has the coarse network's shape", file=sys.stderr)
-    metrics = train_nerf(cfg, data_root=DATA_ROOT, resume=args.resume, progress=not args.quiet)
+    viewer = None
+    if args.viewer:
+        from ..config import ViewerConfig
+        from ..viewer.training import TrainingViewer
+
+        viewer = TrainingViewer(config_from_args(ViewerConfig, args, prefix="viewer_"))
+        print(f"enerf train: watch it at {viewer.url}", flush=True)
+    try:
+        metrics = train_nerf(cfg, data_root=DATA_ROOT, resume=args.resume, progress=not args.quiet,
+                             on_step=viewer.on_step if viewer else None)
+    finally:
+        if viewer is not None:
+            viewer.close()
     if metrics is not None:  # distributed: None on the ranks other than 0
         print_metrics(metrics, Path(cfg.basedir) / cfg.expname / "metrics.json")
     return 0
