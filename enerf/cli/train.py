@@ -80,6 +80,9 @@ def cmd_train(argv: list[str]) -> int:
 
         viewer = TrainingViewer(config_from_args(ViewerConfig, args, prefix="viewer_"))
         print(f"enerf train: watch it at {viewer.url}", flush=True)
+        if viewer.cfg.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"enerf train: note: the viewer listens on {viewer.cfg.host}, reachable from other machines",
+                  file=sys.stderr)
     try:
         metrics = train_nerf(cfg, data_root=DATA_ROOT, resume=args.resume, progress=not args.quiet,
                              on_step=viewer.on_step if viewer else None)

@@ -22,6 +22,7 @@ import contextlib
 import errno
 import io
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -140,6 +141,8 @@ class Viewer:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self.frames_sent = 0
+        self.browsers_seen = 0
         self._worker: threading.Thread | None = None
         self._keys = _Keyframes()
         self.output = cfg.output
@@ -181,10 +184,12 @@ class Viewer:
         self.cameras_root = scene.add_frame("/cameras", show_axes=False)
         scale = frustum_scale(run)
         self._key_handles = []
+        self.frustum_handles = []
         for f in frustums(run, self.metrics[0]):
             colour = (60, 110, 220) if f.split == "train" else (235, 120, 20)
-            scene.add_camera_frustum(f.name, fov=f.fov, aspect=f.aspect, scale=scale, color=colour, wxyz=f.wxyz,
+            handle = scene.add_camera_frustum(f.name, fov=f.fov, aspect=f.aspect, scale=scale, color=colour, wxyz=f.wxyz,
                                      position=f.position, thickness=scale * 0.04)
+            self.frustum_handles.append(handle)
             if f.label:
                 scene.add_label(f"{f.name}/psnr", f.label, font_screen_scale=0.8)
         drawn = frustums(run, self.metrics[0])
@@ -298,6 +303,7 @@ class Viewer:
     def _connect(self, client) -> None:
         with self._lock:
             self._browsers[client.client_id] = _Browser(client)
+            self.browsers_seen += 1
 
         @client.camera.on_update
         def _(_camera) -> None:
@@ -387,6 +393,7 @@ class Viewer:
             self.render_seconds += seconds
             browser.last, browser.sent_at = info, time.perf_counter()
             browser.frames += 1
+            self.frames_sent += 1
             if info.final:
                 browser.done, browser.done_step = True, training_step if training_step is not None else -1
             else:
@@ -426,7 +433,17 @@ class Viewer:
         """Render in a background thread until ``close``."""
         def loop() -> None:
             while not self._stop.is_set():
-                if self.work() == 0.0:
+                try:
+                    busy = self.work() > 0.0
+                except Exception as exc:  # e.g. out of memory at a large --max_width: say so, keep serving
+                    line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    print(f"enerf view: warning: a frame failed ({line})", file=sys.stderr, flush=True)
+                    if self.status is not None:
+                        self.status.content = f"a frame failed: {line}"
+                    for browser in self.browsers().values():
+                        browser.started, browser.done = browser.version, True  # until the next move
+                    busy = False
+                if not busy:
                     self._wake.wait(0.05)
                     self._wake.clear()
 

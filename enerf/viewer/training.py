@@ -70,6 +70,9 @@ class TrainingViewer:
 
     def close(self) -> None:
         self.viewer.close()
+        print(f"enerf train: the viewer sent {self.viewer.frames_sent} frames to {self.viewer.browsers_seen} "
+              f"browser{'s' if self.viewer.browsers_seen != 1 else ''} ({self.viewer.render_seconds:.1f} s rendering)",
+              flush=True)
 
 
 def _summary(run: Run, evaluation: dict) -> str:
