@@ -287,3 +287,43 @@ def test_view_without_viser_names_the_extra(runs, monkeypatch, capsys):
     assert '.[viewer]' in err and err.count("\n") == 1
     assert main(["train", "--viewer", "--iters", "1"]) == 2
     assert '.[viewer]' in capsys.readouterr().err
+
+
+def _blender_scene(root: Path, size: int = 16) -> Path:
+    """A tiny Blender-layout scene: cameras on a circle of radius 4 at height 1.5, looking at the origin."""
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 4), ("val", 1), ("test", 2)):
+        (root / split).mkdir(parents=True, exist_ok=True)
+        frames = []
+        for k in range(n):
+            iio.imwrite(root / split / f"r_{k}.png", rng.integers(0, 256, size=(size, size, 4), dtype=np.uint8))
+            angle = 2 * np.pi * (k + 0.5 * (split == "test")) / n
+            position = np.array([4 * np.cos(angle), 4 * np.sin(angle), 1.5])
+            back = position / np.linalg.norm(position)
+            right = np.cross([0.0, 0.0, 1.0], back)
+            right /= np.linalg.norm(right)
+            c2w = np.eye(4)
+            c2w[:3, :4] = np.stack([right, np.cross(back, right), back, position], 1)
+            frames.append({"file_path": f"./{split}/r_{k}", "transform_matrix": c2w.tolist()})
+        (root / f"transforms_{split}.json").write_text(json.dumps({"camera_angle_x": 0.7, "frames": frames}))
+    return root
+
+
+def test_blender_scene_world_rays_and_grid_renderer(tmp_path):
+    """A Blender scene (world rays, content box, torch_grid with its trained grid): render_view at a
+    held-out camera is the evaluation render, and the first view looks at the object (the origin)."""
+    from enerf.viewer.scene import initial_view
+
+    scene = _blender_scene(tmp_path / "lego_like")
+    assert main(["train", "--datadir", str(scene), "--basedir", str(tmp_path / "runs"), "--expname", "b",
+                 "--iters", "3", "--white_bkgd", "--renderer", "torch_grid", "--grid_resolution", "16",
+                 "--render_step_size", "0.05", *TINY]) == 0
+    run = load_run(tmp_path / "runs" / "b" / "checkpoints" / "latest.pt", Path("data"), task="nerf")
+    s = run.scene
+    assert not s.use_ndc and s.aabb is not None and run.renderer is not None and run.renderer.name == "torch_grid"
+    view = int(s.i_test[0])
+    np.testing.assert_array_equal(render_view(run, s.poses[view], s.width, s.height, s.focal),
+                                  render_eval_view(s, view, run.models, run.cfg.render, run.device, run.renderer))
+    start = initial_view(run)
+    assert np.linalg.norm(start["look_at"]) < 1e-4  # the training camera looks at the origin from distance 4.27
+    assert len(frustums(run, {})) == 6
