@@ -120,7 +120,8 @@ def bench(name: str, ckpt: Path, cfg: ViewerConfig, canvas: int, repeats: int) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ckpt", action="append", default=[], help="NAME=PATH of a checkpoint (else tiny ones are trained)")
+    parser.add_argument("--ckpt", action="append", default=[],
+                        help="NAME=PATH of a checkpoint (else tiny ones are trained)")
     parser.add_argument("--scenes", nargs="+", default=list(SCENES), choices=list(SCENES))
     parser.add_argument("--out", default="runs/bench_viewer", help="where tiny checkpoints are trained")
     parser.add_argument("--data", default=os.environ.get("ENERF_SHARED_DATA") or str(ROOT.parent / "shared" / "data"))

@@ -12,7 +12,8 @@ itself on construction (``check_config``), so validation lives in one place.
     spec.py      option(), check_config(), Range
 """
 
-from .commands import CAMERA_PATHS, VIEWER_LAYOUTS, VIEWER_OUTPUTS, CompareConfig, MeshConfig, SynthConfig, VideoConfig, ViewerConfig
+from .commands import (CAMERA_PATHS, VIEWER_LAYOUTS, VIEWER_OUTPUTS, CompareConfig, MeshConfig, SynthConfig, VideoConfig,
+                       ViewerConfig)
 from .nerf import (CONDITIONING_MODES, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, NERF_PYTORCH_ALIASES,
                    NERF_PYTORCH_IGNORED, PRECOND_MODES, RENDERERS, DataConfig, FieldConfig, RenderConfig, RunConfig,
                    TrainConfig, build_config, run_config_from_dict)

@@ -32,7 +32,7 @@ OUTPUTS = ("rgb", "depth", "accumulation")
 
 
 def focal_from_fov(fov_y: float, height: int) -> float:
-    """Focal length in pixels of a pinhole camera ``height`` pixels tall with vertical field of view ``fov_y`` (radians)."""
+    """Focal length (pixels) of a pinhole camera ``height`` pixels tall with vertical field of view ``fov_y`` (radians)."""
     return 0.5 * height / math.tan(0.5 * fov_y)
 
 

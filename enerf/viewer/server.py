@@ -187,8 +187,8 @@ class Viewer:
         self.frustum_handles = []
         for f in frustums(run, self.metrics[0]):
             colour = (60, 110, 220) if f.split == "train" else (235, 120, 20)
-            handle = scene.add_camera_frustum(f.name, fov=f.fov, aspect=f.aspect, scale=scale, color=colour, wxyz=f.wxyz,
-                                     position=f.position, thickness=scale * 0.04)
+            handle = scene.add_camera_frustum(f.name, fov=f.fov, aspect=f.aspect, scale=scale, color=colour,
+                                              wxyz=f.wxyz, position=f.position, thickness=scale * 0.04)
             self.frustum_handles.append(handle)
             if f.label:
                 scene.add_label(f"{f.name}/psnr", f.label, font_screen_scale=0.8)
@@ -265,8 +265,8 @@ class Viewer:
             def _(_event) -> None:
                 try:
                     path = self.save_path(name.value, int(frames.value))
-                    self.keys_note.content = (f"saved {path}\n\nrender it: `enerf render --ckpt {self.runs[0].ckpt_path} "
-                                              f"--path {path}`")
+                    self.keys_note.content = (f"saved {path}\n\nrender it: `enerf render --ckpt "
+                                              f"{self.runs[0].ckpt_path} --path {path}`")
                 except EnerfError as exc:
                     self.keys_note.content = f"not saved: {exc}"
 
@@ -383,10 +383,10 @@ class Viewer:
                 tic = time.perf_counter()
                 info = self._render_for(browser, camera, version)
                 seconds = time.perf_counter() - tic
-            except Exception as exc:  # a browser that went away mid-frame; rendering errors are bugs
+            except Exception:
                 if browser.client.client_id not in self.browsers():
-                    continue
-                raise exc
+                    continue  # the browser went away mid-frame
+                raise
             info.seconds = seconds
             if info.step is not None and training_step is not None:
                 info.step = training_step
@@ -456,8 +456,8 @@ class Viewer:
         while time.perf_counter() < deadline:
             for b in self.browsers().values():
                 info = b.last
-                if info is not None and (info.final or not final) and (version_after is None or info.version > version_after) \
-                        and info.version == b.version:
+                newer = version_after is None or (info is not None and info.version > version_after)
+                if info is not None and (info.final or not final) and newer and info.version == b.version:
                     return info
             time.sleep(0.02)
         raise TimeoutError(f"no {'final ' if final else ''}frame within {timeout:.0f} s")
