@@ -41,7 +41,9 @@ from enerf.viewer.server import Viewer, _Browser  # noqa: E402
 SCENES = {  # name -> (config file, scene flags, folder under --data that must exist)
     "demo": ("configs/demo.txt", [], None),
     "fern_cpu": ("configs/fern_cpu.txt", ["--datadir", "{data}/nerf_llff_data/fern"], "nerf_llff_data/fern"),
-    "lego_cpu": ("configs/lego_cpu.txt", ["--datadir", "{data}/nerf_synthetic/lego"], "nerf_synthetic/lego"),
+    # every 40th test view: the tiny checkpoint's final evaluation renders 5 views of 400 x 400, not 25
+    "lego_cpu": ("configs/lego_cpu.txt", ["--datadir", "{data}/nerf_synthetic/lego", "--testskip", "40"],
+                 "nerf_synthetic/lego"),
 }
 
 
