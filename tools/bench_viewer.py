@@ -9,7 +9,8 @@ of the configs, so the rendering cost is theirs; the pictures are not trained on
 ``--out``. fern and lego come from ``--data`` (the shared data folder); a scene that is not
 there is skipped with a note.
 
-Measured with the viewer's own loop (``enerf.viewer.server.Viewer.work``) and a stand-in for a
+Wall time, and the rendering thread's CPU time (``time.thread_time``: what one free core would
+take, with ``--threads 1``; the wall time on a loaded machine is longer). Measured with the viewer's own loop (``enerf.viewer.server.Viewer.work``) and a stand-in for a
 browser whose canvas is 512 pixels wide at the scene's aspect ratio, looking from a held-out
 camera: a camera move, then ``work`` until the finest frame (the resolution cap ``--max_width``,
 256 by default). Each figure is the median of ``--repeats`` camera moves, after one warm-up.
@@ -96,26 +97,31 @@ def bench(name: str, ckpt: Path, cfg: ViewerConfig, canvas: int, repeats: int) -
         fov = 2 * np.arctan(0.5 * scene.height / scene.focal)
         browser = _Browser(_Client(_Camera(pose, fov, canvas, height)))
         viewer._browsers[0] = browser
-        previews, finals, widths = [], [], []
+        previews, finals, widths, cpu_previews, cpu_finals = [], [], [], [], []
         for k in range(repeats + 1):
             moved = pose.copy()
             moved[:3, 3] += 0.01 * (k + 1) * pose[:3, 0]  # a camera move
             browser.client.camera = _Camera(moved, fov, canvas, height)
             browser.version += 1
-            tic = time.perf_counter()
+            tic, cpu = time.perf_counter(), time.thread_time()
             viewer.work()
-            preview = time.perf_counter() - tic
+            preview, cpu_preview = time.perf_counter() - tic, time.thread_time() - cpu
             preview_width = browser.last.width
             while not browser.done:
+                cpu = time.thread_time()
                 viewer.work()
+                cpu_final = time.thread_time() - cpu
             if k:  # the first move warms up
                 previews.append(preview)
                 finals.append(browser.last.seconds)
                 widths.append(preview_width)
+                cpu_previews.append(cpu_preview)
+                cpu_finals.append(cpu_final)
         return {"scene": name, "size": f"{scene.width}x{scene.height}", "renderer": run.cfg.render.renderer,
                 "preview_s": statistics.median(previews), "preview_width": int(statistics.median(widths)),
                 "final_width": browser.last.width, "final_height": browser.last.height,
-                "final_s": statistics.median(finals), "device": str(run.device)}
+                "final_s": statistics.median(finals), "device": str(run.device),
+                "cpu_preview_s": statistics.median(cpu_previews), "cpu_final_s": statistics.median(cpu_finals)}
     finally:
         viewer.close()
 
@@ -144,11 +150,14 @@ def main() -> None:
                 ckpts[name] = str(path)
     cfg = ViewerConfig(port=0, max_width=args.max_width)
     rows = [bench(name, Path(path), cfg, args.canvas, args.repeats) for name, path in ckpts.items()]
-    print(f"\n| scene | images | renderer | device | first preview | {args.max_width}-px frame |")
-    print("|---|---|---|---|---|---|")
+    print(f"\n| scene | images | renderer | first preview: wall (CPU) | {args.max_width}-px frame: wall (CPU) |")
+    print("|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['scene']} | {r['size']} | {r['renderer']} | {r['device']} | {r['preview_s']:.2f} s "
-              f"({r['preview_width']} px wide) | {r['final_s']:.2f} s ({r['final_width']}x{r['final_height']}) |")
+        print(f"| {r['scene']} | {r['size']} | {r['renderer']} | {r['preview_s']:.2f} s ({r['cpu_preview_s']:.2f} s), "
+              f"{r['preview_width']} px wide | {r['final_s']:.2f} s ({r['cpu_final_s']:.2f} s), "
+              f"{r['final_width']}x{r['final_height']} |")
+    print(f"(device {rows[0]['device'] if rows else '-'}, torch threads {args.threads}; CPU: the rendering "
+          "thread's CPU time)")
 
 
 if __name__ == "__main__":

@@ -7,12 +7,14 @@ nerf-pytorch config file works unchanged.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import configargparse
 
 from ..config import NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, RunConfig
+from ..errors import ConfigError
 from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args, parse_bool
 from .view import add_viewer_flags
 
@@ -74,11 +76,14 @@ def cmd_train(argv: list[str]) -> int:
         if getattr(args, key) is not None:
             print(f"enerf: note: {key} is ignored; the fine network has the coarse network's shape", file=sys.stderr)
     viewer = None
-    if args.viewer:
+    if args.viewer and os.environ.get("RANK", "0") == "0":  # torchrun: rank 0 (the one that writes) serves it
         from ..config import ViewerConfig
         from ..viewer.training import TrainingViewer
 
-        viewer = TrainingViewer(config_from_args(ViewerConfig, args, prefix="viewer_"))
+        try:
+            viewer = TrainingViewer(config_from_args(ViewerConfig, args, prefix="viewer_"))
+        except ConfigError as exc:  # its fields are --viewer_<field> here
+            raise ConfigError(f"--viewer: {exc} (the flags are --viewer_<name>)") from None
         print(f"enerf train: watch it at {viewer.url}", flush=True)
         if viewer.cfg.host not in ("127.0.0.1", "localhost", "::1"):
             print(f"enerf train: note: the viewer listens on {viewer.cfg.host}, reachable from other machines",
