@@ -21,6 +21,7 @@ from ..config import NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, DataConfig, Run
 from ..config.presets import PRESET_CHOICES, PRESETS, Preset, preset_line, preset_name
 from ..errors import ConfigError, EnerfError
 from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args, parse_bool
+from .view import add_viewer_flags
 
 __all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "cmd_train",
            "train_preset", "scene_layout"]
@@ -41,6 +42,10 @@ def build_train_parser() -> configargparse.ArgumentParser:
                         "configs/fern_cpu.txt, configs/lego_cpu.txt for Blender scenes), paper (configs/fern.txt, "
                         "nerf-pytorch's lego settings for Blender scenes), none (the built-in defaults), auto "
                         "(paper on CUDA, cpu otherwise; none with --config); default: $ENERF_PRESET or auto")
+    parser.add_argument("--viewer", type=parse_bool, nargs="?", const=True, default=False,
+                        help="watch the run in the browser while it trains (the viewer extra; --viewer_port, "
+                             "--viewer_render_share, ... as enerf view's flags)")
+    add_viewer_flags(parser, prefix="viewer_")
     for key in NERF_PYTORCH_IGNORED:
         parser.add_argument(f"--{key}", default=None, help=configargparse.SUPPRESS)
     return parser
@@ -121,7 +126,25 @@ def cmd_train(argv: list[str]) -> int:
     for key in ("netdepth_fine", "netwidth_fine"):
         if getattr(args, key) is not None:
             print(f"enerf: note: {key} is ignored; the fine network has the coarse network's shape", file=sys.stderr)
-    metrics = train_nerf(cfg, data_root=DATA_ROOT, resume=args.resume, progress=not args.quiet)
+    viewer = None
+    if args.viewer and os.environ.get("RANK", "0") == "0":  # torchrun: rank 0 (the one that writes) serves it
+        from ..config import ViewerConfig
+        from ..viewer.training import TrainingViewer
+
+        try:
+            viewer = TrainingViewer(config_from_args(ViewerConfig, args, prefix="viewer_"))
+        except ConfigError as exc:  # its fields are --viewer_<field> here
+            raise ConfigError(f"--viewer: {exc} (the flags are --viewer_<name>)") from None
+        print(f"enerf train: watch it at {viewer.url}", flush=True)
+        if viewer.cfg.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"enerf train: note: the viewer listens on {viewer.cfg.host}, reachable from other machines",
+                  file=sys.stderr)
+    try:
+        metrics = train_nerf(cfg, data_root=DATA_ROOT, resume=args.resume, progress=not args.quiet,
+                             on_step=viewer.on_step if viewer else None)
+    finally:
+        if viewer is not None:
+            viewer.close()
     if metrics is not None:  # distributed: None on the ranks other than 0
         print_metrics(metrics, Path(cfg.basedir) / cfg.expname / "metrics.json")
     return 0

@@ -22,7 +22,7 @@ from .launchers import make_launcher
 from .table import collect, table_rows, to_csv, to_markdown
 from .tasks import TaskKind, get_task, parse_mode
 
-__all__ = ["run_compare", "write_report"]
+__all__ = ["run_compare", "write_report", "view_command"]
 
 
 def _known_precond() -> tuple[str, ...]:
@@ -96,7 +96,30 @@ def write_report(task: TaskKind, runs: list[GridCell], cfg: CompareConfig, data_
     kappas = {m: metrics[(scenes[0], m, seeds[0])].get("kappa_history") or [] for m in modes}
     if any(kappas.values()):
         write("conditioning.png", plots.figure_png(plots.conditioning_figure({m: k for m, k in kappas.items() if k})))
-    return {"outputs": outputs, "rows": rows, "runs": runs}
+    return {"outputs": outputs, "rows": rows, "runs": runs,
+            "view": view_command(runs, metrics) if task.name == "nerf" else None}
+
+
+def view_command(runs: list[GridCell], metrics: dict) -> str | None:
+    """``enerf view`` of the first scene's best vanilla run (conditioning none) beside its best
+    conditioned run, by held-out PSNR; None without one of each (or without their checkpoints).
+
+    ``metrics``: (scene, mode spec, seed) -> the run's metrics.json."""
+    scene = runs[0].scene if runs else None
+    best: dict[bool, tuple[float, GridCell]] = {}
+    for run in runs:
+        psnr = (metrics.get((run.scene, run.mode.spec, run.seed)) or {}).get("psnr")
+        ckpt = run.config_run_folder / "checkpoints" / "latest.pt"
+        if run.scene != scene or not isinstance(psnr, (int, float)) or not ckpt.is_file():
+            continue
+        conditioned = run.mode.conditioning != "none" or run.mode.precond not in ("", "none")
+        if conditioned not in best or psnr > best[conditioned][0]:
+            best[conditioned] = (float(psnr), run)
+    if len(best) < 2:
+        return None
+    vanilla, conditioned = best[False][1], best[True][1]
+    return (f"enerf view --ckpt {vanilla.config_run_folder / 'checkpoints' / 'latest.pt'} "
+            f"--ckpt {conditioned.config_run_folder / 'checkpoints' / 'latest.pt'}")
 
 
 def _side_by_side_row(scene: str, modes: list[str], seed: int, runs: list[GridCell], metrics: dict,

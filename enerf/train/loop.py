@@ -27,7 +27,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Protocol
+from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
 from torch import Tensor, nn
 from torch.utils.tensorboard import SummaryWriter
@@ -185,18 +185,27 @@ class _NoWriter:
         pass
 
 
-def train_loop(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool = True) -> dict | None:
+StepHook = Callable[[TrainingTask, int], None]
+
+
+def train_loop(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool = True,
+               on_step: StepHook | None = None) -> dict | None:
     """Lock ``out_dir``, train ``task`` from ``task.loop.step`` to its last step (or until it
     stops early), write the last checkpoint to ``ckpt_path``; returns ``task.finish``'s metrics
-    (None in a process that writes no outputs: ranks other than 0)."""
+    (None in a process that writes no outputs: ranks other than 0).
+
+    ``on_step(task, steps_done)``: called after every step in the process that writes outputs,
+    with the training clock paused (``enerf train --viewer`` renders there); it must not change
+    the run (no random numbers from the run's generators, no gradients, the batch untouched)."""
     if not writes_outputs():  # distributed: rank 0 holds the lock and writes
-        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress)
+        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress, on_step)
     with RunLock(out_dir, task.command):
         remove_stale_temp_files(out_dir)
-        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress)
+        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress, on_step)
 
 
-def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool) -> dict | None:
+def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool,
+                  on_step: StepHook | None = None) -> dict | None:
     cfg, t, state = task.cfg, task.cfg.train, task.loop
     writes = writes_outputs()
     if writes:
@@ -260,6 +269,9 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
         if t.ckpt_every > 0 and done % t.ckpt_every == 0 and done < t.iters:
             with clock.paused():
                 checkpoint(done)
+        if on_step is not None and writes:
+            with clock.paused():
+                on_step(task, done)
         if t.time_budget > 0 and any_rank(clock.seconds >= t.time_budget):  # distributed: all stop at one step
             say(f"time budget of {t.time_budget:.0f} s reached at step {done}")
             break

@@ -244,12 +244,14 @@ def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
     return payload
 
 
-def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True) -> dict | None:
+def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True,
+               on_step=None) -> dict | None:
     """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json),
     None on the ranks other than 0 of a run on several processes (``enerf.distributed``).
 
     Flags and the output folder are checked first; the run folder is locked (``RunLock``) from
-    the first write to the last, and stale temp files of a killed run are removed."""
+    the first write to the last, and stale temp files of a killed run are removed. ``on_step``:
+    the loop's step hook (``enerf train --viewer``; see ``train_loop``)."""
     out_dir = config_run_folder(cfg)
     check_output_dir(out_dir, "--basedir")
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
@@ -257,4 +259,4 @@ def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = Fa
     with process_group(cfg.train.device, cfg.train.dist_timeout, cfg.train.grad_reg):  # distributed: torchrun's env
         run = prepare_run(cfg, data_root, payload)
         run.progress = progress
-        return train_loop(run, out_dir, ckpt_path, progress)
+        return train_loop(run, out_dir, ckpt_path, progress, on_step)
