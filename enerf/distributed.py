@@ -10,9 +10,8 @@ them. One step on N processes is one step of a single process with the same glob
   generator of the rank's own (``rank_generator``); with ``perturb`` off a run on N processes
   equals the one-process run to rounding, with it on the two are equal in distribution;
 * after ``backward()`` every gradient is all-reduced, weighted by the rank's share of the rays
-  (``average_gradients``): an explicit all-reduce of ``.grad`` rather than
-  ``DistributedDataParallel``, because the conditioned layers carry their gradient from a
-  leaf E W to W in a hook (``conditioned_weights_once``), after DDP's bucket hooks would fire;
+  (``average_gradients``): an explicit all-reduce of ``.grad`` after ``backward()`` rather
+  than ``DistributedDataParallel``'s bucket hooks;
 * BNP pools its batch moments over the ranks before it updates its statistics
   (``reduce_batch_moments``): the preconditioner sees the global batch;
 * occupancy grids pool the visibility every rank saw (``all_reduce_max_``) and then take

@@ -1,4 +1,8 @@
-"""Output locations checked before any work, and one writer per run folder.
+"""Where a run writes, output locations checked before any work, and one writer per run folder.
+
+* ``config_run_folder``: a run writes into one folder, ``<basedir>/<expname>/``, its checkpoints
+  into ``<run>/checkpoints/``; ``checkpoint_run_folder`` maps a checkpoint back to its run folder,
+  so ``enerf eval`` / ``render`` / ``mesh`` write beside the run wherever it was moved.
 
 * ``check_output_dir`` / ``check_output_file``: the place exists or can be created, and can be
   written; otherwise one ``ConfigError`` line naming the flag and the path part that blocks it.
@@ -18,12 +22,28 @@ import fcntl
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 
-__all__ = ["check_output_dir", "check_output_file", "RunLock", "remove_stale_temp_files", "LOCK_NAME"]
+if TYPE_CHECKING:
+    from .config import RunConfig, ShapeRunConfig
+
+__all__ = ["config_run_folder", "checkpoint_run_folder", "check_output_dir", "check_output_file", "RunLock", "remove_stale_temp_files", "LOCK_NAME"]
 
 LOCK_NAME = ".lock"
+
+
+def config_run_folder(cfg: RunConfig | ShapeRunConfig) -> Path:
+    """Where a run trained with ``cfg`` writes: ``<basedir>/<expname>``."""
+    return Path(cfg.basedir) / cfg.expname
+
+
+def checkpoint_run_folder(ckpt_path: str | Path, cfg: RunConfig | ShapeRunConfig) -> Path:
+    """The run folder of a checkpoint: ``<run>`` for ``<run>/checkpoints/NAME.pt`` (wherever the
+    run was moved), else the folder its config names (``config_run_folder``)."""
+    ckpt = Path(ckpt_path).resolve()
+    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else config_run_folder(cfg)
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -73,12 +93,12 @@ def check_output_file(path: str | Path, flag: str) -> Path:
     return path
 
 
-def remove_stale_temp_files(run_dir: Path) -> list[Path]:
-    """Delete the ``.*.tmp`` files of unfinished atomic writes in ``run_dir`` and the folders a
+def remove_stale_temp_files(config_run_folder: Path) -> list[Path]:
+    """Delete the ``.*.tmp`` files of unfinished atomic writes in ``config_run_folder`` and the folders a
     run writes into (``checkpoints``, ``test_views``); returns what was removed. Call with the
     run's lock held."""
     removed = []
-    for folder in (run_dir, run_dir / "checkpoints", run_dir / "test_views"):
+    for folder in (config_run_folder, config_run_folder / "checkpoints", config_run_folder / "test_views"):
         if not folder.is_dir():
             continue
         for tmp in folder.glob(".*.tmp"):
@@ -89,33 +109,33 @@ def remove_stale_temp_files(run_dir: Path) -> list[Path]:
 
 
 class RunLock:
-    """``with RunLock(run_dir, "enerf train"):`` — exclusive writer of ``run_dir``.
+    """``with RunLock(config_run_folder, "enerf train"):`` — exclusive writer of ``config_run_folder``.
 
-    Creates ``run_dir`` (check it first with ``check_output_dir``), locks ``run_dir/.lock`` with
+    Creates ``config_run_folder`` (check it first with ``check_output_dir``), locks ``config_run_folder/.lock`` with
     ``fcntl.flock`` and writes this process's id and command into it; raises ConfigError when
     another process holds the lock. The lock file stays (removing it would race a waiting
     writer); the lock itself ends with the ``with`` block or the process.
     """
 
-    def __init__(self, run_dir: str | Path, command: str) -> None:
-        self.run_dir = Path(run_dir)
+    def __init__(self, config_run_folder: str | Path, command: str) -> None:
+        self.config_run_folder = Path(config_run_folder)
         self.command = command
         self._fd: int | None = None
 
     def acquire(self) -> "RunLock":
         try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+            self.config_run_folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.config_run_folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise ConfigError(f"{self.run_dir}: cannot create the run folder's lock file ({exc.strerror})") from None
+            raise ConfigError(f"{self.config_run_folder}: cannot create the run folder's lock file ({exc.strerror})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
             os.close(fd)
             if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise ConfigError(f"{self.run_dir}: cannot lock the run folder ({exc.strerror})") from None
-            raise ConfigError(f"{self.run_dir} is in use by {holder}; wait for it to finish or use another "
+                raise ConfigError(f"{self.config_run_folder}: cannot lock the run folder ({exc.strerror})") from None
+            raise ConfigError(f"{self.config_run_folder} is in use by {holder}; wait for it to finish or use another "
                               "--expname / --basedir") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"process {os.getpid()} ({self.command})\n".encode(), 0)

@@ -9,6 +9,11 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+# `enerf train` without --config fills what no flag sets from the device's preset (the CPU one
+# is a 9M-parameter triplane). Tests spell out their tiny settings over the built-in defaults;
+# tests/test_presets.py passes --preset itself. Subprocesses inherit this.
+os.environ.setdefault("ENERF_PRESET", "none")
+
 # Real scenes (LLFF fern, Blender lego) live in ../shared/data beside the checkout (or where
 # ENERF_SHARED_DATA points, e.g. from a git worktree elsewhere); a user's fresh clone has none,
 # so every test that uses them skips.

@@ -26,7 +26,7 @@ from enerf.errors import ConfigError, DataError
 from enerf.export.video import camera_path
 from enerf.render import build_renderer
 from enerf.data.loaders import dataset_type_of, load_scene
-from enerf.run import build_fields
+from enerf.fields.build import build_fields
 
 
 def _look_at(position: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from scipy import stats
 
 from enerf.cli import main
 from enerf.compare.compare import run_compare
-from enerf.compare.grid import RunResult, threads_per_run
+from enerf.compare.grid import ProcessResult, threads_per_run
 from enerf.compare.tasks import parse_mode
 from enerf.config import CompareConfig, DataConfig, RunConfig
 from enerf.data.synthetic import make_synthetic_scene
@@ -45,10 +45,10 @@ class FakeRunner:
         self.rng = np.random.default_rng(seed)
         self.null_lpips = null_lpips  # (scene, conditioning, layers, seed) of the runs whose lpips is null
 
-    def __call__(self, cmd: list[str], env: dict, log_path: Path) -> RunResult:
+    def __call__(self, cmd: list[str], env: dict, log_path: Path) -> ProcessResult:
         self.calls.append((cmd, env))
-        run_dir = Path(_flag(cmd, "--basedir")) / _flag(cmd, "--expname")
-        run_dir.mkdir(parents=True, exist_ok=True)
+        config_run_folder = Path(_flag(cmd, "--basedir")) / _flag(cmd, "--expname")
+        config_run_folder.mkdir(parents=True, exist_ok=True)
         r = self.rng.uniform
         steps = [10, 20, 30]
         if self.task == "nerf":
@@ -58,15 +58,15 @@ class FakeRunner:
                        "history": [{"step": s, "psnr": r(10, 30)} for s in steps], "train_seconds": r(1, 2),
                        "per_image": [{"view": 0, "psnr": r(20, 30)}]}
             cfg = RunConfig(data=DataConfig(datadir=str(self.scene), factor=1, llffhold=3))
-            (run_dir / "config.json").write_text(json.dumps(cfg.to_dict()))
-            (run_dir / "test_views").mkdir(exist_ok=True)
-            iio.imwrite(run_dir / "test_views" / "view_000.png", self.rng.integers(0, 256, (18, 24, 3), dtype=np.uint8))
+            (config_run_folder / "config.json").write_text(json.dumps(cfg.to_dict()))
+            (config_run_folder / "test_views").mkdir(exist_ok=True)
+            iio.imwrite(config_run_folder / "test_views" / "view_000.png", self.rng.integers(0, 256, (18, 24, 3), dtype=np.uint8))
         else:
             metrics = {"iou": r(0.5, 1), "chamfer_l1": r(1e-3, 1e-2), "normal_consistency": r(0.8, 1), "fscore": r(0.5, 1),
                        "history": [{"step": s, "iou": r(0, 1)} for s in steps], "train_seconds": r(1, 2)}
-        (run_dir / "metrics.json").write_text(json.dumps(metrics))
+        (config_run_folder / "metrics.json").write_text(json.dumps(metrics))
         log_path.write_text("fake\n")
-        return RunResult(0, 0.01, 0.1)
+        return ProcessResult(0, 0.01, 0.1)
 
 
 def _read_csv(path: Path) -> dict[tuple[str, str], dict]:
@@ -234,16 +234,16 @@ def test_learning_rate_factor_mode():
 def test_failed_run_is_reported(tmp_path, capsys):
     cfg = CompareConfig(scenes=("fern",), modes=("none",), seeds=(0,), out=str(tmp_path / "cmp"))
     with pytest.raises(EnerfError, match="compare.log"):
-        run_compare(cfg, None, [], runner=lambda cmd, env, log: RunResult(3, 0.0, None), progress=False)
+        run_compare(cfg, None, [], runner=lambda cmd, env, log: ProcessResult(3, 0.0, None), progress=False)
 
 
-def _in_process(cmd: list[str], env: dict, log_path: Path) -> RunResult:
+def _in_process(cmd: list[str], env: dict, log_path: Path) -> ProcessResult:
     tic = time.perf_counter()
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
         code = main(cmd[3:])
     log_path.write_text(buf.getvalue())
-    return RunResult(code, time.perf_counter() - tic, None)
+    return ProcessResult(code, time.perf_counter() - tic, None)
 
 
 def test_real_runs_give_table_curves_side_by_side_and_conditioning(tmp_path):

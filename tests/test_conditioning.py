@@ -33,7 +33,6 @@ from enerf.nn.conditioning import (
     ConditionedLinear,
     condition_number,
     condition_numbers,
-    conditioned_weights_once,
     fold_module,
 )
 
@@ -243,7 +242,7 @@ def test_gradient_through_e_and_detached_gradient_match_closed_forms():
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_hand_written_backward_equals_autograd_of_the_plain_formula(mode):
+def test_backward_equals_autograd_of_the_plain_formula(mode):
     """Including the clamped case: a zero column/row and one with norm below eps."""
     rng = np.random.default_rng(7)
     weight = rng.standard_normal((5, 6))
@@ -314,92 +313,92 @@ def test_condition_numbers_listing_repr_and_config_errors():
         assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("mode", ["row", "rowcol", "wn", "ws"])
-def test_conditioned_weights_once_shares_e_w_and_keeps_the_gradients(mode):
-    """Several forward passes inside the block: the same outputs and weight gradients as
-    without it (E W recomputed per pass), with E W computed once per grad mode."""
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(ConditionedLinear(5, 7, conditioning=mode, passes=2), torch.nn.Tanh(),
-                              ConditionedLinear(7, 3, conditioning=mode, passes=2)).double()
-    xs = [torch.randn(n, 5, dtype=torch.float64) for n in (4, 9, 2)]  # float64: only the summation order differs
-
-    def loss_and_grads():
-        net.zero_grad()
-        with torch.no_grad():
-            probe = net(xs[0]).sum()  # a no-grad pass (as a grid update) first
-        loss = sum((net(x) ** 2).sum() for x in xs)
-        loss.backward()
-        return probe, loss.detach(), [p.grad.clone() for p in net.parameters()]
-
-    expected = loss_and_grads()
-    calls = []
-    original = CONDITIONERS[mode]
-    CONDITIONERS[mode] = lambda *a, **k: calls.append(torch.is_grad_enabled()) or original(*a, **k)
-    try:
-        with conditioned_weights_once(net):
-            shared = loss_and_grads()
-        assert sorted(calls) == [False, False, True, True]  # each layer: once without, once with grad
-        calls.clear()
-        net(xs[0])
-        assert len(calls) == 2  # outside the block every pass computes E W again
-    finally:
-        CONDITIONERS[mode] = original
-    torch.testing.assert_close(shared[0], expected[0])
-    torch.testing.assert_close(shared[1], expected[1])
-    for got, want in zip(shared[2], expected[2]):
-        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.parametrize("mode", ["row", "col", "rowcol", "none"])
-def test_leaf_grads_give_the_gradients_of_backprop_through_e_w(mode):
-    """``leaf_grads=True`` (E W of stackable layers one leaf, its gradient carried to each W by
-    a hook): the weight gradients of plain autograd through w / max(||w||, eps), also where a
-    norm is clamped (zero and tiny rows and columns), with a no-grad pass first (as a grid update), a
-    penalty on W itself in the loss, a layer named twice, and added to gradients already there."""
-    torch.manual_seed(1)
-    net = torch.nn.Sequential(ConditionedLinear(5, 7, conditioning=mode), torch.nn.Tanh(),
-                              ConditionedLinear(7, 7, conditioning=mode), torch.nn.Tanh(),
-                              ConditionedLinear(7, 3, conditioning=mode)).double()
-    layers = [net[0], net[2], net[4]]
-    with torch.no_grad():
-        net[0].weight[:, 2] = 0.0  # a zero input column (row mode clamps its norm)
-        net[4].weight[1, :] = 0.0  # a zero output row (col mode clamps its norm)
-        net[0].weight[:, 3] = 1e-9  # norms ~2.6e-9 and ~2.2e-9, below eps = 1e-8: clamped, not zero
-        net[4].weight[2, :] = 1e-9
-    xs = [torch.randn(n, 5, dtype=torch.float64) for n in (6, 3)]
-    eps = net[0].eps
-
-    def plain(w: torch.Tensor, dim: int) -> torch.Tensor:
-        return w / torch.linalg.vector_norm(w, dim=dim, keepdim=True).clamp_min(eps)
-
-    reference = {"row": lambda w: plain(w, 0), "col": lambda w: plain(w, 1),
-                 "rowcol": lambda w: plain(plain(w, 0), 1), "none": lambda w: w}[mode]
-
-    def loss_of(weights: list[torch.Tensor], biases: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+def numpy_loss(weights: list[np.ndarray], biases: list[np.ndarray], xs: list[np.ndarray], upstream: np.ndarray,
+               mode: str, passes: int = 1) -> float:
+    """sum over passes of <upstream, tanh(layer 2(tanh(layer 1(x))))>, every E W from ``paper_reference``."""
+    total = 0.0
+    for x in xs:
         h = x
-        for i, (w, b) in enumerate(zip(weights, biases)):
-            h = torch.nn.functional.linear(h, reference(w), b)
-            h = torch.tanh(h) if i < 2 else h
-        return (h ** 2).sum()
+        for w, b in zip(weights, biases):
+            h = np.tanh(h @ paper_reference(w, mode, passes).T + b)
+        total += float((h * upstream[: len(x)]).sum())
+    return total
 
-    weights = [layer.weight.detach().clone().requires_grad_() for layer in layers]
-    biases = [layer.bias.detach().clone().requires_grad_() for layer in layers]
-    params = [t for pair in zip(weights, biases) for t in pair]
-    (sum(loss_of(weights, biases, x) for x in xs) + 0.1 * sum((p ** 2).sum() for p in params)).backward()
-    expected = [p.grad + 0.5 for p in params]
 
-    for p in net.parameters():
-        p.grad = torch.full_like(p, 0.5)  # earlier gradients: the new ones are added
-    with conditioned_weights_once(net, net[0], leaf_grads=True):  # overlapping modules: each layer once
+@pytest.mark.parametrize("mode,passes", [("none", 1), ("row", 1), ("col", 1), ("rowcol", 2)])
+def test_autograd_grad_reaches_w_through_e_as_finite_differences_say(mode, passes):
+    """torch.autograd.grad (not only loss.backward) gives W the derivative of the loss through
+    E W, summed over several forward passes (a no-grad pass first, as a grid update): central
+    finite differences of the same loss computed in numpy, in the paper's layout."""
+    rng = np.random.default_rng(11)
+    shapes = [(6, 4), (3, 6)]  # torch [out, in]
+    weights = [rng.standard_normal(s) * np.exp(rng.uniform(-1, 1, (1, s[1]))) for s in shapes]
+    biases = [rng.standard_normal(s[0]) for s in shapes]
+    xs = [rng.standard_normal((n, 4)) for n in (5, 3)]
+    upstream = rng.standard_normal((5, 3))
+    net = torch.nn.Sequential(layer_with(weights[0], mode, passes=passes), torch.nn.Tanh(),
+                              layer_with(weights[1], mode, passes=passes), torch.nn.Tanh())
+    for layer, b in zip((net[0], net[2]), biases):
         with torch.no_grad():
-            net(xs[0])
-        loss = sum((net(x) ** 2).sum() for x in xs)
-        if mode in ("row", "col"):  # E W really entered as (part of) a leaf, stacked where shapes allow
-            leaf_weights = [layer.conditioned_weight() for layer in layers]
-            assert all(w.requires_grad and w._base is not None and w._base.is_leaf for w in leaf_weights)
-            shared = (0, 1) if mode == "row" else (1, 2)  # same out_features / same in_features
-            assert leaf_weights[shared[0]]._base is leaf_weights[shared[1]]._base
-            assert leaf_weights[3 - sum(shared)]._base is not leaf_weights[shared[0]]._base
-    (loss + 0.1 * sum((p ** 2).sum() for p in net.parameters())).backward()
-    for got, want in zip([p.grad for p in net.parameters()], expected):
-        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+            layer.bias.copy_(torch.from_numpy(b))
+    with torch.no_grad():
+        net(torch.from_numpy(xs[0]))
+    loss = sum((net(torch.from_numpy(x)) * torch.from_numpy(upstream[: len(x)])).sum() for x in xs)
+    grads = torch.autograd.grad(loss, [net[0].weight, net[2].weight])
+    assert loss.item() == pytest.approx(numpy_loss(weights, biases, xs, upstream, mode, passes), rel=1e-12)
+    h = 1e-6
+    for k, grad in enumerate(grads):
+        fd = np.zeros_like(weights[k])
+        for idx in np.ndindex(*weights[k].shape):
+            plus = [w.copy() for w in weights]
+            minus = [w.copy() for w in weights]
+            plus[k][idx] += h
+            minus[k][idx] -= h
+            fd[idx] = (numpy_loss(plus, biases, xs, upstream, mode, passes)
+                       - numpy_loss(minus, biases, xs, upstream, mode, passes)) / (2 * h)
+        np.testing.assert_allclose(grad.numpy(), fd, rtol=1e-6, atol=1e-8)
+    assert net[0].weight.grad is None  # autograd.grad returns the gradients, accumulates nothing
+
+
+@pytest.mark.parametrize("mode", ["row", "col"])
+def test_gradient_is_the_numpy_projection_formula_and_detach_drops_it(mode):
+    """dL/dW for E W = w / ||w|| per vector: (g - ŵ <ŵ, g>) / ||w||, written in numpy in the
+    paper's layout; with detach_conditioner: g / ||w|| (E a constant). Both by autograd.grad."""
+    rng = np.random.default_rng(12)
+    weight = rng.standard_normal((4, 7)) * np.exp(rng.uniform(-2, 2, (4, 7)))  # torch [out, in]
+    x = rng.standard_normal((9, 7))
+    upstream = rng.standard_normal((9, 4))
+    paper = weight.T  # [in, out]: row mode normalises its rows, col mode its columns
+    axis = 1 if mode == "row" else 0
+    norms = np.linalg.norm(paper, axis=axis, keepdims=True)
+    unit = paper / norms
+    g = (upstream.T @ x).T  # dL/d(E W) in the paper's layout [in, out]
+    full = (g - unit * (unit * g).sum(axis=axis, keepdims=True)) / norms
+    for detach, expected in ((False, full), (True, g / norms)):
+        layer = layer_with(weight, mode, detach_conditioner=detach)
+        loss = (layer(torch.from_numpy(x)) * torch.from_numpy(upstream)).sum()
+        (grad,) = torch.autograd.grad(loss, layer.weight)
+        np.testing.assert_allclose(grad.numpy(), expected.T, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_jacobian_of_the_layer_is_that_of_the_explicit_formula(mode):
+    """torch.func.jacrev of the layer's output w.r.t. W against the jacobian of the formula
+    written out with torch ops on a plain tensor (w / sqrt(sum w²) along the dimension)."""
+    torch.manual_seed(3)
+    layer = ConditionedLinear(5, 4, conditioning=mode, passes=2).double()
+    x = torch.randn(3, 5, dtype=torch.float64)
+
+    def explicit(w):
+        def unit(v, dim):
+            return v / (v * v).sum(dim, keepdim=True).sqrt()
+        w = {"row": lambda: unit(w, 0), "col": lambda: unit(w, 1),
+             "rowcol": lambda: unit(unit(unit(unit(w, 0), 1), 0), 1)}[mode]()
+        return x @ w.T + layer.bias.detach()
+
+    def through_layer(w):
+        return functional_call(layer, {"weight": w, "bias": layer.bias.detach()}, (x,))
+
+    w = layer.weight.detach().clone()
+    torch.testing.assert_close(torch.func.jacrev(through_layer)(w), torch.func.jacrev(explicit)(w),
+                               rtol=1e-12, atol=1e-12)

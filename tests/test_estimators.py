@@ -14,13 +14,20 @@ CPU = torch.device("cpu")
 
 
 @pytest.mark.parametrize("settings,message", [
-    ({"cull_occluded": True, "early_stop_eps": 1e-2}, "--cull_occluded needs --renderer torch_grid"),
-    ({"n_importance": 8}, "--N_importance 8 asks for a fine network"),
+    ({"renderer": "nerfacc", "cull_occluded": True, "early_stop_eps": 1e-2}, "cull_occluded needs renderer torch_grid"),
+    ({"renderer": "nerfacc", "n_importance": 8}, "n_importance must be 0 with renderer nerfacc"),
+    ({"renderer": "torch_grid", "cull_occluded": True, "early_stop_eps": 0.0}, "cull_occluded needs .*early_stop_eps > 0"),
 ])
-def test_nerfacc_estimator_refuses_what_it_cannot_honour_before_touching_nerfacc(random_grid, settings, message):
-    """Checked on any machine: the settings error comes before nerfacc (CUDA) is imported."""
+def test_the_render_config_refuses_settings_its_renderer_cannot_honour(settings, message):
     with pytest.raises(ConfigError, match=message):
-        NerfaccEstimator(RenderConfig(renderer="nerfacc", **settings), random_grid(4, 1.0, seed=0))
+        RenderConfig(**settings)
+
+
+def test_nerfacc_estimator_refuses_culling_before_touching_nerfacc(random_grid):
+    """``auto`` passes the config's check and may resolve to nerfacc, which does not cull: the
+    estimator says so before nerfacc (CUDA) is imported, on any machine."""
+    with pytest.raises(ConfigError, match="--cull_occluded needs --renderer torch_grid; nerfacc does not cull"):
+        NerfaccEstimator(RenderConfig(renderer="auto", cull_occluded=True, early_stop_eps=1e-2), random_grid(4, 1.0, seed=0))
 
 
 @pytest.mark.parametrize("renderer", ["hierarchical", "torch_grid"])

@@ -205,6 +205,11 @@ CASES = [
     ("shape_padding_negative", ["shape", "train", "--padding", "-1", "--basedir", "{out}"]),
     ("shape_action_bogus", ["shape", "bogus"]),
     ("command_bogus", ["frobnicate"]),
+    ("view_missing_ckpt", ["view", "--ckpt", "{out}/nope.pt", "--port", "0"]),
+    ("view_shape_ckpt", ["view", "--ckpt", "{shape_ckpt}", "--port", "0"]),
+    ("view_port_out_of_range", ["view", "--ckpt", "{ckpt}", "--port", "70000"]),
+    ("view_three_ckpts", ["view", "--ckpt", "{ckpt}", "--ckpt", "{ckpt}", "--ckpt", "{ckpt}", "--port", "0"]),
+    ("render_path_file_missing", ["render", "--ckpt", "{ckpt}", "--path", "{out}/nope.json"]),
 ]
 
 

@@ -17,16 +17,16 @@ from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
 from enerf.data.synthetic import load_geometry, trace_rays
 from enerf.data.loaders import load_scene
-from enerf.run import build_fields
+from enerf.fields.build import build_fields
 from enerf.export.images import render_view
-from enerf.run import renderer_from_checkpoint
-from enerf.train.ray_batch import RayBatch
+from enerf.loaded_run import renderer_from_checkpoint
+from enerf.train.rays_per_step import RaysPerStep
 
 CPU = torch.device("cpu")
 
 
 def test_ray_batch_keeps_samples_per_step_near_the_target():
-    batch = RayBatch(n_rand=100, target_samples=1000, max_rays=10_000)
+    batch = RaysPerStep(n_rand=100, target_samples=1000, max_rays=10_000)
     batch.record(100, 400, 900)
     assert batch.n_rays == 250
     batch.record(250, 0, 0)  # an empty grid: grow, but only to max_rays

@@ -130,7 +130,7 @@ def test_wn_refuses_detach():
 
 @pytest.mark.parametrize("mode", ["row", "rowcol"])
 def test_equilibration_double_backward_matches_autograd(mode):
-    """create_graph through the hand-written backward equals plain autograd's second derivative."""
+    """create_graph through the conditioned layer equals autograd of the plain formula (second derivative)."""
     torch.manual_seed(4)
     layer = ConditionedLinear(5, 4, conditioning=mode).double()
     x = torch.randn(7, 5, dtype=torch.float64)

@@ -17,7 +17,7 @@ from scipy.spatial.transform import Rotation
 from skimage.transform import downscale_local_mean
 
 from enerf.cli import main
-from enerf.data.lens import Camera, Resampler, distort, pinhole_canvas, source_pixels
+from enerf.data.lens import Camera, Resampler, pinhole_canvas, source_pixels
 from enerf.data.loaders import dataset_type_of
 from enerf.data.nerfstudio import (CAPTURE_BOX, colmap_camera_fields, load_nerfstudio, transforms_meta,
                                    write_transforms)
@@ -280,6 +280,29 @@ def test_distorted_capture_is_undistorted_to_its_pinhole(tmp_path):
     assert np.abs(scene.images[0] - expected.reshape(scene.images[0].shape)).max() < 4e-3  # + 8-bit rounding
 
 
+def test_fisheye_capture_is_undistorted_to_its_pinhole(tmp_path):
+    """The same with OPENCV_FISHEYE: the photo made by inverting theta_d(theta) with Newton steps."""
+    camera = Camera("OPENCV_FISHEYE", 120, 90, 70.0, 70.5, 61.0, 44.0, k1=0.04, k2=-0.01, k3=0.002, k4=-0.0003)
+    cols, rows = np.meshgrid(np.arange(120) + 0.5, np.arange(90) + 0.5)
+    xd, yd = (cols - camera.cx) / camera.fx, (rows - camera.cy) / camera.fy
+    theta_d = np.hypot(xd, yd)
+    theta = theta_d.copy()
+    for _ in range(50):
+        t2 = theta**2
+        f = theta * (1 + camera.k1 * t2 + camera.k2 * t2**2 + camera.k3 * t2**3 + camera.k4 * t2**4) - theta_d
+        df = 1 + 3 * camera.k1 * t2 + 5 * camera.k2 * t2**2 + 7 * camera.k3 * t2**3 + 9 * camera.k4 * t2**4
+        theta -= f / df
+    ratio = np.tan(theta) / np.maximum(theta_d, 1e-12)
+    scene_dir = _capture(tmp_path / "cap", n=2, size=(120, 90), meta_extra={
+        "camera_model": "OPENCV_FISHEYE", "fl_x": camera.fx, "fl_y": camera.fy, "cx": camera.cx, "cy": camera.cy,
+        "k1": camera.k1, "k2": camera.k2, "k3": camera.k3, "k4": camera.k4})
+    iio.imwrite(scene_dir / "images" / "f_00.png", np.round(_pattern(xd * ratio, yd * ratio) * 255).astype(np.uint8))
+    scene = load_nerfstudio(scene_dir, llffhold=0)
+    assert scene.focal == camera.fx and scene.width * scene.height > 0.5 * 120 * 90
+    expected = _pattern(*_grid_directions(camera, camera.fx, scene.width, scene.height).T)
+    assert np.abs(scene.images[0] - expected.reshape(scene.images[0].shape)).max() < 4e-3
+
+
 def test_normalisation_up_centre_scale_and_the_transform_round_trip(tmp_path):
     tilt = np.eye(4)
     tilt[:3, :3] = Rotation.from_rotvec([0.4, -0.2, 0.7]).as_matrix()  # the capture's frame is tilted
@@ -472,7 +495,8 @@ def test_enerf_train_on_a_capture_stores_the_scene_transform(tmp_path, capsys):
     basedir = tmp_path / "runs"
     code = main(["train", "--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", "cap", "--iters", "3",
                  "--netdepth", "2", "--netwidth", "16", "--view_width", "8", "--multires", "2", "--multires_views", "1",
-                 "--N_samples", "8", "--N_rand", "64", "--kappa_every", "0", "--no_lpips", "--quiet", "--device", "cpu"])
+                 "--N_samples", "8", "--N_rand", "64", "--kappa_every", "0", "--no_lpips", "--quiet",
+                 "--device", "cpu"])
     assert code == 0
     metrics = json.loads((basedir / "cap" / "metrics.json").read_text())
     assert len(metrics["per_image"]) == 1 and metrics["steps"] == 3  # 8 present frames: frame 0 held out

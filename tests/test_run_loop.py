@@ -1,4 +1,4 @@
-"""``enerf.run`` (a run from its checkpoint alone) and ``enerf.train.loop`` (the shared loop)."""
+"""``enerf.loaded_run`` (a run from its checkpoint alone) and ``enerf.train.loop`` (the shared loop)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from enerf.config import ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
 from enerf.errors import CheckpointError
 from enerf.fields.shape import ShapeField
 from enerf.optim import build_optimizer
-from enerf.run import load_run, run_dir, run_folder
-from enerf.train.loop import Evaluation, Stopwatch, cooldown_factor, run_progress, take_step, train_loop
+from enerf.loaded_run import load_run
+from enerf.runfolder import checkpoint_run_folder, config_run_folder
+from enerf.train.loop import Evaluation, Stopwatch, cooldown_factor, training_progress, take_step, train_loop
 from enerf.train.state import LoopState
 
 
@@ -47,7 +48,7 @@ def test_load_run_rebuilds_a_shape_run_wherever_it_was_moved(tmp_path):
     # A checkpoint outside a checkpoints/ folder belongs to the folder its config names.
     loose = tmp_path / "loose.pt"
     save_checkpoint(loose, cfg, 7, {"field": field.state_dict()})
-    assert run_folder(loose, cfg) == run_dir(cfg) == tmp_path / "base" / "toy"
+    assert checkpoint_run_folder(loose, cfg) == config_run_folder(cfg) == tmp_path / "base" / "toy"
 
 
 def test_load_run_refuses_weights_of_another_network(tmp_path):
@@ -67,6 +68,7 @@ def test_take_step_is_one_adam_step_on_the_summed_losses():
 
     class Toy:
         optimizer = build_optimizer(net, lr=0.05)
+        batch_share = 1.0
 
         def set_learning_rate(self, step):
             return 0.05
@@ -101,6 +103,8 @@ class _CountingTask:
 
     command = "test loop"
     final_scalar = ("eval/value", "value")
+    batch_share = 1.0
+    evaluation_may_stop = False
 
     def __init__(self, cfg: ShapeRunConfig, stop_at: int) -> None:
         self.cfg, self.stop_at = cfg, stop_at
@@ -186,9 +190,9 @@ def test_cooldown_anneals_the_last_fraction_of_the_steps_to_a_tenth(tmp_path):
 
 
 def test_run_progress_is_the_further_of_steps_and_time():
-    assert run_progress(3, 10, seconds=8.0, time_budget=10.0) == pytest.approx(0.8)
-    assert run_progress(6, 10, seconds=2.0, time_budget=10.0) == pytest.approx(0.6)
-    assert run_progress(6, 10, seconds=50.0, time_budget=0.0) == pytest.approx(0.6)
-    assert run_progress(6, 10, seconds=12.0, time_budget=10.0) == 1.0
+    assert training_progress(3, 10, seconds=8.0, time_budget=10.0) == pytest.approx(0.8)
+    assert training_progress(6, 10, seconds=2.0, time_budget=10.0) == pytest.approx(0.6)
+    assert training_progress(6, 10, seconds=50.0, time_budget=0.0) == pytest.approx(0.6)
+    assert training_progress(6, 10, seconds=12.0, time_budget=10.0) == 1.0
     assert cooldown_factor(0.9, 0.0) == 1.0 and cooldown_factor(0.5, 0.5) == 1.0
     assert cooldown_factor(1.0, 0.5) == pytest.approx(0.1)

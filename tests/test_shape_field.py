@@ -52,9 +52,9 @@ def test_conditioned_layers_selection_and_bad_values():
     assert [m.conditioning for m in [*f.hidden, f.output]] == ["none", "col", "col"]
     with pytest.raises(ConfigError, match="unknown layer"):
         ShapeField(ShapeFieldConfig(netdepth=2, netwidth=8, conditioned_layers="trunk.0"))
-    with pytest.raises(ConfigError, match="--kind"):
+    with pytest.raises(ConfigError, match="^kind 'density' is not one of occupancy, sdf$"):
         ShapeField(ShapeFieldConfig(kind="density"))
-    with pytest.raises(ConfigError, match="--skips"):
+    with pytest.raises(ConfigError, match=r"^skips must be in 0\.\.1 \(or >= 3, ignored\) for netdepth 3, got 2$"):
         ShapeField(ShapeFieldConfig(netdepth=3, skips=(2,)))
 
 

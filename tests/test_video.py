@@ -16,7 +16,7 @@ from enerf.config import VideoConfig
 from enerf.data.camera_paths import interpolated_path
 from enerf.data.rays import ndc_rays, ndc_to_world
 from enerf.data.synthetic import make_synthetic_scene
-from enerf.run import load_run
+from enerf.loaded_run import load_run
 from enerf.export.video import camera_path, depth_values, render_video
 from enerf.export.images import render_view
 

@@ -52,7 +52,7 @@ from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import RunConfig
 from enerf.nn.conditioning import fold_module
 from enerf.train.evaluate import evaluate_views, summarize
-from enerf.train.nerf import NerfRun, grid_record, prepare_run, step_run
+from enerf.train.nerf import NerfTask, grid_record, prepare_run, step_run
 
 DATA_ROOT = Path("data")
 
@@ -97,7 +97,7 @@ def reached(history: list[dict], target: float) -> dict | None:
     return next((h for h in history if h["psnr"] >= target - 1e-9), None)
 
 
-def evaluate(run: NerfRun, step: int, seconds: float) -> dict:
+def evaluate(run: NerfTask, step: int, seconds: float) -> dict:
     """Held-out PSNR of ``run`` now, with its queries per ray so far (and its grid's record)."""
     per_image = evaluate_views(run.scene, run.eval_views, run.fields, run.cfg.render, run.device, renderer=run.renderer)
     return {"step": step, "train_seconds": seconds, "psnr": summarize(per_image, None)["psnr"],

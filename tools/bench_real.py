@@ -98,7 +98,7 @@ def main() -> int:
     config = args.config or f"configs/{args.scene}_cpu.txt"
     name = f"{args.scene}-s{args.seed}"
     basedir = Path(args.out)
-    run_dir = basedir / name
+    config_run_folder = basedir / name
     if not args.reuse:
         cmd = [sys.executable, "-m", "enerf.cli", "train", "--config", config, "--seed", str(args.seed),
                "--basedir", str(basedir), "--expname", name, "--time_budget", str(args.minutes * 60),
@@ -111,7 +111,7 @@ def main() -> int:
         if subprocess.run(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
             print(f"bench_real: training failed ({' '.join(cmd)})", file=sys.stderr)
             return 1
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics = json.loads((config_run_folder / "metrics.json").read_text())
     target = args.target if args.target is not None else TARGETS.get(args.scene, 0.0)
     peer = read_peer(Path(args.peer_log)) if args.peer_log else None
     text = report(f"{args.scene} ({config}, seed {args.seed})", metrics, target, peer, args.peer_name)
@@ -121,7 +121,7 @@ def main() -> int:
                "time_to_target": time_to(metrics["history"], target),
                "psnr_at": {f"{m:g}s": psnr_at(metrics["history"], m) for m in MARKS},
                "history": metrics["history"], "peer": peer}
-    write_report_files(run_dir, "bench_real", summary, text)
+    write_report_files(config_run_folder, "bench_real", summary, text)
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from enerf.compare.grid import GridRun, Runner, plan_grid, run_grid, subprocess_runner
+from enerf.compare.grid import GridCell, Runner, plan_grid, run_grid, subprocess_runner
 from enerf.compare.tasks import get_task, parse_mode
 
 __all__ = ["threads_runner", "grid_runs", "run_grid_runs", "finished_metrics", "mean_std"]
@@ -25,19 +25,19 @@ def threads_runner(threads: int) -> Runner:
 
 
 def grid_runs(task: str, scenes: list[str], modes: list[str], seeds: list[int], out: Path, config: str | None,
-              extra: list[str]) -> list[GridRun]:
+              extra: list[str]) -> list[GridCell]:
     """The planned grid (``enerf.compare.grid.plan_grid``): scenes x modes x seeds, mode specs as
     ``enerf compare --modes`` (``row``, ``row:all``, ``row+bnp``)."""
     specs = [parse_mode(m, lr_scales=task == "nerf") for m in modes]
     return plan_grid(get_task(task), scenes, specs, seeds, Path(out), config, list(extra))
 
 
-def run_grid_runs(task: str, runs: list[GridRun], extra: list[str], jobs: int = 1, threads: int = 0,
-                  first_per_scene: bool = False) -> list[GridRun]:
+def run_grid_runs(task: str, runs: list[GridCell], extra: list[str], jobs: int = 1, threads: int = 0,
+                  first_per_scene: bool = False) -> list[GridCell]:
     """Run the grid's unfinished runs, ``jobs`` at a time. ``first_per_scene``: one run of each
     scene alone first (so that a scene's cached data is made once before runs share it)."""
     runner = threads_runner(threads)
-    firsts: dict[str, GridRun] = {}
+    firsts: dict[str, GridCell] = {}
     if first_per_scene:
         for run in runs:
             if run.status != "skipped":
@@ -49,7 +49,7 @@ def run_grid_runs(task: str, runs: list[GridRun], extra: list[str], jobs: int = 
     return runs
 
 
-def finished_metrics(runs: list[GridRun], scene: str, mode: str) -> list[dict]:
+def finished_metrics(runs: list[GridCell], scene: str, mode: str) -> list[dict]:
     """metrics.json of the finished runs of one scene and mode spec, in seed order."""
     return [r.metrics() for r in runs if r.scene == scene and r.mode.spec == mode and r.metrics_path.is_file()]
 

@@ -5,6 +5,7 @@
     enerf eval --ckpt PATH
     enerf render --ckpt PATH [--path spiral|orbit|test|train|interp]
     enerf mesh --ckpt PATH [--resolution R]
+    enerf view --ckpt PATH [--ckpt PATH2] [--host 127.0.0.1 --port 8080]   (the viewer extra)
     enerf compare [--scenes ...] [--modes none row ...] [--seeds 0 1 2] [-- FLAGS OF EVERY RUN]
     enerf data synth --out DIR
     enerf data colmap --images DIR --out SCENE [--factors 4 8] [--matcher exhaustive|sequential]
@@ -31,11 +32,12 @@ from .mesh import cmd_mesh
 from .render import cmd_render
 from .shape import cmd_shape
 from .train import build_train_parser, cmd_train, run_config_from_args
+from .view import cmd_view
 
 __all__ = ["main", "build_train_parser", "run_config_from_args", "COMMANDS"]
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "data": cmd_data, "render": cmd_render, "mesh": cmd_mesh,
-            "compare": cmd_compare, "shape": cmd_shape}
+            "compare": cmd_compare, "shape": cmd_shape, "view": cmd_view}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,15 +82,18 @@ def add_config_flags(parser, cls, aliases: dict[str, str] | None = None) -> None
         parser.add_argument(f"--{alias}", dest=dest, **kwargs)
 
 
-def config_from_args(cls, args, prefix: str = ""):
-    """``cls`` with the flags that were given (not None) overlaid on the dataclass defaults."""
+def config_from_args(cls, args, prefix: str = "", defaults: dict[str, Any] | None = None):
+    """``cls`` with the flags that were given (not None) overlaid on the dataclass defaults, or on
+    ``defaults`` (field name -> value, e.g. a preset's) for the fields that it names."""
     values = {}
     for f in dataclasses.fields(cls):
         if f.metadata.get("section"):
-            values[f.name] = config_from_args(f.default_factory, args, f"{prefix}{f.name}.")
+            values[f.name] = config_from_args(f.default_factory, args, f"{prefix}{f.name}.", defaults)
             continue
         value = getattr(args, prefix + f.name, None) if f.metadata.get("cli", True) else None
         if value is None:
+            if defaults and f.name in defaults:
+                values[f.name] = defaults[f.name]
             continue
         convert = f.metadata.get("from_flag")
         value = tuple(value) if isinstance(value, list) else value

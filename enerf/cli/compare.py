@@ -42,4 +42,6 @@ def cmd_compare(argv: list[str]) -> int:
     check_output_dir(cfg.out, "--out")
     result = run_compare(cfg, args.config, extra, progress=not args.quiet, data_root=DATA_ROOT)
     print("wrote " + ", ".join(str(p) for p in result["outputs"]))
+    if result.get("view"):
+        print(f"best vanilla and conditioned runs side by side in the browser: {result['view']}")
     return 0

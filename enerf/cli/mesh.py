@@ -16,10 +16,11 @@ def cmd_mesh(argv: list[str]) -> int:
     parser = OneLineParser(prog="enerf mesh", description="Extract a coloured mesh from a NeRF checkpoint.")
     add_ckpt_flags(parser)
     parser.add_argument("--out", default=None, help="mesh file, .ply or .obj (default <run>/mesh.ply)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_flags(parser, MeshConfig)
     args = parser.parse_args(argv)
     cfg = config_from_args(MeshConfig, args)
-    mesh, path, run = mesh_from_checkpoint(args.ckpt, cfg, DATA_ROOT, args.out, args.device)
+    mesh, path, run = mesh_from_checkpoint(args.ckpt, cfg, DATA_ROOT, args.out, args.device, progress=not args.quiet)
     print(f"wrote mesh with {len(mesh.vertices)} vertices, {len(mesh.faces)} faces -> {path}")
     dist = distance_to_true_surfaces(run, mesh, cfg.frame, DATA_ROOT)
     if dist is not None:

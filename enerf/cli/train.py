@@ -3,19 +3,28 @@
 Config files use configargparse's ``key = value`` syntax; nerf-pytorch's keys are accepted with
 the same meaning (``NERF_PYTORCH_ALIASES``, ``NERF_PYTORCH_IGNORED``), so an existing
 nerf-pytorch config file works unchanged.
+
+Without a config file, what no flag sets comes from the device's preset (``--preset auto``: the
+paper's settings on CUDA, the 10-minute CPU settings otherwise; ``enerf.config.presets``), and the
+command says so in its first line.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import configargparse
 
-from ..config import NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, RunConfig
+from ..config import NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, DataConfig, RunConfig
+from ..config.presets import PRESET_CHOICES, PRESETS, Preset, preset_line, preset_name
+from ..errors import ConfigError, EnerfError
 from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args, parse_bool
+from .view import add_viewer_flags
 
-__all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "cmd_train"]
+__all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "cmd_train",
+           "train_preset", "scene_layout"]
 
 
 def build_train_parser() -> configargparse.ArgumentParser:
@@ -28,6 +37,15 @@ def build_train_parser() -> configargparse.ArgumentParser:
     parser.add_argument("--config", is_config_file=True, help="configargparse file (key = value per line)")
     add_config_flags(parser, RunConfig, aliases=NERF_PYTORCH_ALIASES)
     add_run_flags(parser)
+    parser.add_argument("--preset", choices=PRESET_CHOICES, default=os.environ.get("ENERF_PRESET") or "auto",
+                        help="settings for what no config file or flag sets: cpu (the 10-minute CPU settings of "
+                        "configs/fern_cpu.txt, configs/lego_cpu.txt for Blender scenes), paper (configs/fern.txt, "
+                        "nerf-pytorch's lego settings for Blender scenes), none (the built-in defaults), auto "
+                        "(paper on CUDA, cpu otherwise; none with --config); default: $ENERF_PRESET or auto")
+    parser.add_argument("--viewer", type=parse_bool, nargs="?", const=True, default=False,
+                        help="watch the run in the browser while it trains (the viewer extra; --viewer_port, "
+                             "--viewer_render_share, ... as enerf view's flags)")
+    add_viewer_flags(parser, prefix="viewer_")
     for key in NERF_PYTORCH_IGNORED:
         parser.add_argument(f"--{key}", default=None, help=configargparse.SUPPRESS)
     return parser
@@ -40,9 +58,45 @@ def add_run_flags(parser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def run_config_from_args(args) -> RunConfig:
-    """Overlay the flags that were given onto the dataclass defaults."""
-    return config_from_args(RunConfig, args)
+def run_config_from_args(args, preset: Preset | None = None) -> RunConfig:
+    """Overlay the flags that were given onto ``preset``'s values and the dataclass defaults."""
+    return config_from_args(RunConfig, args, defaults=preset.values if preset is not None else None)
+
+
+def scene_layout(args, data_root: Path) -> str:
+    """``llff`` or ``blender``: the parsed ``--dataset_type``, else what the scene's folder holds
+    (the embedded demo scene is written as LLFF); ``llff`` when the folder cannot be found, so
+    that loading it reports the problem in its own words."""
+    from ..data.loaders import dataset_type_of
+    from ..data.resolve import resolve_scene_dir
+
+    dataset_type = getattr(args, "data.dataset_type", None) or "auto"
+    if dataset_type != "auto":
+        return dataset_type
+    scene = getattr(args, "data.scene", None) or DataConfig().scene
+    datadir = getattr(args, "data.datadir", None) or ""
+    if scene == "demo" and not datadir and not (Path(data_root) / "demo").is_dir():
+        return "llff"  # made on first use by enerf.data.synthetic, in LLFF layout
+    try:
+        return dataset_type_of(resolve_scene_dir(scene, datadir, data_root), "auto")
+    except (EnerfError, OSError):
+        return "llff"
+
+
+def train_preset(args, data_root: Path = DATA_ROOT) -> tuple[Preset | None, bool]:
+    """The preset ``args.preset`` selects (None: none) and whether the run is on CUDA (``--device``,
+    else whether torch sees a GPU)."""
+    if args.preset not in PRESET_CHOICES:  # from $ENERF_PRESET (argparse checks only what is typed)
+        raise ConfigError(f"ENERF_PRESET {args.preset!r} is not one of {', '.join(PRESET_CHOICES)}")
+    device = getattr(args, "train.device", None) or "auto"
+    if device == "auto":
+        import torch
+
+        cuda = torch.cuda.is_available()
+    else:
+        cuda = device == "cuda"
+    name = preset_name(args.preset, cuda, config_file=getattr(args, "config", None) is not None)
+    return (None if name == "none" else PRESETS[(name, scene_layout(args, data_root))]), cuda
 
 
 def print_metrics(metrics: dict, where: Path) -> None:
@@ -61,14 +115,36 @@ def print_metrics(metrics: dict, where: Path) -> None:
 
 
 def cmd_train(argv: list[str]) -> int:
+    from ..distributed import is_writer
     from ..train.nerf import train_nerf
 
     args = build_train_parser().parse_args(argv)
-    cfg = run_config_from_args(args)
+    preset, cuda = train_preset(args)
+    if preset is not None and is_writer():
+        print(preset_line(preset, args.preset, cuda), flush=True)
+    cfg = run_config_from_args(args, preset)
     for key in ("netdepth_fine", "netwidth_fine"):
         if getattr(args, key) is not None:
             print(f"enerf: note: {key} is ignored; the fine network has the coarse network's shape", file=sys.stderr)
-    metrics = train_nerf(cfg, data_root=DATA_ROOT, resume=args.resume, progress=not args.quiet)
+    viewer = None
+    if args.viewer and os.environ.get("RANK", "0") == "0":  # torchrun: rank 0 (the one that writes) serves it
+        from ..config import ViewerConfig
+        from ..viewer.training import TrainingViewer
+
+        try:
+            viewer = TrainingViewer(config_from_args(ViewerConfig, args, prefix="viewer_"))
+        except ConfigError as exc:  # its fields are --viewer_<field> here
+            raise ConfigError(f"--viewer: {exc} (the flags are --viewer_<name>)") from None
+        print(f"enerf train: watch it at {viewer.url}", flush=True)
+        if viewer.cfg.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"enerf train: note: the viewer listens on {viewer.cfg.host}, reachable from other machines",
+                  file=sys.stderr)
+    try:
+        metrics = train_nerf(cfg, data_root=DATA_ROOT, resume=args.resume, progress=not args.quiet,
+                             on_step=viewer.on_step if viewer else None)
+    finally:
+        if viewer is not None:
+            viewer.close()
     if metrics is not None:  # distributed: None on the ranks other than 0
         print_metrics(metrics, Path(cfg.basedir) / cfg.expname / "metrics.json")
     return 0

@@ -17,12 +17,12 @@ from ..atomic import atomic_write_bytes, atomic_write_text
 from ..config import CONDITIONING_MODES, CompareConfig, run_config_from_dict
 from ..errors import ConfigError
 from . import plots
-from .grid import GridRun, Runner, plan_grid, run_grid, scene_label, subprocess_runner
+from .grid import GridCell, Runner, plan_grid, run_grid, scene_label, subprocess_runner
 from .launchers import make_launcher
 from .table import collect, table_rows, to_csv, to_markdown
-from .tasks import Task, get_task, parse_mode
+from .tasks import TaskKind, get_task, parse_mode
 
-__all__ = ["run_compare", "write_report"]
+__all__ = ["run_compare", "write_report", "view_command"]
 
 
 def _known_precond() -> tuple[str, ...]:
@@ -46,7 +46,7 @@ def run_compare(cfg: CompareConfig, config_file: list[str] | str | None = None, 
     return write_report(task, runs, cfg, data_root)
 
 
-def _cost(runs: list[GridRun], metrics: dict) -> dict[str, dict]:
+def _cost(runs: list[GridCell], metrics: dict) -> dict[str, dict]:
     cost: dict[str, dict] = {}
     for mode in dict.fromkeys(r.mode.spec for r in runs):
         mine = [r for r in runs if r.mode.spec == mode]
@@ -61,7 +61,7 @@ def _cost(runs: list[GridRun], metrics: dict) -> dict[str, dict]:
     return cost
 
 
-def write_report(task: Task, runs: list[GridRun], cfg: CompareConfig, data_root: Path = Path("data")) -> dict:
+def write_report(task: TaskKind, runs: list[GridCell], cfg: CompareConfig, data_root: Path = Path("data")) -> dict:
     """Write compare.md / compare.csv and the plots from the finished runs' metrics.json."""
     out = Path(cfg.out)
     scenes = list(dict.fromkeys(r.scene for r in runs))
@@ -96,10 +96,33 @@ def write_report(task: Task, runs: list[GridRun], cfg: CompareConfig, data_root:
     kappas = {m: metrics[(scenes[0], m, seeds[0])].get("kappa_history") or [] for m in modes}
     if any(kappas.values()):
         write("conditioning.png", plots.figure_png(plots.conditioning_figure({m: k for m, k in kappas.items() if k})))
-    return {"outputs": outputs, "rows": rows, "runs": runs}
+    return {"outputs": outputs, "rows": rows, "runs": runs,
+            "view": view_command(runs, metrics) if task.name == "nerf" else None}
 
 
-def _side_by_side_row(scene: str, modes: list[str], seed: int, runs: list[GridRun], metrics: dict,
+def view_command(runs: list[GridCell], metrics: dict) -> str | None:
+    """``enerf view`` of the first scene's best vanilla run (conditioning none) beside its best
+    conditioned run, by held-out PSNR; None without one of each (or without their checkpoints).
+
+    ``metrics``: (scene, mode spec, seed) -> the run's metrics.json."""
+    scene = runs[0].scene if runs else None
+    best: dict[bool, tuple[float, GridCell]] = {}
+    for run in runs:
+        psnr = (metrics.get((run.scene, run.mode.spec, run.seed)) or {}).get("psnr")
+        ckpt = run.config_run_folder / "checkpoints" / "latest.pt"
+        if run.scene != scene or not isinstance(psnr, (int, float)) or not ckpt.is_file():
+            continue
+        conditioned = run.mode.conditioning != "none" or run.mode.precond not in ("", "none")
+        if conditioned not in best or psnr > best[conditioned][0]:
+            best[conditioned] = (float(psnr), run)
+    if len(best) < 2:
+        return None
+    vanilla, conditioned = best[False][1], best[True][1]
+    return (f"enerf view --ckpt {vanilla.config_run_folder / 'checkpoints' / 'latest.pt'} "
+            f"--ckpt {conditioned.config_run_folder / 'checkpoints' / 'latest.pt'}")
+
+
+def _side_by_side_row(scene: str, modes: list[str], seed: int, runs: list[GridCell], metrics: dict,
                       data_root: Path) -> dict:
     """Ground truth and every mode's rendering of the first held-out view (seed ``seed``)."""
     from ..data.loaders import load_scene
@@ -109,7 +132,7 @@ def _side_by_side_row(scene: str, modes: list[str], seed: int, runs: list[GridRu
     if not first.get("per_image"):
         raise ConfigError(f"{grid[(scene, modes[0], seed)].metrics_path}: no per_image entries to show")
     view = int(first["per_image"][0]["view"])
-    run_cfg = run_config_from_dict(json.loads((grid[(scene, modes[0], seed)].run_dir / "config.json").read_text()))
+    run_cfg = run_config_from_dict(json.loads((grid[(scene, modes[0], seed)].config_run_folder / "config.json").read_text()))
     gt = load_scene(run_cfg.data, data_root, run_cfg.render.white_bkgd).images[view]
     preds = {}
     for mode in modes:
@@ -119,13 +142,13 @@ def _side_by_side_row(scene: str, modes: list[str], seed: int, runs: list[GridRu
     return {"scene": scene_label(scene), "view": view, "gt": gt, "preds": preds}
 
 
-def _rendering(run: GridRun, view: int, data_root: Path) -> np.ndarray:
+def _rendering(run: GridCell, view: int, data_root: Path) -> np.ndarray:
     """The run's saved held-out rendering, or a fresh one from its checkpoint."""
-    png = run.run_dir / "test_views" / f"view_{view:03d}.png"
+    png = run.config_run_folder / "test_views" / f"view_{view:03d}.png"
     if png.is_file():
         return np.asarray(iio.imread(png), dtype=np.float32)[..., :3] / 255.0
     from ..export.images import render_view
-    from ..run import load_run
+    from ..loaded_run import load_run
 
-    trained = load_run(run.run_dir / "checkpoints" / "latest.pt", data_root, task="nerf")
+    trained = load_run(run.config_run_folder / "checkpoints" / "latest.pt", data_root, task="nerf")
     return render_view(trained.scene, view, trained.models, trained.cfg.render, trained.device)

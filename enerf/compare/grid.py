@@ -7,7 +7,7 @@ file's settings, so that an edited comment reruns nothing, the extra flags) and,
 off is resumed from its checkpoint (tasks with a resume flag); a run whose record differs
 is started again.
 
-The command runner is injectable (``runner(cmd, env, log_path) -> RunResult``) so tests
+The command runner is injectable (``runner(cmd, env, log_path) -> ProcessResult``) so tests
 and other front ends can run the grid without subprocesses; so is the launcher that runs the
 commands (``launchers.py``: here, or as Ray tasks).
 """
@@ -26,15 +26,15 @@ from tqdm import tqdm
 
 from ..atomic import atomic_write_text
 from ..errors import ConfigError, EnerfError
-from .launchers import Job, Launcher, RunResult, Runner, local_launcher, log_tail, subprocess_runner, threads_per_run
-from .tasks import ModeSpec, Task
+from .launchers import Job, Launcher, ProcessResult, Runner, local_launcher, log_tail, subprocess_runner, threads_per_run
+from .tasks import ModeSpec, TaskKind
 
-__all__ = ["RunResult", "GridRun", "Runner", "subprocess_runner", "scene_configs", "plan_grid", "run_grid",
+__all__ = ["ProcessResult", "GridCell", "Runner", "subprocess_runner", "scene_configs", "plan_grid", "run_grid",
            "threads_per_run"]
 
 
 @dataclass
-class GridRun:
+class GridCell:
     """One cell of the grid and where its results live."""
 
     scene: str
@@ -54,16 +54,16 @@ class GridRun:
         return recorded == self.signature or recorded == {**self.signature, "config_sha256": self.file_digest}
 
     @property
-    def run_dir(self) -> Path:
+    def config_run_folder(self) -> Path:
         return self.basedir / self.expname
 
     @property
     def metrics_path(self) -> Path:
-        return self.run_dir / "metrics.json"
+        return self.config_run_folder / "metrics.json"
 
     @property
     def record_path(self) -> Path:
-        return self.run_dir / "compare_run.json"
+        return self.config_run_folder / "compare_run.json"
 
     def metrics(self) -> dict:
         return json.loads(self.metrics_path.read_text())
@@ -110,8 +110,8 @@ def scene_configs(scenes, items: list[str] | str | None) -> dict[str, str | None
     return {scene: own.get(scene, default) for scene in scenes}
 
 
-def plan_grid(task: Task, scenes, modes: list[ModeSpec], seeds, out: Path, config: list[str] | str | None,
-              extra: list[str]) -> list[GridRun]:
+def plan_grid(task: TaskKind, scenes, modes: list[ModeSpec], seeds, out: Path, config: list[str] | str | None,
+              extra: list[str]) -> list[GridCell]:
     """The runs of the grid, scene-major, with their recorded state (skipped when finished).
 
     ``config``: ``--config`` items (see ``scene_configs``)."""
@@ -129,7 +129,7 @@ def plan_grid(task: Task, scenes, modes: list[ModeSpec], seeds, out: Path, confi
             for seed in seeds:
                 signature = {"task": task.name, "scene": scene, "mode": mode.spec, "seed": int(seed),
                              "config_sha256": digest, "extra": list(extra)}
-                run = GridRun(scene, mode, int(seed), basedir, f"{scene_label(scene)}-{mode.label}-s{seed}", signature,
+                run = GridCell(scene, mode, int(seed), basedir, f"{scene_label(scene)}-{mode.label}-s{seed}", signature,
                               configs[scene], file_digest)
                 if run.record_path.is_file():
                     try:
@@ -142,17 +142,17 @@ def plan_grid(task: Task, scenes, modes: list[ModeSpec], seeds, out: Path, confi
     return runs
 
 
-def _start(task: Task, run: GridRun, extra: list[str]) -> Job:
+def _start(task: TaskKind, run: GridCell, extra: list[str]) -> Job:
     """Record ``run`` as running; its command (resuming a matching run that was cut off)."""
     resume = (run.launched_as_now() and bool(task.resume_flag)
-              and (run.run_dir / "checkpoints" / "latest.pt").is_file())
+              and (run.config_run_folder / "checkpoints" / "latest.pt").is_file())
     cmd = task.command(sys.executable, run.scene, run.mode, run.seed, run.basedir, run.expname, run.config, extra, resume)
     run.record = {"signature": run.signature, "status": "running", "command": cmd, "resumed": resume}
     atomic_write_text(run.record_path, json.dumps(run.record, indent=2) + "\n")
-    return Job(cmd, run.run_dir / "compare.log")
+    return Job(cmd, run.config_run_folder / "compare.log")
 
 
-def _finish(run: GridRun, result: RunResult) -> None:
+def _finish(run: GridCell, result: ProcessResult) -> None:
     """Record how ``run`` ended; a failed run's log tail goes to stderr at once."""
     ok = result.returncode == 0 and run.metrics_path.is_file()
     run.status = "done" if ok else "failed"
@@ -160,13 +160,13 @@ def _finish(run: GridRun, result: RunResult) -> None:
                       peak_rss_gb=result.peak_rss_gb)
     atomic_write_text(run.record_path, json.dumps(run.record, indent=2) + "\n")
     if not ok:
-        tail = "".join(f"\n    {line}" for line in log_tail(run.run_dir / "compare.log"))
-        tqdm.write(f"{run.expname} failed (exit {result.returncode}); end of {run.run_dir / 'compare.log'}:{tail}",
+        tail = "".join(f"\n    {line}" for line in log_tail(run.config_run_folder / "compare.log"))
+        tqdm.write(f"{run.expname} failed (exit {result.returncode}); end of {run.config_run_folder / 'compare.log'}:{tail}",
                    file=sys.stderr)
 
 
-def run_grid(task: Task, runs: list[GridRun], extra: list[str], jobs: int = 1,
-             runner: Runner = subprocess_runner, progress: bool = True, launcher: Launcher | None = None) -> list[GridRun]:
+def run_grid(task: TaskKind, runs: list[GridCell], extra: list[str], jobs: int = 1,
+             runner: Runner = subprocess_runner, progress: bool = True, launcher: Launcher | None = None) -> list[GridCell]:
     """Launch every run that is not skipped with ``launcher`` (default: here, ``jobs`` at a time,
     with ``runner``); the others go on when one fails. Raises EnerfError if any failed."""
     launch = launcher or local_launcher(runner, jobs)
@@ -183,6 +183,6 @@ def run_grid(task: Task, runs: list[GridRun], extra: list[str], jobs: int = 1,
         first = failed[0]
         raise EnerfError(
             f"{len(failed)} of {len(runs)} runs failed; first {first.expname} "
-            f"(exit {first.record.get('returncode')}), see {first.run_dir / 'compare.log'}"
+            f"(exit {first.record.get('returncode')}), see {first.config_run_folder / 'compare.log'}"
         )
     return runs

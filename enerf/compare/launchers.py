@@ -2,7 +2,7 @@
 at a time) or ``ray`` (one Ray task per run, declaring ``--run_cpus`` / ``--run_gpus``, on a local
 Ray instance or the cluster at ``--address``).
 
-A launcher takes the grid's jobs and yields ``(index, RunResult)`` as each finishes, so the grid
+A launcher takes the grid's jobs and yields ``(index, ProcessResult)`` as each finishes, so the grid
 records every run the moment it ends and a failed run never stops the others. Each job is one
 ``enerf train`` / ``enerf shape train`` command, run in a subprocess whose output goes to the
 run's ``compare.log``. On a Ray cluster every node needs the same Python environment with enerf
@@ -20,20 +20,20 @@ from typing import Callable, Iterator, NamedTuple
 
 from ..errors import ConfigError
 
-__all__ = ["RunResult", "Runner", "Job", "Launcher", "subprocess_runner", "threads_per_run", "local_launcher",
+__all__ = ["ProcessResult", "Runner", "Job", "Launcher", "subprocess_runner", "threads_per_run", "local_launcher",
            "ray_launcher", "make_launcher", "LAUNCHERS", "log_tail"]
 
 LAUNCHERS = ("local", "ray")
 RAY_MISSING = 'the ray launcher needs Ray: pip install -e ".[ray]"'
 
 
-class RunResult(NamedTuple):
+class ProcessResult(NamedTuple):
     returncode: int
     wall_seconds: float
     peak_rss_gb: float | None
 
 
-Runner = Callable[[list[str], dict, Path], RunResult]
+Runner = Callable[[list[str], dict, Path], ProcessResult]
 
 
 class Job(NamedTuple):
@@ -43,10 +43,10 @@ class Job(NamedTuple):
     log_path: Path
 
 
-Launcher = Callable[[list[Job]], Iterator[tuple[int, RunResult]]]
+Launcher = Callable[[list[Job]], Iterator[tuple[int, ProcessResult]]]
 
 
-def subprocess_runner(cmd: list[str], env: dict, log_path: Path) -> RunResult:
+def subprocess_runner(cmd: list[str], env: dict, log_path: Path) -> ProcessResult:
     """Run ``cmd`` with stdout and stderr in ``log_path``; measures wall time and peak RSS."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
@@ -55,7 +55,7 @@ def subprocess_runner(cmd: list[str], env: dict, log_path: Path) -> RunResult:
         _, status, usage = os.wait4(proc.pid, 0)
         code = os.waitstatus_to_exitcode(status)
         proc.returncode = code  # reaped by wait4; tell Popen so it does not wait again
-    return RunResult(code, time.perf_counter() - tic, usage.ru_maxrss / 1024**2)  # KiB -> GiB
+    return ProcessResult(code, time.perf_counter() - tic, usage.ru_maxrss / 1024**2)  # KiB -> GiB
 
 
 def log_tail(path: Path, lines: int = 5) -> list[str]:
@@ -84,7 +84,7 @@ def local_launcher(runner: Runner = subprocess_runner, jobs: int = 1) -> Launche
         raise ConfigError(f"--jobs must be at least 1, got {jobs}")
     env = _run_env(threads_per_run(jobs))
 
-    def launch(todo: list[Job]) -> Iterator[tuple[int, RunResult]]:
+    def launch(todo: list[Job]) -> Iterator[tuple[int, ProcessResult]]:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             futures = {pool.submit(runner, job.cmd, env, job.log_path): i for i, job in enumerate(todo)}
             for future in as_completed(futures):
@@ -93,7 +93,7 @@ def local_launcher(runner: Runner = subprocess_runner, jobs: int = 1) -> Launche
     return launch
 
 
-def _ray_job(job: Job, threads: int) -> RunResult:
+def _ray_job(job: Job, threads: int) -> ProcessResult:
     """A Ray task: the job in a subprocess on the worker's node, with the node's environment."""
     return subprocess_runner(job.cmd, _run_env(threads), job.log_path)
 
@@ -109,7 +109,7 @@ def ray_launcher(address: str = "", cpus: float = 1.0, gpus: float = 0.0) -> Lau
     if not cpus > 0 or not gpus >= 0:
         raise ConfigError(f"--run_cpus must be > 0 and --run_gpus >= 0, got {cpus} and {gpus}")
 
-    def launch(todo: list[Job]) -> Iterator[tuple[int, RunResult]]:
+    def launch(todo: list[Job]) -> Iterator[tuple[int, ProcessResult]]:
         if not ray.is_initialized():
             try:
                 ray.init(address=address or None, log_to_driver=False)
@@ -128,7 +128,7 @@ def ray_launcher(address: str = "", cpus: float = 1.0, gpus: float = 0.0) -> Lau
                 except ray.exceptions.RayError as exc:  # the task itself failed (node lost, ...)
                     with open(todo[index].log_path, "a") as log:
                         log.write(f"ray: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}\n")
-                    result = RunResult(-1, 0.0, None)
+                    result = ProcessResult(-1, 0.0, None)
                 yield index, result
 
     return launch

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .tasks import Task
+from .tasks import TaskKind
 
 __all__ = ["AVG", "collect", "cell_stats", "paired_ci", "table_rows", "to_csv", "to_markdown"]
 
@@ -26,7 +26,7 @@ AVG = "Avg."
 NA = "n/a"
 
 
-def collect(task: Task, metrics: dict[tuple[str, str, int], dict], scenes: Sequence[str], modes: Sequence[str],
+def collect(task: TaskKind, metrics: dict[tuple[str, str, int], dict], scenes: Sequence[str], modes: Sequence[str],
             seeds: Sequence[int]) -> dict[str, dict[str, dict[str, list[float | None]]]]:
     """values[metric][scene][mode] = [value per seed] (None where metrics.json has null / no key).
 
@@ -73,7 +73,7 @@ def paired_ci(values: Sequence[float | None], baseline: Sequence[float | None],
     return float(diffs.mean() - half), float(diffs.mean() + half)
 
 
-def table_rows(task: Task, values: dict, scenes: Sequence[str], modes: Sequence[str], seeds: Sequence[int],
+def table_rows(task: TaskKind, values: dict, scenes: Sequence[str], modes: Sequence[str], seeds: Sequence[int],
                baseline: str | None) -> list[dict]:
     """One dict per (scene or "Avg.", mode): mean / std / delta / per-seed values of every metric."""
     rows = []
@@ -98,7 +98,7 @@ def _csv_number(value: float | None, missing: str) -> str:
     return missing if value is None else repr(float(value))
 
 
-def to_csv(task: Task, rows: list[dict], baseline: str | None) -> str:
+def to_csv(task: TaskKind, rows: list[dict], baseline: str | None) -> str:
     """Long CSV: one line per (scene, mode); full-precision numbers; "n/a" for unavailable metrics."""
     header = ["task", "scene", "mode", "n_seeds"]
     for metric in task.metrics:
@@ -137,7 +137,7 @@ def _md_cell(cell: dict, fmt: str) -> str:
     return text
 
 
-def to_markdown(task: Task, rows: list[dict], scenes: Sequence[str], modes: Sequence[str], seeds: Sequence[int],
+def to_markdown(task: TaskKind, rows: list[dict], scenes: Sequence[str], modes: Sequence[str], seeds: Sequence[int],
                 baseline: str | None, cost: dict[str, dict] | None = None, title: str = "") -> str:
     """One table per metric (rows: modes; columns: scenes, Avg.), then a cost table."""
     lookup = {(r["scene"], r["mode"]): r for r in rows}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-__all__ = ["Metric", "Task", "ModeSpec", "parse_mode", "TASKS", "get_task"]
+__all__ = ["Metric", "TaskKind", "ModeSpec", "parse_mode", "TASKS", "get_task"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def parse_mode(spec: str, known_conditioning: tuple[str, ...] = (), known_precon
 
 
 @dataclass(frozen=True)
-class Task:
+class TaskKind:
     name: str
     subcommand: tuple[str, ...]  # enerf subcommand that trains one run
     scene_flag: str  # flag that names the scene (nerf) or mesh (shape)
@@ -105,9 +105,9 @@ class Task:
 
 
 def _enerf_task(name: str, subcommand: tuple[str, ...], scene_flag: str, metrics: tuple[Metric, ...],
-                curve: tuple[str, str], images: bool) -> Task:
+                curve: tuple[str, str], images: bool) -> TaskKind:
     """A task run by an ``enerf`` subcommand that takes ``--resume`` and ``--quiet``."""
-    return Task(name, subcommand, scene_flag, metrics, *curve, images, resume_flag="--resume", quiet_flag="--quiet")
+    return TaskKind(name, subcommand, scene_flag, metrics, *curve, images, resume_flag="--resume", quiet_flag="--quiet")
 
 
 TASKS = {
@@ -126,7 +126,7 @@ TASKS = {
 }
 
 
-def get_task(name: str) -> Task:
+def get_task(name: str) -> TaskKind:
     if name not in TASKS:
         raise ConfigError(f"--task {name!r} is not one of {', '.join(TASKS)}")
     return TASKS[name]

@@ -7,14 +7,18 @@ from typing import Literal, get_args
 from ..errors import ConfigError
 from .spec import MAX_GRID, MAX_SEED, check_box, check_config, config_class, option
 
-__all__ = ["CAMERA_PATHS", "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig"]
+__all__ = ["CAMERA_PATHS", "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig", "ViewerConfig", "VIEWER_OUTPUTS",
+           "VIEWER_LAYOUTS"]
 
 CameraPath = Literal["spiral", "orbit", "test", "train", "interp", "ellipse"]
 MeshNetwork = Literal["fine", "coarse"]
 MeshFrame = Literal["world", "scene"]
-Task = Literal["nerf", "shape"]
+TaskName = Literal["nerf", "shape"]
 Launcher = Literal["local", "ray"]
 CAMERA_PATHS = get_args(CameraPath)
+ViewerOutput = Literal["rgb", "depth", "accumulation"]  # enerf.viewer.render.OUTPUTS
+ViewerLayout = Literal["side", "split", "a", "b", "difference"]  # two checkpoints: how they share the view
+VIEWER_OUTPUTS, VIEWER_LAYOUTS = get_args(ViewerOutput), get_args(ViewerLayout)
 
 
 @config_class
@@ -23,7 +27,8 @@ class VideoConfig:
 
     path: CameraPath = option("spiral", "camera path: spiral (LLFF; the orbit on Blender scenes), orbit (Blender: "
                        "elevation -30 deg, radius 4), test (held-out views), train, interp (through the training "
-                       "cameras), ellipse (around the point the training cameras look at; captures)")
+                       "cameras), ellipse (around the point the training cameras look at; captures), or a camera "
+                       "path file (.json, saved by enerf view)")
     frames: int = option(120, "frames of the spiral / interp / ellipse paths (test / train: one per view)", lo=1, hi=100_000)
     fps: int = option(30, "frames per second of the videos", lo=1, hi=1000)
     downscale: int = option(1, "render at 1/N of the training image size", lo=1)
@@ -34,6 +39,9 @@ class VideoConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
+        if self.path not in CAMERA_PATHS and not self.path.lower().endswith(".json"):
+            raise ConfigError(f"path must be one of {', '.join(CAMERA_PATHS)} or a .json file saved by enerf view, "
+                              f"got {self.path!r}", fields=("path",))
         from matplotlib import colormaps
 
         if self.colormap not in colormaps:
@@ -66,7 +74,7 @@ class CompareConfig:
     """``enerf compare``: the grid of runs and where its table and plots go. A new option of the
     command is a new field here; its flag is generated from it."""
 
-    task: Task = option("nerf", "nerf (enerf train) or shape (enerf shape train)")
+    task: TaskName = option("nerf", "nerf (enerf train) or shape (enerf shape train)")
     scenes: tuple[str, ...] = option(("demo",), "scene names or folders (nerf), mesh names (shape)")
     modes: tuple[str, ...] = option(("none", "row"), "COND, COND+PRECOND or COND:LAYERS, each optionally *S "
                                     "(learning rates times S), e.g. none row rowcol row+bnp row:all row*2")
@@ -96,3 +104,34 @@ class SynthConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
+
+
+@config_class
+class ViewerConfig:
+    """``enerf view`` and ``enerf train --viewer``: the browser viewer (``enerf.viewer``)."""
+
+    host: str = option("127.0.0.1", "address the viewer listens on (127.0.0.1: this machine only; 0.0.0.0 "
+                       "opens it to the network, an explicit choice)")
+    port: int = option(8080, "port of the viewer (0: any free port)", lo=0, hi=65535)
+    max_width: int = option(512, "resolution cap: the finest frame is at most this many pixels wide", lo=16, hi=8192)
+    preview_seconds: float = option(0.25, "time the first, coarse frame after a camera move may take; its size "
+                                    "follows the measured render speed", lo=0.01)
+    min_width: int = option(32, "narrowest preview frame in pixels", lo=8, hi=8192)
+    output: ViewerOutput = option("rgb", "what is shown first: rgb, depth or accumulation")
+    layout: ViewerLayout = option("side", "two checkpoints: side (side by side), split (a slider between them), a, b, or "
+                         "difference (|A - B|, scaled by 4)")
+    colormap: str = option("turbo", "matplotlib colormap of the depth output")
+    jpeg_quality: int = option(85, "JPEG quality of the preview frames (the finest frame is sent as PNG)", lo=1, hi=100)
+    render_share: float = option(0.2, "enerf train --viewer: the most of the wall time spent rendering for the "
+                                 "viewer (the rest trains)", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        if self.min_width > self.max_width:
+            raise ConfigError(f"min_width ({self.min_width}) must not exceed max_width ({self.max_width})",
+                              fields=("min_width", "max_width"))
+        from matplotlib import colormaps
+
+        if self.colormap not in colormaps:
+            raise ConfigError(f"colormap {self.colormap!r} is not a matplotlib colormap (e.g. turbo, viridis, gray)",
+                              fields=("colormap",))

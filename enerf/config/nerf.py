@@ -48,7 +48,7 @@ class DataConfig:
                         "data/nerf_llff_data/ or data/nerf_synthetic/ (e.g. fern, lego)")
     datadir: str = option("", "scene folder in LLFF, Blender or nerfstudio layout (overrides --scene)")
     dataset_type: DatasetType = option("auto", "auto (blender if the folder has transforms_*.json, nerfstudio if "
-                               "transforms.json, llff if poses_bounds.npy), llff, blender or nerfstudio")
+                                       "transforms.json, llff if poses_bounds.npy), llff, blender or nerfstudio")
     factor: int = option(0, "image downscale factor (LLFF / nerfstudio: uses images_<f>/ if present, else resizes in "
                          "process; 0: 8 for LLFF, 1 for Blender and nerfstudio)", lo=0)
     half_res: bool = option(False, "Blender: halve the stored images")

@@ -10,7 +10,13 @@ mip-NeRF 360's ``focus_point_fn`` and ``generate_ellipse_path``.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
+
+from ..errors import ConfigError
 
 __all__ = [
     "normalize",
@@ -24,6 +30,10 @@ __all__ = [
     "look_at_point",
     "focus_box",
     "ellipse_path",
+    "CAMERA_PATH_FORMAT",
+    "CameraPath",
+    "camera_path_dict",
+    "read_camera_path",
 ]
 
 
@@ -247,3 +257,80 @@ def ellipse_path(poses: np.ndarray, n_frames: int = 120, percentile: float = 90.
         pos = focus + height * up + radii[0] * np.cos(theta) * axis0 + radii[1] * np.sin(theta) * axis1
         frames.append(viewmatrix(pos - focus, up, pos))
     return np.stack(frames, 0)
+
+
+CAMERA_PATH_FORMAT = "enerf-camera-path"
+
+
+@dataclass(frozen=True)
+class CameraPath:
+    """A camera path file (``enerf view`` writes it, ``enerf render --path FILE`` renders it).
+
+    The file is JSON::
+
+        {"format": "enerf-camera-path", "version": 1,
+         "width": 504, "height": 378, "fov_y": 53.1,      # optional: the frame size, vertical fov in degrees
+         "frames": 120, "fps": 30,                        # frames: Catmull-Rom frames through the keyframes
+         "keyframes": [{"c2w": [[r, u, b, t] x 3 rows]}, ...]}   # scene space, columns [right, up, back, t]
+
+    ``frames`` equal to the number of keyframes (or 0) renders the keyframes themselves.
+    """
+
+    keyframes: np.ndarray  # [K, 3, 4] float64 camera-to-world, scene space
+    frames: int  # frames to render (0: one per keyframe)
+    width: int | None = None  # frame size (None: the scene's image size)
+    height: int | None = None
+    fov_y: float | None = None  # vertical field of view in degrees (None: the scene's)
+    fps: float | None = None
+
+    def poses(self) -> np.ndarray:
+        """Camera-to-world of every frame: np.ndarray  # [M, 3, 4] float32."""
+        if self.frames in (0, len(self.keyframes)):
+            return self.keyframes.astype(np.float32)
+        return interpolated_path(self.keyframes, self.frames).astype(np.float32)
+
+
+def camera_path_dict(keyframes, frames: int = 0, width: int | None = None, height: int | None = None,
+                     fov_y: float | None = None, fps: float | None = None) -> dict:
+    """The JSON object of a camera path file (``CameraPath``); keyframes: [K, 3, 4] or [K, 4, 4]."""
+    keys = np.asarray(keyframes, dtype=np.float64).reshape(-1, *np.shape(keyframes)[-2:])[:, :3, :4]
+    out = {"format": CAMERA_PATH_FORMAT, "version": 1, "frames": int(frames),
+           "keyframes": [{"c2w": k.tolist()} for k in keys]}
+    for key, value in (("width", width), ("height", height), ("fov_y", fov_y), ("fps", fps)):
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def read_camera_path(path: str | Path) -> CameraPath:
+    """Read a camera path file; ConfigError (one line, naming ``path``) when it is missing or malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"path {str(path)!r} is neither a camera path name nor a file; save one from enerf view "
+                          "(Keyframes, Save) or use spiral, orbit, test, train, interp, ellipse", ("path",))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict) or data.get("format") != CAMERA_PATH_FORMAT:
+        raise ConfigError(f"{path} is not a camera path file (no \"format\": \"{CAMERA_PATH_FORMAT}\")")
+    try:
+        keys = np.asarray([k["c2w"] for k in data["keyframes"]], dtype=np.float64)
+        if keys.ndim != 3 or keys.shape[0] < 1 or keys.shape[1] not in (3, 4) or keys.shape[2] != 4:
+            raise ValueError(f"keyframes of shape {keys.shape[1:]}, not 3 x 4")
+        if not np.isfinite(keys).all():
+            raise ValueError("non-finite numbers in keyframes")
+        frames = int(data.get("frames", 0))
+        if frames < 0:
+            raise ValueError(f"frames = {frames}")
+        width, height = data.get("width"), data.get("height")
+        if (width is None) != (height is None) or (width is not None and (int(width) < 1 or int(height) < 1)):
+            raise ValueError("width and height must both be given and positive")
+        fov_y = data.get("fov_y")
+        if fov_y is not None and not 0.0 < float(fov_y) < 180.0:
+            raise ValueError(f"fov_y = {fov_y} degrees")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: malformed camera path ({exc})") from None
+    return CameraPath(keys[:, :3, :4], frames, None if width is None else int(width),
+                      None if height is None else int(height), None if fov_y is None else float(fov_y),
+                      data.get("fps"))

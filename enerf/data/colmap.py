@@ -315,7 +315,8 @@ def colmap_main(argv: list[str]) -> int:
                              "order (video frames, long captures)")
     parser.add_argument("--layout", choices=LAYOUTS, default="llff",
                         help="llff: poses_bounds.npy; nerfstudio: transforms.json as ns-process-data writes it "
-                             "(z up); blender: transforms.json in COLMAP's frame. enerf train --datadir reads all three")
+                             "(z up); blender: transforms.json in COLMAP's frame. enerf train --datadir reads all "
+                             "three")
     parser.add_argument("--camera_model", choices=CAMERA_MODELS, default="SIMPLE_RADIAL",
                         help="COLMAP camera model shared by all photos (OPENCV as ns-process-data; --layout llff "
                              f"takes {', '.join(LLFF_CAMERA_MODELS)})")

@@ -151,7 +151,8 @@ def parse_frames(meta: dict, json_path: Path) -> tuple[list[Frame], int]:
             raise DataError(f"{where} ({rel}): transform_matrix must be a finite 4 x 4 matrix, got shape {shape}")
         resolved = (base / rel).resolve()
         if root != resolved and root not in resolved.parents:
-            raise DataError(f"{where}: file_path {rel!r} points outside {base}; file paths must lie in the json's folder")
+            raise DataError(f"{where}: file_path {rel!r} points outside {base}; file paths must lie in the json's "
+                            "folder")
         path = _image_file(base, rel)
         if path is None:
             missing += 1

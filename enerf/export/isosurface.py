@@ -16,6 +16,7 @@ from torch import Tensor
 
 from ..atomic import atomic_write_bytes
 from ..errors import EnerfError
+from ..progress import progress_bar
 
 __all__ = ["grid_points", "query_grid", "isosurface", "save_mesh"]
 
@@ -34,9 +35,11 @@ def grid_points(bbox_min, bbox_max, resolution: int) -> tuple[np.ndarray, np.nda
 
 @torch.no_grad()
 def query_grid(
-    fn: ScalarFn, bbox_min, bbox_max, resolution: int, chunk: int = 65536, device: torch.device | str = "cpu"
+    fn: ScalarFn, bbox_min, bbox_max, resolution: int, chunk: int = 65536, device: torch.device | str = "cpu",
+    progress: bool = False, desc: str = "grid",
 ) -> np.ndarray:
-    """Evaluate ``fn`` on the grid, ``chunk`` points at a time.
+    """Evaluate ``fn`` on the grid, ``chunk`` points at a time; ``progress``: a bar counting the
+    points (``enerf.progress``; on a terminal), named ``desc``.
 
     Returns:
         values: np.ndarray  # [R, R, R] float32, indexed [ix, iy, iz]
@@ -45,16 +48,18 @@ def query_grid(
     out = np.empty((resolution,) * 3, dtype=np.float32)
     plane = np.stack(np.meshgrid(ys, zs, indexing="ij"), axis=-1).reshape(-1, 2)  # [R*R, 2]
     slab_len = max(1, chunk // plane.shape[0])
-    for start in range(0, resolution, slab_len):
-        x = xs[start : start + slab_len]
-        pts = np.concatenate(
-            [np.repeat(x, plane.shape[0])[:, None], np.tile(plane, (len(x), 1))], axis=1
-        )  # [len(x) * R*R, 3]
-        values = []
-        for lo in range(0, pts.shape[0], chunk):
-            p = torch.as_tensor(pts[lo : lo + chunk], dtype=torch.float32, device=device)
-            values.append(fn(p).reshape(-1).float().cpu().numpy())
-        out[start : start + len(x)] = np.concatenate(values).reshape(len(x), resolution, resolution)
+    with progress_bar(resolution**3, desc, progress, unit="pt") as bar:
+        for start in range(0, resolution, slab_len):
+            x = xs[start : start + slab_len]
+            pts = np.concatenate(
+                [np.repeat(x, plane.shape[0])[:, None], np.tile(plane, (len(x), 1))], axis=1
+            )  # [len(x) * R*R, 3]
+            values = []
+            for lo in range(0, pts.shape[0], chunk):
+                p = torch.as_tensor(pts[lo : lo + chunk], dtype=torch.float32, device=device)
+                values.append(fn(p).reshape(-1).float().cpu().numpy())
+                bar.update(len(p))
+            out[start : start + len(x)] = np.concatenate(values).reshape(len(x), resolution, resolution)
     return out
 
 

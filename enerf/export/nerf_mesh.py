@@ -28,7 +28,7 @@ from ..data.camera_paths import focus_box
 from ..data.rays import ndc_to_world
 from ..data.scene import Scene
 from ..errors import ConfigError, EnerfError
-from ..run import Run, load_run
+from ..loaded_run import LoadedRun, load_run
 from ..runfolder import check_output_file
 from .isosurface import isosurface, query_grid, save_mesh
 
@@ -136,6 +136,7 @@ def extract_mesh(
     to_scene: PointMap | None = None,
     to_output: PointMap | None = None,
     device: torch.device | str = "cpu",
+    progress: bool = False,
 ) -> trimesh.Trimesh:
     """Isosurface ``density = cfg.threshold`` of a field, with per-vertex colours.
 
@@ -145,11 +146,13 @@ def extract_mesh(
         bbox_min, bbox_max: [3] the grid's box in field coordinates.
         to_scene: field coordinates -> scene space (identity by default; inverse NDC).
         to_output: scene space -> the coordinates written (identity by default).
+        progress: a bar over the density grid's points (``enerf.progress``; on a terminal).
 
     Returns:
         trimesh.Trimesh with outward-wound faces and RGBA uint8 vertex colours.
     """
-    values = query_grid(density_fn, bbox_min, bbox_max, cfg.resolution, cfg.chunk, device)
+    values = query_grid(density_fn, bbox_min, bbox_max, cfg.resolution, cfg.chunk, device, progress,
+                        desc=f"density {cfg.resolution}^3")
     if not np.isfinite(values).all():
         raise EnerfError("the field returned non-finite densities on the grid; the checkpoint may have diverged")
     verts_field, faces = isosurface(values, bbox_min, bbox_max, cfg.threshold, inside="above")
@@ -189,7 +192,7 @@ def _similarity(matrix: np.ndarray) -> PointMap:
     return lambda p: p @ matrix[:3, :3].T + matrix[:3, 3]
 
 
-def mesh_from_run(run: Run, cfg: MeshConfig) -> trimesh.Trimesh:
+def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> trimesh.Trimesh:
     """Extract the mesh of a loaded run (see the module docstring). ``cfg`` has checked its own
     values (field, frame, bbox, resolution, chunk); what depends on the scene is checked here."""
     scene = run.scene
@@ -208,14 +211,16 @@ def mesh_from_run(run: Run, cfg: MeshConfig) -> trimesh.Trimesh:
     return extract_mesh(
         density_fn, color_fn, lo, hi, cfg, to_scene=field_to_scene(scene),
         to_output=_similarity(scene.scene_to_world) if cfg.frame == "world" else None, device=run.device,
+        progress=progress,
     )
 
 
 def mesh_from_checkpoint(
     ckpt_path: str | Path, cfg: MeshConfig, data_root: Path, out: str | Path | None = None,
-    device_name: str | None = None,
-) -> tuple[trimesh.Trimesh, Path, Run]:
-    """``enerf mesh``: load, extract, write ``out`` (default ``<run>/mesh.ply``)."""
+    device_name: str | None = None, progress: bool = True,
+) -> tuple[trimesh.Trimesh, Path, LoadedRun]:
+    """``enerf mesh``: load, extract (a bar over the density grid on a terminal), write ``out``
+    (default ``<run>/mesh.ply``)."""
     if out is not None and Path(out).suffix.lower() not in MESH_FORMATS:
         raise ConfigError(f"--out {out}: mesh format must be one of {', '.join(MESH_FORMATS)}")
     if out is not None:
@@ -223,12 +228,12 @@ def mesh_from_checkpoint(
     run = load_run(ckpt_path, data_root, device_name, task="nerf")
     path = Path(out) if out else run.folder / "mesh.ply"
     check_output_file(path, "--out")
-    mesh = mesh_from_run(run, cfg)
+    mesh = mesh_from_run(run, cfg, progress)
     write_mesh(mesh, path)
     return mesh, path, run
 
 
-def distance_to_true_surfaces(run: Run, mesh: trimesh.Trimesh, frame: str, data_root: Path) -> np.ndarray | None:
+def distance_to_true_surfaces(run: LoadedRun, mesh: trimesh.Trimesh, frame: str, data_root: Path) -> np.ndarray | None:
     """Distance of every vertex to the exact surfaces of a synthetic scene (None for other scenes).
 
     Vertices are taken to the world frame of poses_bounds.npy first when ``frame == "scene"``.

@@ -11,7 +11,7 @@ import trimesh
 from ..data.mesh import volume_box
 from ..errors import EnerfError
 from ..fields.shape import ISO_LEVEL, ShapeField
-from ..run import load_run
+from ..loaded_run import load_run
 from ..runfolder import check_output_file
 from .isosurface import isosurface, query_grid, save_mesh
 
@@ -21,19 +21,23 @@ SHAPE_MESH_FORMATS = (".ply", ".obj", ".off", ".stl", ".glb")
 
 
 def extract_mesh(
-    field: ShapeField, bbox_min, bbox_max, resolution: int, device: torch.device, chunk: int = 65536
+    field: ShapeField, bbox_min, bbox_max, resolution: int, device: torch.device, chunk: int = 65536,
+    progress: bool = False,
 ) -> trimesh.Trimesh:
     """Marching cubes of the field's surface (level 0.5 of the occupancy probability, or 0 of
-    the SDF) on a ``resolution``^3 grid over the box; faces wound with outward normals."""
+    the SDF) on a ``resolution``^3 grid over the box; faces wound with outward normals.
+    ``progress``: a bar over the grid's points (``enerf.progress``; on a terminal)."""
     field.eval()
     level, inside = ISO_LEVEL[field.kind]
-    values = query_grid(field.surface_value, bbox_min, bbox_max, resolution, chunk=chunk, device=device)
+    values = query_grid(field.surface_value, bbox_min, bbox_max, resolution, chunk=chunk, device=device,
+                        progress=progress, desc=f"{field.kind} {resolution}^3")
     vertices, faces = isosurface(values, bbox_min, bbox_max, level, inside=inside)
     return trimesh.Trimesh(vertices, faces, process=False)
 
 
 def mesh_from_checkpoint(
-    ckpt: str | Path, resolution: int, out: str | Path | None = None, device_name: str | None = None
+    ckpt: str | Path, resolution: int, out: str | Path | None = None, device_name: str | None = None,
+    progress: bool = True,
 ) -> tuple[Path, trimesh.Trimesh, float]:
     """``enerf shape mesh``: extract the surface at ``resolution``^3 and write it (default
     ``<run>/mesh_<R>.ply``).
@@ -47,7 +51,7 @@ def mesh_from_checkpoint(
     check_output_file(path, "--out")
     lo, hi = volume_box(run.cfg.data.padding)
     tic = time.perf_counter()
-    mesh = extract_mesh(run.models["field"], lo, hi, resolution, run.device, run.cfg.train.chunk)
+    mesh = extract_mesh(run.models["field"], lo, hi, resolution, run.device, run.cfg.train.chunk, progress)
     seconds = time.perf_counter() - tic
     save_mesh(path, mesh)
     return path, mesh, seconds

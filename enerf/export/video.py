@@ -25,21 +25,22 @@ import imageio_ffmpeg
 import numpy as np
 import torch
 from matplotlib import colormaps
-from tqdm import tqdm
 
 from ..atomic import atomic_write_bytes, publish
 from ..config import CAMERA_PATHS, VideoConfig
 from ..data.blender import orbit_path
-from ..data.camera_paths import ellipse_path, interpolated_path, llff_spiral_path, spherical_path
+from ..data.camera_paths import ellipse_path, interpolated_path, llff_spiral_path, read_camera_path, spherical_path
 from ..data.rays import Rays, make_rays
 from ..data.scene import Scene
 from ..errors import ConfigError
-from ..run import Run, load_run
+from ..progress import progress_bar
+from ..loaded_run import LoadedRun, load_run
 from ..runfolder import check_output_dir
 from .images import render_rays_image
 
 __all__ = [
     "camera_path",
+    "frame_size",
     "frame_rays",
     "depth_values",
     "depth_range",
@@ -64,7 +65,11 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
     * ``orbit``: nerf-pytorch's Blender path, a circle at elevation -30 degrees and radius 4
       looking at the origin (``--frames``; nerf-pytorch renders 40). ``spiral`` on a scene with
       a content box (Blender) is the orbit too.
+    * a ``.json`` file: a camera path file (``enerf.data.camera_paths.CameraPath``, saved by
+      ``enerf view``): its keyframes, or its ``frames`` frames through them.
     """
+    if path.lower().endswith(".json"):
+        return read_camera_path(path).poses()
     if path not in CAMERA_PATHS:
         raise ConfigError(f"path {path!r} is not one of {', '.join(CAMERA_PATHS)}", ("path",))
     if path in ("spiral", "orbit", "interp", "ellipse") and n_frames < 1:
@@ -95,17 +100,32 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
     return llff_spiral_path(scene.poses.astype(np.float64), scene.bounds.astype(np.float64), n_frames).astype(np.float32)
 
 
-def frame_rays(scene: Scene, c2w: np.ndarray, downscale: int, device: torch.device | str = "cpu") -> Rays:
-    """All rays of one video frame at ``1 / downscale`` of the scene's image size.
+def frame_size(scene: Scene, path: str) -> tuple[int, int, float]:
+    """(width, height, focal in pixels) of the frames of ``path``: the scene's images, or the size and
+    vertical field of view a camera path file names (the scene's where it names none)."""
+    if not path.lower().endswith(".json"):
+        return scene.width, scene.height, scene.focal
+    cam = read_camera_path(path)
+    width, height = (cam.width, cam.height) if cam.width is not None else (scene.width, scene.height)
+    if cam.fov_y is not None:
+        return width, height, 0.5 * height / float(np.tan(np.radians(cam.fov_y) / 2.0))
+    return width, height, scene.focal * height / scene.height
+
+
+def frame_rays(scene: Scene, c2w: np.ndarray, downscale: int, device: torch.device | str = "cpu",
+               size: tuple[int, int, float] | None = None) -> Rays:
+    """All rays of one video frame at ``1 / downscale`` of the frame size ``size`` (width, height,
+    focal; default: the scene's images).
 
     Returns:
         Rays with leading shape [H // downscale, W // downscale].
     """
-    height, width = scene.height // downscale, scene.width // downscale
+    full_w, full_h, focal = size or (scene.width, scene.height, scene.focal)
+    height, width = full_h // downscale, full_w // downscale
     if height < 1 or width < 1:
-        raise ConfigError(f"downscale {downscale} leaves no pixels of the {scene.width}x{scene.height} images", ("downscale",))
+        raise ConfigError(f"downscale {downscale} leaves no pixels of the {full_w}x{full_h} frames", ("downscale",))
     pose = torch.as_tensor(np.asarray(c2w, dtype=np.float32), device=device)
-    return make_rays(height, width, scene.focal / downscale, pose, scene.near, scene.far, scene.use_ndc)
+    return make_rays(height, width, focal / downscale, pose, scene.near, scene.far, scene.use_ndc)
 
 
 def depth_values(out: dict[str, torch.Tensor], use_ndc: bool) -> np.ndarray:
@@ -193,7 +213,7 @@ def _png(image: np.ndarray) -> bytes:
 
 
 def render_video(
-    run: Run, out_dir: Path, cfg: VideoConfig, progress: bool = True
+    run: LoadedRun, out_dir: Path, cfg: VideoConfig, progress: bool = True
 ) -> dict:
     """Render ``cfg.path`` with the run's fields and write rgb.mp4 / depth.mp4 (+ PNG frames).
 
@@ -205,16 +225,20 @@ def render_video(
         raise ConfigError(f"colormap {cfg.colormap!r} is not a matplotlib colormap (try turbo, viridis, magma)", ("colormap",))
     scene = run.scene
     poses = camera_path(scene, cfg.path, cfg.frames, run.cfg.data.spherify)
+    size = frame_size(scene, cfg.path)
     chunk = cfg.chunk if cfg.chunk > 0 else run.cfg.render.chunk
     lo, hi = depth_range(scene)
     out_dir = Path(out_dir)
     writers = {"rgb": Mp4Writer(out_dir / "rgb.mp4", cfg.fps, cfg.quality),
                "depth": Mp4Writer(out_dir / "depth.mp4", cfg.fps, cfg.quality)}
     height = width = 0
+    frame_pixels = (scene.height // cfg.downscale) * (scene.width // cfg.downscale)
+    bar = progress_bar(len(poses) * frame_pixels, f"render {cfg.path}", progress, unit="ray")  # advanced per chunk
     try:
-        for k, c2w in enumerate(tqdm(poses, desc=f"render {cfg.path}", disable=not progress, dynamic_ncols=True)):
-            out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device), run.models, run.cfg.render,
-                                    run.device, chunk, renderer=run.renderer, aabb=scene.aabb)
+        for k, c2w in enumerate(poses):
+            bar.set_postfix_str(f"frame {k + 1}/{len(poses)}", refresh=False)
+            out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device, size), run.models, run.cfg.render,
+                                    run.device, chunk, renderer=run.renderer, aabb=scene.aabb, bar=bar)
             rgb = (out["rgb"].clamp(0.0, 1.0).numpy() * 255.0 + 0.5).astype(np.uint8)
             depth = colorize(depth_values(out, scene.use_ndc), lo, hi, cfg.colormap)
             height, width = rgb.shape[:2]
@@ -229,6 +253,8 @@ def render_video(
         for writer in writers.values():
             writer.abort()
         raise
+    finally:
+        bar.close()
     video_w, video_h = writers["rgb"].size
     return {
         "path": cfg.path,
@@ -251,8 +277,10 @@ def render_video_from_checkpoint(
     """``enerf render``: load the checkpoint, render, write into ``out_dir`` (default ``<run>/video_<path>``)."""
     if out_dir:
         check_output_dir(out_dir, "--out")
+    if cfg.path.lower().endswith(".json"):
+        read_camera_path(cfg.path)  # a missing or malformed file: one line before the checkpoint loads
     run = load_run(ckpt_path, data_root, device_name, task="nerf")
-    target = Path(out_dir) if out_dir else run.folder / f"video_{cfg.path}"
+    target = Path(out_dir) if out_dir else run.folder / f"video_{Path(cfg.path).stem if cfg.path.lower().endswith('.json') else cfg.path}"
     check_output_dir(target, "--out")
     return render_video(run, target, cfg, progress)
 

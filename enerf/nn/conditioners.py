@@ -18,80 +18,31 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 
-__all__ = ["CONDITIONERS", "PARAMETRIZATIONS", "ConditionedWeight"]
+__all__ = ["CONDITIONERS", "PARAMETRIZATIONS", "ConditionedWeight", "equilibrate"]
 
 
-class _Equilibrate(torch.autograd.Function):
-    """w / max(||w||_2 along ``dim``, eps), with a hand-written backward.
+def equilibrate(weight: Tensor, dim: int, eps: float, detach: bool = False) -> Tensor:
+    """Unit 2-norm slices of ``weight`` along ``dim``: w / max(||w||_2, eps), the one place E is made.
 
-    Same values and gradients as the autograd graph of ``w / norm(w).clamp_min(eps)``, in
-    fewer kernels, which is what the per-step overhead on a GPU is made of. Backward, per
-    normalised vector with n = ||w|| > eps: d(w/n) = (I - ŵŵᵀ) dw / n; where the norm is
-    clamped to eps, n is a constant: dw / eps.
+    E is computed from W in every call and autograd differentiates through it (per vector with
+    ||w|| > eps: d(w/||w||) = (I - ŵŵᵀ) dw / ||w||; where the norm is clamped to eps, E is the
+    constant 1/eps). With ``detach`` the norms are constants in backprop: dw / ||w||.
+    Any backward works (``loss.backward()``, ``torch.autograd.grad``, double backprop).
+
+    weight: Tensor  # [out, in] -> Tensor  # [out, in]
     """
-
-    @staticmethod
-    def forward(ctx, weight: Tensor, dim: int, eps: float) -> Tensor:
-        unit, projector, norms = _equilibration(weight, dim, eps)
-        ctx.save_for_backward(projector, norms, weight)
-        ctx.dim, ctx.eps = dim, eps
-        return unit
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        projector, norms, weight = ctx.saved_tensors
-        if torch.is_grad_enabled():
-            # create_graph=True (double backprop, e.g. gradient regularization): recompute the
-            # same formula from the input with differentiable ops, so the graph reaches weight.
-            norms = torch.linalg.vector_norm(weight, dim=ctx.dim, keepdim=True).clamp_min(ctx.eps)
-            unit = weight / norms
-            along = (grad * unit).sum(ctx.dim, keepdim=True) * (norms > ctx.eps)
-            return (grad - unit * along) / norms, None, None
-        return _equilibrate_vjp(grad, projector, norms, ctx.dim), None, None
-
-
-def _equilibration(weight: Tensor, dim: int, eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """``weight / max(||weight||, eps)`` along ``dim`` and what its gradient needs.
-
-    Returns (unit, projector, norms): unit = weight / norms; norms = max(||w||, eps) (keepdim);
-    projector = unit where the norm is above eps and 0 where it was clamped (there E is the
-    constant 1/eps, so the vjp projects nothing out).
-    """
-    norms = torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
-    unit = weight / norms
-    return unit, unit * (norms > eps), norms
-
-
-def _equilibrate_vjp(grad: Tensor, projector: Tensor, norms: Tensor, dim: int, out: Tensor | None = None) -> Tensor:
-    """The gradient w.r.t. w of ``w / max(||w||, eps)`` (along ``dim``) given the gradient
-    ``grad`` w.r.t. its output: (I - ûûᵀ) grad / n per vector (``_equilibration``'s projector
-    and norms). ``out``: a tensor to write into (may be ``grad`` itself)."""
-    along = (grad * projector).sum(dim, keepdim=True)
-    return torch.addcmul(grad, projector, along, value=-1.0, out=out).div_(norms)
-
-
-def _equilibrate(weight: Tensor, dim: int, eps: float, detach: bool) -> Tensor:
-    """Unit 2-norm slices of ``weight`` along ``dim`` (norms clamped to >= eps)."""
-    if detach:  # E's diagonal computed under detach: a constant scaling in backprop
-        with torch.no_grad():
-            scale = 1.0 / torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min_(eps)
-        return weight * scale
-    return _Equilibrate.apply(weight, dim, eps)
-
-
-# modes whose E W is w / ||w|| along one dimension of weight [out, in] (also what
-# ``conditioned_weights_once``'s leaf_grads handles)
-_EQUILIBRATED_DIM = {"row": 0, "col": 1}
+    norms = torch.linalg.vector_norm(weight, dim=dim, keepdim=True).clamp_min(eps)
+    return weight / (norms.detach() if detach else norms)
 
 
 def _row(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
     """Paper's E W (rows of W = inputs): unit-norm input columns of weight [out, in]."""
-    return _equilibrate(weight, _EQUILIBRATED_DIM["row"], eps, detach)
+    return equilibrate(weight, 0, eps, detach)
 
 
 def _col(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
     """Paper's W E (columns of W = outputs): unit-norm output rows of weight [out, in]."""
-    return _equilibrate(weight, _EQUILIBRATED_DIM["col"], eps, detach)
+    return equilibrate(weight, 1, eps, detach)
 
 
 def _rowcol(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
@@ -168,7 +119,6 @@ class ConditionedWeight:
     eps: float = 1e-8
     detach_conditioner: bool = False
     passes: int = 1
-    _weight_cache: dict | None = None  # set by ``conditioned_weights_once``: {grad mode: E W, "leaves": _LeafGroup}
 
     def _set_conditioning(self, conditioning: str, eps: float, detach_conditioner: bool, passes: int) -> None:
         """Validate and store the mode; register its parametrization (``wn``) on ``weight``."""
@@ -187,37 +137,15 @@ class ConditionedWeight:
             return self.parametrizations.weight.original1
         return self.weight
 
-    def _condition(self) -> Tensor:
-        weight = self.weight
-        fn = CONDITIONERS[self.conditioning]
+    def conditioned_weight(self) -> Tensor:
+        """The weight the layer applies (the paper's (E W)^T in torch layout for ``row``),
+        recomputed from ``weight`` in every call, so gradients reach W through E.
+        Tensor  # same shape as weight: [out, in] or [out, in/groups, kh, kw]
+        """
+        weight, fn = self.weight, CONDITIONERS[self.conditioning]
         if weight.dim() == 2:
             return fn(weight, self.eps, self.passes, detach=self.detach_conditioner)
         return fn(weight.flatten(1), self.eps, self.passes, detach=self.detach_conditioner).view_as(weight)
-
-    def conditioned_weight(self) -> Tensor:
-        """The weight the layer applies (the paper's (E W)^T in torch layout for ``row``).
-        Tensor  # same shape as weight: [out, in] or [out, in/groups, kh, kw]
-
-        Inside ``conditioned_weights_once`` it is computed once per grad mode and reused (once
-        for both, as part of a leaf, with ``leaf_grads``).
-        """
-        cache = self._weight_cache
-        if cache is None:
-            return self._condition()
-        if "leaves" in cache:
-            return cache["leaves"].conditioned_weight(self)
-        grad = torch.is_grad_enabled()
-        if grad not in cache:
-            cache[grad] = self._condition()
-        return cache[grad]
-
-    def equilibrated_along(self) -> int | None:
-        """The dimension of ``weight`` [out, in] that E W normalises to unit length (``row``: 0,
-        ``col``: 1), or None when E W is not one such normalisation (other modes, detached E,
-        kernels of more than two dimensions)."""
-        if self.detach_conditioner or self.stored_weight().dim() != 2:
-            return None
-        return _EQUILIBRATED_DIM.get(self.conditioning)
 
     def extra_repr(self) -> str:
         text = f"{super().extra_repr()}, conditioning={self.conditioning}"

@@ -37,10 +37,12 @@ registry entry passes the already parametrized ``layer.weight`` through (torch c
 g·v/||v||); ``detach_conditioner`` is refused for ``wn`` (torch's parametrization has no such
 switch). Under ``ws`` a layer with a single input becomes zero, as ``col`` makes it sign(W).
 
-E is recomputed from W in every forward pass, so the layer is a reparameterisation of W and
-gradients flow through E. With ``detach_conditioner=True`` the diagonal of E is computed
-under ``detach`` and acts as a constant in backprop. Each norm is clamped to at least ``eps``
-before it is inverted, so a zero row or column stays zero (no NaN).
+E is recomputed from W in every forward pass (``equilibrate`` in ``enerf.nn.conditioners``:
+w / max(||w||, eps) along one dimension), so the layer is a reparameterisation of W and
+autograd differentiates through E: one gradient path, valid for ``loss.backward()``,
+``torch.autograd.grad`` and double backprop alike. With ``detach_conditioner=True`` the
+diagonal of E is computed under ``detach`` and acts as a constant in backprop. Each norm is
+clamped to at least ``eps`` before it is inverted, so a zero row or column stays zero (no NaN).
 
 Degenerate cases: under ``row`` a layer with a single output (the paper's W is n x 1, e.g. a
 density head) becomes sign(W) and can no longer learn its scale; under ``col`` the same
@@ -54,10 +56,9 @@ by the paper without it, carries a factor: κ(EA) ≤ sqrt(m) · min_D κ(DA) fo
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -66,9 +67,8 @@ from .conditioners import (  # the math lives there; CONDITIONERS, PARAMETRIZATI
     CONDITIONERS,
     PARAMETRIZATIONS,
     ConditionedWeight,
-    _equilibrate_vjp,
-    _equilibration,
     check_conditioning,
+    equilibrate,
 )
 from ..errors import ConfigError
 
@@ -77,7 +77,7 @@ __all__ = [
     "PARAMETRIZATIONS",
     "ConditionedLinear",
     "ConditionedWeight",
-    "conditioned_weights_once",
+    "equilibrate",
     "condition_number",
     "condition_numbers",
     "fold_module",
@@ -130,98 +130,6 @@ class ConditionedLinear(ConditionedWeight, nn.Linear):
         if self.bias is not None:
             plain.bias.copy_(self.bias)
         return plain
-
-
-class _LeafGroup:
-    """E W of several ``row`` / ``col`` layers as one leaf of the autograd graph.
-
-    Layers normalised along the same dimension, with the same length there (``row``: the same
-    out_features), stand side by side in one matrix (``row``: [out, sum of in]; ``col``:
-    [sum of out, in]); its equilibration is E W of every layer at once (the vectors being
-    normalised do not mix), and each layer reads its slice. When ``backward()`` has
-    accumulated the leaf's gradient, a hook carries it to every W: ``_equilibrate_vjp`` on the
-    whole matrix, split and added to each ``weight.grad``. The same gradients as backprop
-    through each E W, with a handful of operations per step instead of a handful per layer
-    (on a CPU, each small operation costs microseconds whatever its size, and a short training
-    step is made of them). The same leaf serves passes without grad (grid updates).
-    """
-
-    def __init__(self, layers: list[ConditionedLinear], dim: int) -> None:
-        self.layers, self.dim = layers, dim
-        self.slices: dict[int, Tensor] | None = None
-
-    def conditioned_weight(self, layer: ConditionedLinear) -> Tensor:
-        """``layer``'s E W, a slice of the group's leaf. Tensor  # [out_features, in_features]"""
-        if self.slices is None:
-            self.slices = self._equilibrate()
-        return self.slices[id(layer)]
-
-    def _equilibrate(self) -> dict[int, Tensor]:
-        dim, weights = self.dim, [layer.weight for layer in self.layers]
-        side = 1 - dim  # the layers' weights stand side by side along this dimension
-        sizes = [w.shape[side] for w in weights]
-        with torch.no_grad():
-            stacked = weights[0] if len(weights) == 1 else torch.cat(weights, dim=side)
-            unit, projector, norms = _equilibration(stacked, dim, self.layers[0].eps)
-        unit.requires_grad_(True)
-
-        def carry_to_weights(leaf: Tensor) -> None:
-            # closes over the weights and no-grad tensors, never the leaf (a reference cycle
-            # per step would leave Python's cycle collector to slow every step); backward runs
-            # without grad mode, and none of these tensors requires grad
-            grad = _equilibrate_vjp(leaf.grad, projector, norms, dim, out=leaf.grad)
-            for weight, part in zip(weights, grad.split(sizes, dim=side)):
-                weight.grad = part.contiguous() if weight.grad is None else weight.grad.add_(part)
-            leaf.grad = None
-
-        unit.register_post_accumulate_grad_hook(carry_to_weights)
-        with torch.enable_grad():  # slices that carry gradients, even when first read in a no-grad pass
-            parts = unit.split(sizes, dim=side)
-        return {id(layer): part for layer, part in zip(self.layers, parts)}
-
-
-def _leaf_groups(layers: list[ConditionedLinear]) -> list[_LeafGroup]:
-    """The layers whose E W can enter the graph as a leaf, grouped by what can be stacked
-    (same dimension normalised, same length along it, eps, dtype and device)."""
-    groups: dict[tuple, list[ConditionedLinear]] = {}
-    for layer in layers:
-        dim = layer.equilibrated_along()
-        if dim is None or not layer.weight.requires_grad:
-            continue
-        w = layer.weight
-        groups.setdefault((dim, w.shape[dim], layer.eps, w.dtype, w.device), []).append(layer)
-    return [_LeafGroup(members, key[0]) for key, members in groups.items()]
-
-
-@contextlib.contextmanager
-def conditioned_weights_once(*modules: nn.Module, leaf_grads: bool = False) -> Iterator[None]:
-    """Compute each conditioned layer's E W (``ConditionedLinear``, ``ConditionedConv2d``) once
-    for all forward passes inside the block.
-
-    E W depends on W alone, so within one training step (several forward passes over the same
-    weights: a grid update, front-to-back rounds) it can be shared; gradients of all passes
-    meet in the one E W and flow to W once. Nothing inside the block may change the weights
-    (call ``optimizer.step()`` after it). Without conditioning this changes nothing.
-
-    leaf_grads: ``row`` / ``col`` layers' E W enter the graph as leaves (stacked where shapes
-        allow, ``_LeafGroup``) whose gradients a hook carries to W when ``backward()``
-        accumulates them (same gradients, fewer operations per step). Only for
-        ``loss.backward()``: ``torch.autograd.grad`` (e.g. double backprop) never accumulates
-        into leaves, so W would get no gradient.
-    """
-    # each layer once, even if modules overlap (a layer stacked twice would get its gradient twice)
-    layers = list({id(m): m for module in modules for m in module.modules() if isinstance(m, ConditionedWeight)}.values())
-    for layer in layers:
-        layer._weight_cache = {}
-    if leaf_grads:
-        for group in _leaf_groups(layers):
-            for layer in group.layers:
-                layer._weight_cache["leaves"] = group
-    try:
-        yield
-    finally:
-        for layer in layers:
-            layer._weight_cache = None
 
 
 def _kappa(weight: Tensor) -> float:

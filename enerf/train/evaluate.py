@@ -17,8 +17,9 @@ from ..errors import ConfigError
 from ..export.images import render_view
 from ..fields.nerf import NeRFField
 from ..metrics import LPIPS_MIN_SIZE, image_metrics, make_lpips
+from ..progress import progress_bar
 from ..render import Renderer
-from ..run import load_run
+from ..loaded_run import load_run
 from ..runfolder import RunLock, check_output_dir
 
 __all__ = ["evaluate_views", "summarize", "write_metrics", "read_metrics", "evaluate_checkpoint"]
@@ -33,19 +34,27 @@ def evaluate_views(
     lpips_metric=None,
     image_dir: Path | None = None,
     renderer: Renderer | None = None,
+    progress: bool = True,
+    desc: str = "held-out views",
+    leave: bool = True,
 ) -> list[dict]:
     """Per-view metrics; optionally saves each rendering as ``image_dir/view_NNN.png``.
 
     ``renderer``: the run's renderer with its estimator (see ``render_rays_image``).
+    ``progress``: a bar (``enerf.progress``; on a terminal) counting the rays of all views,
+    advanced after every chunk, its postfix the view being rendered; ``leave=False`` clears it
+    when done (periodic evaluations, under the training bar).
     """
     per_image = []
-    for index in views:
-        pred = render_view(scene, int(index), fields, cfg, device, renderer=renderer)
-        scores = image_metrics(pred, scene.images[int(index)], lpips_metric)
-        per_image.append({"view": int(index), **scores})
-        if image_dir is not None:
-            png = iio.imwrite("<bytes>", (pred * 255 + 0.5).astype(np.uint8), extension=".png")
-            atomic_write_bytes(image_dir / f"view_{int(index):03d}.png", png)
+    with progress_bar(len(views) * scene.height * scene.width, desc, progress, unit="ray", leave=leave) as bar:
+        for k, index in enumerate(views):
+            bar.set_postfix_str(f"view {k + 1}/{len(views)}", refresh=False)
+            pred = render_view(scene, int(index), fields, cfg, device, renderer=renderer, bar=bar)
+            scores = image_metrics(pred, scene.images[int(index)], lpips_metric)
+            per_image.append({"view": int(index), **scores})
+            if image_dir is not None:
+                png = iio.imwrite("<bytes>", (pred * 255 + 0.5).astype(np.uint8), extension=".png")
+                atomic_write_bytes(image_dir / f"view_{int(index):03d}.png", png)
     return per_image
 
 
@@ -85,7 +94,8 @@ def read_metrics(path: Path) -> dict:
     return value
 
 
-def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str | None = None) -> dict:
+def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str | None = None,
+                        progress: bool = True) -> dict:
     """Recompute metrics.json for a run from its checkpoint alone (``enerf eval``)."""
     run = load_run(ckpt_path, data_root, device_name, task="nerf")
     cfg, scene, device, out_dir = run.cfg, run.scene, run.device, run.folder
@@ -95,7 +105,7 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
     lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
     with RunLock(out_dir, "enerf eval"):  # training writes metrics.json too: one writer at a time
         per_image = evaluate_views(scene, scene.i_test, run.models, cfg.render, device, lpips_metric,
-                                   image_dir=out_dir / "test_views", renderer=run.renderer)
+                                   image_dir=out_dir / "test_views", renderer=run.renderer, progress=progress)
         metrics = {
             **previous,
             **summarize(per_image, lpips_error),

@@ -9,7 +9,8 @@ rest, the same for all tasks:
   (``kappa_every``: ``kappa_W/*``, ``kappa_EW/*`` and ``kappa_history``), held-out evaluation
   (``eval_every``: ``history``), checkpoints (``ckpt_every``, and one at the end);
 * time: ``train_seconds`` counts training only (the clock pauses for evaluations and
-  checkpoints), and ``time_budget`` stops a run once it is spent;
+  checkpoints), ``time_budget`` stops a run once it is spent, and after the first few timed
+  steps one line says how long the rest will take (``enerf.train.estimate``);
 * the cooldown (``lrate_cooldown``): over the run's last fraction, measured in steps or in
   training time, whichever is further along, the task's learning rate is annealed to a tenth;
 * the run folder: locked while written (``RunLock``), stale temp files removed, ``config.json``,
@@ -26,7 +27,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Protocol
+from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
 from torch import Tensor, nn
 from torch.utils.tensorboard import SummaryWriter
@@ -38,9 +39,10 @@ from ..distributed import any_rank, average_gradients, is_writer, max_over_ranks
 from ..nn.conditioning import condition_numbers
 from ..runfolder import RunLock, remove_stale_temp_files
 from .divergence import FiniteGuard
+from .estimate import StepEstimate
 from .state import LoopState
 
-__all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "cooldown_factor", "run_progress", "take_step",
+__all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "cooldown_factor", "training_progress", "take_step",
            "train_loop", "writes_outputs"]
 
 
@@ -55,7 +57,7 @@ class Evaluation:
 
 
 class TrainingTask(Protocol):
-    """What a task gives the loop (``enerf.train.nerf.NerfRun``, ``enerf.train.shape.ShapeRun``)."""
+    """What a task gives the loop (``enerf.train.nerf.NerfTask``, ``enerf.train.shape.ShapeTask``)."""
 
     cfg: object  # RunConfig | ShapeRunConfig: expname, to_dict(), and train.{iters, log_every, ...}
     optimizer: object  # PreconditionedOptimizer
@@ -107,7 +109,7 @@ def writes_outputs() -> bool:
     return is_writer()
 
 
-def run_progress(step: int, iters: int, seconds: float, time_budget: float) -> float:
+def training_progress(step: int, iters: int, seconds: float, time_budget: float) -> float:
     """How far through its run a step is, in [0, 1]: the larger of ``step / iters`` and, with a
     time budget, ``seconds / time_budget`` (training seconds spent before the step)."""
     progress = step / iters
@@ -117,7 +119,7 @@ def run_progress(step: int, iters: int, seconds: float, time_budget: float) -> f
 
 
 def cooldown_factor(progress: float, cooldown: float) -> float:
-    """What the learning rate is multiplied by at ``progress`` (``run_progress``): 1 before the
+    """What the learning rate is multiplied by at ``progress`` (``training_progress``): 1 before the
     last ``cooldown`` fraction of the run, then ``0.1 ** ((progress - (1 - cooldown)) / cooldown)``,
     down to 0.1 at the end; always 1 when ``cooldown`` is 0."""
     start = 1.0 - cooldown
@@ -183,18 +185,27 @@ class _NoWriter:
         pass
 
 
-def train_loop(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool = True) -> dict | None:
+StepHook = Callable[[TrainingTask, int], None]
+
+
+def train_loop(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool = True,
+               on_step: StepHook | None = None) -> dict | None:
     """Lock ``out_dir``, train ``task`` from ``task.loop.step`` to its last step (or until it
     stops early), write the last checkpoint to ``ckpt_path``; returns ``task.finish``'s metrics
-    (None in a process that writes no outputs: ranks other than 0)."""
+    (None in a process that writes no outputs: ranks other than 0).
+
+    ``on_step(task, steps_done)``: called after every step in the process that writes outputs,
+    with the training clock paused (``enerf train --viewer`` renders there); it must not change
+    the run (no random numbers from the run's generators, no gradients, the batch untouched)."""
     if not writes_outputs():  # distributed: rank 0 holds the lock and writes
-        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress)
+        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress, on_step)
     with RunLock(out_dir, task.command):
         remove_stale_temp_files(out_dir)
-        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress)
+        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress, on_step)
 
 
-def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool) -> dict | None:
+def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool,
+                  on_step: StepHook | None = None) -> dict | None:
     cfg, t, state = task.cfg, task.cfg.train, task.loop
     writes = writes_outputs()
     if writes:
@@ -217,15 +228,19 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
     bar = tqdm(range(state.step, t.iters), initial=state.step, total=t.iters, disable=not (progress and writes),
                dynamic_ncols=True, desc=cfg.expname)
     say = bar.write if writes else (lambda line: None)
+    estimate = StepEstimate(t.iters, t.time_budget)  # one line, after the first few timed steps
     cooldown = t.lrate_cooldown
     for step in bar:
         lr_factor = 1.0
         if cooldown > 0:  # distributed: the furthest rank's clock, so that all ranks share one rate
-            lr_factor = cooldown_factor(max_over_ranks(run_progress(step, t.iters, clock.seconds, t.time_budget)),
+            lr_factor = cooldown_factor(max_over_ranks(training_progress(step, t.iters, clock.seconds, t.time_budget)),
                                         cooldown)
         result = take_step(task, step, lr_factor)
         done = state.step = step + 1
         guard.check(done, result.loss, ckpt_path, saved_step)
+        line = estimate.after_step(done, clock.seconds)
+        if line:
+            say(line)
         if writes and (done % t.log_every == 0 or done == t.iters):
             postfix, scalars = task.log(done, result.losses, result.loss)
             bar.set_postfix(**postfix)
@@ -254,6 +269,9 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
         if t.ckpt_every > 0 and done % t.ckpt_every == 0 and done < t.iters:
             with clock.paused():
                 checkpoint(done)
+        if on_step is not None and writes:
+            with clock.paused():
+                on_step(task, done)
         if t.time_budget > 0 and any_rank(clock.seconds >= t.time_budget):  # distributed: all stop at one step
             say(f"time budget of {t.time_budget:.0f} s reached at step {done}")
             break

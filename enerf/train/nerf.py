@@ -1,6 +1,6 @@
 """The NeRF training task: sample rays, render, MSE, Adam with exponential decay, evaluate.
 
-``NerfRun`` holds a run's scene, fields, ray sampler and renderer and gives the shared loop
+``NerfTask`` holds a run's scene, fields, ray sampler and renderer and gives the shared loop
 (``enerf.train.loop``) its step's loss terms, its evaluations and its checkpoint extras.
 
 One run writes into ``<basedir>/<expname>/``::
@@ -31,20 +31,22 @@ from ..distributed import broadcast_parameters, process_group, rank_device, rank
 from ..errors import CheckpointError
 from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
-from ..nn.conditioning import condition_numbers, conditioned_weights_once
+from ..nn.conditioning import condition_numbers
 from ..optim import PreconditionedOptimizer
 from ..render import Renderer, build_renderer
 from ..rng import seed_everything
-from ..run import build_fields, run_dir, select_device
+from ..fields.build import build_fields
+from ..loaded_run import select_device
+from ..runfolder import config_run_folder
 from ..runfolder import check_output_dir
 from .divergence import black_level_psnr, black_warning
 from .evaluate import evaluate_views, summarize, write_metrics
 from .loop import Evaluation, take_step, train_loop
 from .losses import nerf_losses
-from .ray_batch import RayBatch
+from .rays_per_step import RaysPerStep
 from .state import LoopState, optimizer_from_config, restore_loop_state
 
-__all__ = ["train_nerf", "NerfRun", "prepare_run", "step_run", "grid_record", "learning_rate", "set_learning_rate"]
+__all__ = ["train_nerf", "NerfTask", "prepare_run", "step_run", "grid_record", "learning_rate", "set_learning_rate"]
 
 
 def learning_rate(step: int, lrate: float, lrate_decay: float) -> float:
@@ -61,12 +63,12 @@ def set_learning_rate(optimizer, step: int, train: TrainConfig) -> float:
     return lr
 
 
-def work_record(ray_batch: RayBatch) -> dict:
+def work_record(ray_batch: RaysPerStep) -> dict:
     """Per training ray so far: network queries, and rendered points whose colour was skipped."""
     return {"queries_per_ray": ray_batch.queries_per_ray, "colour_skipped_per_ray": ray_batch.colour_skipped_per_ray}
 
 
-def grid_record(renderer, ray_batch: RayBatch) -> dict:
+def grid_record(renderer, ray_batch: RaysPerStep) -> dict:
     """For grid renderers: the fraction of occupied cells and the points grid updates have sent
     to the field per training ray so far (not part of ``queries_per_ray``); {} otherwise."""
     grid = renderer.grid
@@ -77,7 +79,7 @@ def grid_record(renderer, ray_batch: RayBatch) -> dict:
 
 
 @dataclass
-class NerfRun:
+class NerfTask:
     """A NeRF training task (``prepare_run``): what its steps and evaluations use, and the
     methods the training loop (``enerf.train.loop``) calls."""
 
@@ -89,12 +91,13 @@ class NerfRun:
     generator: torch.Generator
     sampler: RaySampler
     renderer: Renderer
-    ray_batch: RayBatch
+    ray_batch: RaysPerStep
     eval_views: list[int]
     loop: LoopState
     resumed: bool = False
     warmup_psnr: float | None = None  # best training PSNR logged in the first warmup_steps steps
     batch_share: float = 1.0  # distributed: this rank's share of the last step's global ray batch
+    progress: bool = True  # progress bars of the evaluations (on a terminal; --quiet: off)
 
     command = "enerf train"
     final_scalar = ("test/psnr", "psnr")
@@ -115,16 +118,13 @@ class NerfRun:
         train = self.cfg.train
         for f in self.fields.values():
             f.train()
-        # One E W per layer for all of this step's passes; as a leaf whose gradient a hook carries
-        # to W (cheaper on CPU) unless gradient regularization needs the whole graph.
-        with conditioned_weights_once(*self.fields.values(), leaf_grads=self.optimizer.grad_reg == 0):
-            self.renderer.update(step, self.fields, self.generator)  # occupancy grid, every grid_update_every steps
-            self.sampler.batch_size = self.ray_batch.n_rays
-            batch_rays, target = self.sampler.sample(center_only=step < train.precrop_iters)
-            batch_rays, target = shard_batch(batch_rays, target)  # distributed: this rank's share of the global batch
-            self.batch_share = target.shape[0] / self.sampler.batch_size
-            out = self.renderer.render_rays(batch_rays, self.fields, train=True,
-                                            generator=rank_generator(self.generator))  # distributed: own jitter
+        self.renderer.update(step, self.fields, self.generator)  # occupancy grid, every grid_update_every steps
+        self.sampler.batch_size = self.ray_batch.n_rays
+        batch_rays, target = self.sampler.sample(center_only=step < train.precrop_iters)
+        batch_rays, target = shard_batch(batch_rays, target)  # distributed: this rank's share of the global batch
+        self.batch_share = target.shape[0] / self.sampler.batch_size
+        out = self.renderer.render_rays(batch_rays, self.fields, train=True,
+                                        generator=rank_generator(self.generator))  # distributed: own jitter
         self.ray_batch.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
                                               out["n_colour_skipped"]))  # distributed: global counts
         return nerf_losses(out, target, self.fields, train.tv_weight)
@@ -143,7 +143,8 @@ class NerfRun:
 
     def evaluate(self, step: int) -> Evaluation:
         per_image = evaluate_views(self.scene, self.eval_views, self.fields, self.cfg.render, self.device,
-                                   renderer=self.renderer)
+                                   renderer=self.renderer, progress=self.progress, desc=f"eval at step {step}",
+                                   leave=False)
         psnr = float(np.mean([p["psnr"] for p in per_image]))
         target = self.cfg.train.stop_at_psnr
         stop = (f"held-out PSNR reached --stop_at_psnr {target:g} dB at step {step}"
@@ -165,7 +166,7 @@ class NerfRun:
         steps, train_seconds = state.step, state.train_seconds
         lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
         per_image = evaluate_views(scene, scene.i_test, self.fields, cfg.render, device, lpips_metric,
-                                   out_dir / "test_views", renderer=renderer)
+                                   out_dir / "test_views", renderer=renderer, progress=self.progress)
         summary = summarize(per_image, lpips_error)
         black = black_level_psnr(scene.images[scene.i_test], 1.0 if cfg.render.white_bkgd else 0.0) if len(per_image) else None
         warning = black_warning(summary["psnr"], black, self.warmup_psnr, self.warmup_steps) if black is not None else None
@@ -194,7 +195,7 @@ class NerfRun:
         return metrics
 
 
-def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfRun:
+def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfTask:
     """Seed, load the scene, build fields, optimizer, ray sampler, renderer (and its grid) and
     ray batch for ``cfg``; restored from a checkpoint ``payload`` when given."""
     device = rank_device(select_device(cfg.train.device))  # distributed: cuda:LOCAL_RANK
@@ -213,13 +214,13 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     # Renderer (and its occupancy grid, restored on resume); rays per step sized for a sample budget.
     saved_extra = payload["extra"] if payload is not None else {}
     renderer = build_renderer(cfg.render, device, state=saved_extra.get("estimator"), rays=rays, aabb=scene.aabb)
-    ray_batch = RayBatch.for_run(cfg, len(sampler), renderer.name)
+    ray_batch = RaysPerStep.for_run(cfg, len(sampler), renderer.name)
     ray_batch.load_state_dict(saved_extra.get("ray_batch"))
-    return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, renderer, ray_batch,
+    return NerfTask(cfg, device, scene, fields, optimizer, generator, sampler, renderer, ray_batch,
                    list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"))
 
 
-def step_run(run: NerfRun, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+def step_run(run: NerfTask, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Training step ``step`` of ``run`` at its scheduled learning rate; returns (losses, loss)."""
     result = take_step(run, step)
     return result.losses, result.loss
@@ -243,15 +244,19 @@ def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
     return payload
 
 
-def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True) -> dict | None:
+def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True,
+               on_step=None) -> dict | None:
     """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json),
     None on the ranks other than 0 of a run on several processes (``enerf.distributed``).
 
     Flags and the output folder are checked first; the run folder is locked (``RunLock``) from
-    the first write to the last, and stale temp files of a killed run are removed."""
-    out_dir = run_dir(cfg)
+    the first write to the last, and stale temp files of a killed run are removed. ``on_step``:
+    the loop's step hook (``enerf train --viewer``; see ``train_loop``)."""
+    out_dir = config_run_folder(cfg)
     check_output_dir(out_dir, "--basedir")
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
     payload = _resume_state(ckpt_path, cfg) if resume else None
     with process_group(cfg.train.device, cfg.train.dist_timeout, cfg.train.grad_reg):  # distributed: torchrun's env
-        return train_loop(prepare_run(cfg, data_root, payload), out_dir, ckpt_path, progress)
+        run = prepare_run(cfg, data_root, payload)
+        run.progress = progress
+        return train_loop(run, out_dir, ckpt_path, progress, on_step)

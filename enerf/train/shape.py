@@ -36,7 +36,8 @@ from ..metrics import shape_metrics, volumetric_iou
 from ..nn.conditioning import condition_numbers
 from ..optim import PreconditionedOptimizer
 from ..rng import seed_everything
-from ..run import load_run, run_dir, select_device
+from ..loaded_run import load_run, select_device
+from ..runfolder import config_run_folder
 from ..runfolder import RunLock, check_output_dir
 from .evaluate import read_metrics
 from .loop import Evaluation, train_loop
@@ -44,7 +45,7 @@ from .losses import shape_losses
 from .state import LoopState, optimizer_from_config, restore_loop_state
 
 __all__ = [
-    "ShapeRun",
+    "ShapeTask",
     "shape_learning_rate",
     "evaluate_shape",
     "train_shape",
@@ -117,7 +118,7 @@ def _finish(field, data, cfg, device, out_dir, steps, train_seconds, history, ck
 
 
 @dataclass
-class ShapeRun:
+class ShapeTask:
     """A shape training task: the field, its labelled points and optimizer, and the methods the
     training loop (``enerf.train.loop``) calls."""
 
@@ -193,7 +194,7 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
     Flags and output folders are checked first, the run folder is locked (``RunLock``) while
     it is written, and stale temp files of a killed run are removed."""
     device = select_device(cfg.train.device)
-    out_dir = run_dir(cfg)
+    out_dir = config_run_folder(cfg)
     check_output_dir(out_dir, "--basedir")
     check_output_dir(cfg.data.cache_dir, "--cache_dir")
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
@@ -208,7 +209,7 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
     field = ShapeField(cfg.field).to(device)
     optimizer = optimizer_from_config(field, cfg.train)
     loop = restore_loop_state(payload, {"field": field}, optimizer, generator)
-    task = ShapeRun(cfg, device, data, field, optimizer, generator, loop, resumed=payload is not None)
+    task = ShapeTask(cfg, device, data, field, optimizer, generator, loop, resumed=payload is not None)
     return train_loop(task, out_dir, ckpt_path, progress)
 
 

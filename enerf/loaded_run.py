@@ -1,34 +1,30 @@
-"""A run's pieces: built from its config (device, fields), or loaded
-from its checkpoint alone (``load_run``: config, models, renderer state, run folder).
-
-A run writes into one folder, ``<basedir>/<expname>/``, its checkpoints into
-``<run>/checkpoints/``; ``run_folder`` is the one place that maps a checkpoint back to its run
-folder, so ``enerf eval`` / ``render`` / ``mesh`` write beside the run wherever it was moved.
+"""A trained run loaded from its checkpoint alone (``load_run`` -> ``LoadedRun``: config, models
+with their weights, the renderer with its state, the run folder, the scene), and the device a
+run computes on (``select_device``). ``enerf eval`` / ``render`` / ``mesh`` / ``view`` start here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from .checkpoint import load_checkpoint
-from .config import FieldConfig, RunConfig, ShapeRunConfig
+from .config import RunConfig, ShapeRunConfig
 from .data.loaders import load_scene
 from .data.scene import Scene
 from .errors import CheckpointError, ConfigError
-from .fields.nerf import NeRFField
+from .fields.build import build_fields
 from .fields.shape import ShapeField
 from .render import Renderer, build_renderer
+from .runfolder import checkpoint_run_folder
 
 __all__ = [
-    "Run",
+    "LoadedRun",
     "load_run",
-    "run_dir",
-    "run_folder",
     "select_device",
-    "build_fields",
     "load_weights",
     "renderer_from_checkpoint",
 ]
@@ -42,26 +38,6 @@ def select_device(name: str) -> torch.device:
     if name not in ("cpu", "cuda"):
         raise ConfigError(f"device {name!r} is not one of auto, cpu, cuda", ("device",))
     return torch.device(name)
-
-
-def build_fields(cfg: FieldConfig, with_fine: bool, device: torch.device) -> dict[str, NeRFField]:
-    """The coarse field, plus a fine one of the same shape when ``with_fine``."""
-    fields = {"coarse": NeRFField(cfg).to(device)}
-    if with_fine:
-        fields["fine"] = NeRFField(cfg).to(device)
-    return fields
-
-
-def run_dir(cfg: RunConfig | ShapeRunConfig) -> Path:
-    """Where a run trained with ``cfg`` writes: ``<basedir>/<expname>``."""
-    return Path(cfg.basedir) / cfg.expname
-
-
-def run_folder(ckpt_path: str | Path, cfg: RunConfig | ShapeRunConfig) -> Path:
-    """The run folder of a checkpoint: ``<run>`` for ``<run>/checkpoints/NAME.pt`` (wherever the
-    run was moved), else the folder its config names (``run_dir``)."""
-    ckpt = Path(ckpt_path).resolve()
-    return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else run_dir(cfg)
 
 
 def load_weights(modules: dict[str, nn.Module], models: dict, ckpt_path: str | Path) -> None:
@@ -92,7 +68,7 @@ def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device
 
 
 @dataclass
-class Run:
+class LoadedRun:
     """A trained run, from its checkpoint alone (``load_run``)."""
 
     cfg: RunConfig | ShapeRunConfig
@@ -125,7 +101,7 @@ def _build_models(cfg: RunConfig | ShapeRunConfig, models: dict, device: torch.d
 
 
 def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str | None = None,
-             task: str | None = None) -> Run:
+             task: str | None = None) -> LoadedRun:
     """Rebuild a run from its checkpoint: config, models with their weights, the renderer with its
     state, the run folder, and (NeRF, with ``data_root``) the scene.
 
@@ -148,6 +124,6 @@ def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str |
     for module in models.values():
         module.eval()
     nerf = kind == "nerf"
-    return Run(cfg, int(payload["step"]), models, renderer_from_checkpoint(payload, cfg, device) if nerf else None,
-               run_folder(ckpt_path, cfg), ckpt_path, device, payload.get("extra") or {},
+    return LoadedRun(cfg, int(payload["step"]), models, renderer_from_checkpoint(payload, cfg, device) if nerf else None,
+               checkpoint_run_folder(ckpt_path, cfg), ckpt_path, device, payload.get("extra") or {},
                load_scene(cfg.data, data_root, cfg.render.white_bkgd) if nerf and data_root is not None else None)

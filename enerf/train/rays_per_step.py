@@ -6,7 +6,7 @@ rescale the batch after every step::
 
     n_rays = n_rays * target_sample_batch_size / n_samples_rendered
 
-so each step renders about ``target_sample_batch_size`` samples. ``RayBatch`` does that and
+so each step renders about ``target_sample_batch_size`` samples. ``RaysPerStep`` does that and
 counts network queries, so the trainer can report queries per ray.
 """
 
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from ..config import RunConfig
 
-__all__ = ["RayBatch", "MAX_RAY_GROWTH"]
+__all__ = ["RaysPerStep", "MAX_RAY_GROWTH"]
 
 MAX_RAY_GROWTH = 16  # the batch never exceeds this many times N_rand (a nearly empty grid)
 
 
-class RayBatch:
+class RaysPerStep:
     """Rays for the next step, and running totals of rays, samples and queries.
 
     Args:
@@ -39,7 +39,7 @@ class RayBatch:
         self.steps = 0
 
     @classmethod
-    def for_run(cls, cfg: RunConfig, n_pixels: int, renderer_name: str) -> "RayBatch":
+    def for_run(cls, cfg: RunConfig, n_pixels: int, renderer_name: str) -> "RaysPerStep":
         """The run's batch rule: dynamic for grid renderers unless ``target_sample_batch_size`` is -1."""
         target = cfg.render.target_sample_batch_size
         if renderer_name == "hierarchical" or target < 0:

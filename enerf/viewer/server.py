@@ -1,0 +1,471 @@
+"""The viewer server: a viser web server, one progressive render loop for every browser, the panel.
+
+``Viewer`` opens the server (``open_viewer``: the port is checked first, and a port in use is a
+one-line error, never a silent move to the next one), draws one or two runs (``attach``) and
+renders the browser's camera in small units of work (``work``):
+
+* a camera move (or a panel change) restarts that browser's frame at level 0, a preview whose
+  width is chosen from the measured render speed so that it takes about ``preview_seconds``;
+* while the camera rests, each next level doubles the width, up to the resolution cap
+  (``max_width``, and never wider than the browser's canvas); the last level is sent as PNG;
+* only each browser's latest camera is rendered: camera messages that arrive while a frame
+  renders replace one another (stale requests are dropped, never queued).
+
+``enerf view`` calls ``work`` from a background thread (``start_worker``), so the page never
+waits on a rendering; ``enerf train --viewer`` calls it between training steps (``TrainingViewer``
+in ``training.py``), where the networks are not being updated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import atomic_write_json
+from ..config import VIEWER_LAYOUTS, VIEWER_OUTPUTS, ViewerConfig
+from ..data.camera_paths import camera_path_dict
+from ..errors import ConfigError, EnerfError
+from ..loaded_run import LoadedRun
+from .frames import render_frame
+from .render import focal_from_fov
+from .scene import c2w_from_viser, frustum_scale, frustums, initial_view, run_label, run_summary, viser_from_c2w
+
+__all__ = ["INSTALL_HINT", "import_viser", "check_port", "Viewer", "FrameInfo"]
+
+INSTALL_HINT = 'pip install -e ".[viewer]"'
+_LAYOUT_NAMES = {"side": "side by side", "split": "split slider", "a": "A only", "b": "B only",
+                 "difference": "difference"}
+
+
+def import_viser():
+    """The viser module, or an EnerfError naming the install command."""
+    try:
+        import viser
+    except ImportError:
+        raise EnerfError(f"the viewer needs viser, which is not installed: {INSTALL_HINT}") from None
+    return viser
+
+
+def check_port(host: str, port: int) -> None:
+    """ConfigError (one line) when ``host:port`` cannot be listened on; port 0 (any) always can."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ConfigError(f"host {host!r} does not resolve ({exc.strerror}); use 127.0.0.1 or an address of this "
+                          "machine", ("host",)) from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is no conflict
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"port {port} on {host} is in use (another viewer?); pass another port "
+                                  "or 0 for any free one", ("port",)) from None
+            raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror})", ("host", "port")) from None
+
+
+@dataclass
+class FrameInfo:
+    """The last frame sent to one browser."""
+
+    version: int  # the camera / panel version it shows
+    level: int
+    width: int
+    height: int
+    focal: float
+    c2w: np.ndarray  # [3, 4] scene space
+    final: bool  # the finest level for that camera
+    seconds: float  # time to render it
+    step: int  # the first run's step when it was rendered
+
+
+@dataclass
+class _Browser:
+    """One connected browser and where its progressive frame stands."""
+
+    client: object  # viser.ClientHandle
+    version: int = 0  # bumped by every camera move and panel change
+    started: int = -1  # the version the current level sequence renders
+    level: int = 0  # next level to render
+    done: bool = False  # the finest level of ``started`` was sent
+    done_step: int = -1  # the run's step of that finest frame (training: refresh when it moves on)
+    sent_at: float = 0.0  # time.perf_counter() of the last frame sent
+    last: FrameInfo | None = None
+    frames: int = 0  # frames sent
+
+
+@dataclass
+class _Keyframes:
+    poses: list = field(default_factory=list)  # [3, 4] each
+    size: tuple[int, int, float] | None = None  # width, height, fov_y degrees of the first keyframe
+
+
+class Viewer:
+    """A viser server showing one run, or two runs of one scene from one camera.
+
+    Args:
+        cfg: host, port, resolution cap, preview time, layout (``ViewerConfig``).
+        title: the panel's title.
+    """
+
+    def __init__(self, cfg: ViewerConfig, title: str = "enerf") -> None:
+        viser = import_viser()
+        check_port(cfg.host, cfg.port)
+        self.cfg = cfg
+        with contextlib.redirect_stdout(io.StringIO()):  # viser prints a banner; the command prints the URL
+            self.server = viser.ViserServer(host=cfg.host, port=cfg.port, label=title, verbose=False)
+        self.server.gui.configure_theme(show_share_button=False, control_width="medium")
+        if cfg.port and self.server.get_port() != cfg.port:  # viser moves to the next port when one is taken
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.server.stop()
+            raise ConfigError(f"port {cfg.port} on {cfg.host} is in use (another viewer?); pass another port or 0 "
+                              "for any free one", ("port",))
+        self.runs: list[LoadedRun] = []
+        self.metrics: list[dict] = []
+        self.labels: list[str] = []
+        self.rate = None  # pixels per second of the last renderings (exponential average)
+        self.render_seconds = 0.0  # all time spent rendering
+        self._browsers: dict[int, _Browser] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.frames_sent = 0
+        self.browsers_seen = 0
+        self._worker: threading.Thread | None = None
+        self._keys = _Keyframes()
+        self.output = cfg.output
+        self.layout = cfg.layout
+        self.split = 0.5
+        self.max_width = cfg.max_width
+        self.path_dir: Path | None = None
+        self.status = None
+
+    # ------------------------------------------------------------------ set-up
+
+    @property
+    def url(self) -> str:
+        host = self.cfg.host if self.cfg.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        return f"http://{host}:{self.server.get_port()}"
+
+    def attach(self, runs: list[LoadedRun], metrics: list[dict], path_dir: Path | None = None) -> None:
+        """Draw ``runs`` (one, or two of the same scene): their cameras, the panel, the first view.
+
+        ``metrics``: each run's metrics.json ({} when none); ``path_dir``: where saved camera paths go."""
+        self.runs, self.metrics = list(runs), list(metrics)
+        self.labels = [run_label(r, m) for r, m in zip(self.runs, self.metrics)]
+        self.path_dir = path_dir
+        run, server = self.runs[0], self.server
+        view = initial_view(run)
+        server.scene.set_up_direction(tuple(float(v) for v in view["up"]))
+        server.initial_camera.position = tuple(float(v) for v in view["position"])
+        server.initial_camera.look_at = tuple(float(v) for v in view["look_at"])
+        server.initial_camera.up = tuple(float(v) for v in view["up"])
+        server.initial_camera.fov = float(view["fov"])
+        self._draw_cameras(run)
+        self._build_panel()
+        server.on_client_connect(self._connect)
+        server.on_client_disconnect(self._disconnect)
+        self._measure_rate()
+
+    def _draw_cameras(self, run: LoadedRun) -> None:
+        scene = self.server.scene
+        self.cameras_root = scene.add_frame("/cameras", show_axes=False)
+        scale = frustum_scale(run)
+        self._key_handles = []
+        self.frustum_handles = []
+        for f in frustums(run, self.metrics[0]):
+            colour = (60, 110, 220) if f.split == "train" else (235, 120, 20)
+            handle = scene.add_camera_frustum(f.name, fov=f.fov, aspect=f.aspect, scale=scale, color=colour,
+                                              wxyz=f.wxyz, position=f.position, thickness=scale * 0.04)
+            self.frustum_handles.append(handle)
+            if f.label:
+                scene.add_label(f"{f.name}/psnr", f.label, font_screen_scale=0.8)
+        drawn = frustums(run, self.metrics[0])
+        self.n_frustums, self.n_train = len(drawn), sum(f.split == "train" for f in drawn)
+
+    def _build_panel(self) -> None:
+        gui = self.server.gui
+        with gui.add_folder("View"):
+            self.status = gui.add_markdown("waiting for a browser")
+            out = gui.add_dropdown("Output", VIEWER_OUTPUTS, initial_value=self.output)
+            cap = gui.add_slider("Max width (px)", min=32, max=max(2048, self.cfg.max_width), step=16,
+                                 initial_value=self.cfg.max_width)
+            show = gui.add_checkbox("Show cameras", initial_value=True)
+
+            @out.on_update
+            def _(_event) -> None:
+                self.output = out.value
+                self._changed()
+
+            @cap.on_update
+            def _(_event) -> None:
+                self.max_width = int(cap.value)
+                self._changed()
+
+            @show.on_update
+            def _(_event) -> None:
+                self.cameras_root.visible = bool(show.value)
+
+            self.gui_output, self.gui_cap, self.gui_cameras = out, cap, show
+            if len(self.runs) == 2:
+                names = [_LAYOUT_NAMES[k] for k in VIEWER_LAYOUTS]
+                lay = gui.add_dropdown("Layout", names, initial_value=_LAYOUT_NAMES[self.layout])
+                cut = gui.add_slider("Split", min=0.0, max=1.0, step=0.01, initial_value=self.split)
+
+                @lay.on_update
+                def _(_event) -> None:
+                    self.layout = VIEWER_LAYOUTS[names.index(lay.value)]
+                    self._changed()
+
+                @cut.on_update
+                def _(_event) -> None:
+                    self.split = float(cut.value)
+                    if self.layout == "split":
+                        self._changed()
+
+                self.gui_layout, self.gui_split = lay, cut
+        self.run_panels = []
+        for k, (run, metrics) in enumerate(zip(self.runs, self.metrics)):
+            with gui.add_folder("Run" if len(self.runs) == 1 else f"Run {'AB'[k]}", expand_by_default=k == 0):
+                self.run_panels.append(gui.add_markdown(run_summary(run, metrics)))
+        with gui.add_folder("Keyframes", expand_by_default=False):
+            add = gui.add_button("Add keyframe (this view)")
+            clear = gui.add_button("Clear keyframes")
+            frames = gui.add_number("Frames", initial_value=120, min=0, max=100000, step=1)
+            name = gui.add_text("File name", initial_value="path.json")
+            save = gui.add_button("Save camera path")
+            self.keys_note = gui.add_markdown("no keyframes")
+
+            @add.on_click
+            def _(event) -> None:
+                if event.client is not None:
+                    self.add_keyframe(event.client.camera)
+
+            @clear.on_click
+            def _(_event) -> None:
+                self._keys = _Keyframes()
+                for handle in self._key_handles:
+                    handle.remove()
+                self._key_handles = []
+                self.keys_note.content = "no keyframes"
+
+            @save.on_click
+            def _(_event) -> None:
+                try:
+                    path = self.save_path(name.value, int(frames.value))
+                    self.keys_note.content = (f"saved {path}\n\nrender it: `enerf render --ckpt "
+                                              f"{self.runs[0].ckpt_path} --path {path}`")
+                except EnerfError as exc:
+                    self.keys_note.content = f"not saved: {exc}"
+
+    # ------------------------------------------------------------------ keyframes
+
+    def add_keyframe(self, camera) -> None:
+        """Add the pose of a browser's ``camera`` (viser CameraHandle) to the keyframes."""
+        c2w = c2w_from_viser(camera.wxyz, camera.position)
+        if self._keys.size is None:
+            self._keys.size = (int(camera.image_width), int(camera.image_height), float(np.degrees(camera.fov)))
+        self._keys.poses.append(c2w)
+        k = len(self._keys.poses)
+        wxyz, position = viser_from_c2w(c2w)
+        self._key_handles.append(self.server.scene.add_camera_frustum(
+            f"/keyframes/{k:03d}", fov=float(camera.fov), aspect=float(camera.aspect),
+            scale=frustum_scale(self.runs[0]), color=(30, 170, 60), wxyz=wxyz, position=position))
+        self.keys_note.content = f"{k} keyframe{'s' if k > 1 else ''}"
+
+    def save_path(self, name: str, frames: int) -> Path:
+        """Write the keyframes as a camera path file (``enerf render --path FILE``); returns its path."""
+        if not self._keys.poses:
+            raise ConfigError("no keyframes yet: move the camera and press Add keyframe")
+        name = Path(str(name).strip() or "path.json").name
+        if not name.lower().endswith(".json"):
+            name += ".json"
+        folder = self.path_dir or Path(".")
+        width, height, fov_y = self._keys.size
+        path = folder / name
+        atomic_write_json(path, camera_path_dict(np.stack(self._keys.poses), frames, width, height, fov_y))
+        return path
+
+    # ------------------------------------------------------------------ browsers
+
+    def _connect(self, client) -> None:
+        with self._lock:
+            self._browsers[client.client_id] = _Browser(client)
+            self.browsers_seen += 1
+
+        @client.camera.on_update
+        def _(_camera) -> None:
+            with self._lock:
+                browser = self._browsers.get(client.client_id)
+                if browser is not None:
+                    browser.version += 1
+            self._wake.set()
+
+        self._wake.set()
+
+    def _disconnect(self, client) -> None:
+        with self._lock:
+            self._browsers.pop(client.client_id, None)
+
+    def _changed(self) -> None:
+        """A panel setting changed: every browser's frame starts again."""
+        with self._lock:
+            for browser in self._browsers.values():
+                browser.version += 1
+        self._wake.set()
+
+    def browsers(self) -> dict[int, _Browser]:
+        with self._lock:
+            return dict(self._browsers)
+
+    # ------------------------------------------------------------------ rendering
+
+    def _measure_rate(self) -> None:
+        """Render one small frame to learn the speed (and warm up the renderer)."""
+        run, view = self.runs[0], initial_view(self.runs[0])
+        width = self.cfg.min_width
+        height = max(int(round(width * run.scene.height / run.scene.width)), 1)
+        for _ in range(2):  # the first call pays one-time costs
+            tic = time.perf_counter()
+            render_frame(self.runs, view["c2w"], width, height, focal_from_fov(view["fov"], height), "rgb", "a")
+            seconds = time.perf_counter() - tic
+        self.rate = width * height / max(seconds, 1e-6)
+
+    def _note_speed(self, pixels: int, seconds: float) -> None:
+        rate = pixels / max(seconds, 1e-6)
+        self.rate = rate if self.rate is None else 0.5 * self.rate + 0.5 * rate
+
+    def _width(self, level: int, target: int, aspect: float) -> int:
+        """Frame width of ``level``: a preview of about ``preview_seconds``, doubled per level, up to ``target``."""
+        pixels = (self.rate or 1e4) * self.cfg.preview_seconds
+        if len(self.runs) == 2 and self.layout in ("split", "difference"):
+            pixels /= 2  # two whole renderings per frame (side by side: two halves, the same pixels)
+        preview = int(np.sqrt(pixels * aspect))
+        return int(min(max(preview, self.cfg.min_width) * 2**level, target))
+
+    def pending(self, training_step: int | None = None) -> bool:
+        """Whether some browser waits for a frame (training: or shows a finest frame of an older step)."""
+        for b in self.browsers().values():
+            if b.version != b.started or not b.done:
+                return True
+            if training_step is not None and b.done_step != training_step:
+                return True
+        return False
+
+    def work(self, training_step: int | None = None) -> float:
+        """Render and send the next frame of one browser that needs one; returns the seconds it took (0: none did).
+
+        ``training_step``: the live run's step; a browser whose finest frame shows an older step gets a
+        new finest frame (no preview: the camera did not move)."""
+        for browser in sorted(self.browsers().values(), key=lambda b: b.sent_at):
+            camera = browser.client.camera
+            version = browser.version
+            if version != browser.started:
+                browser.started, browser.level, browser.done = version, 0, False
+            elif browser.done:
+                if training_step is None or browser.done_step == training_step:
+                    continue
+                browser.done = False  # refresh at the finest level
+                browser.level = 99
+            try:
+                tic = time.perf_counter()
+                info = self._render_for(browser, camera, version)
+                seconds = time.perf_counter() - tic
+            except Exception:
+                if browser.client.client_id not in self.browsers():
+                    continue  # the browser went away mid-frame
+                raise
+            info.seconds = seconds
+            if info.step is not None and training_step is not None:
+                info.step = training_step
+            self.render_seconds += seconds
+            browser.last, browser.sent_at = info, time.perf_counter()
+            browser.frames += 1
+            self.frames_sent += 1
+            if info.final:
+                browser.done, browser.done_step = True, training_step if training_step is not None else -1
+            else:
+                browser.level += 1
+            return seconds
+        return 0.0
+
+    def _render_for(self, browser: _Browser, camera, version: int) -> FrameInfo:
+        wxyz, position, fov = camera.wxyz, camera.position, float(camera.fov)
+        canvas_w, canvas_h = max(int(camera.image_width), 1), max(int(camera.image_height), 1)
+        aspect = canvas_w / canvas_h
+        target = max(min(self.max_width, canvas_w), 8)
+        width = self._width(browser.level, target, aspect)
+        height = max(int(round(width * canvas_h / canvas_w)), 1)
+        focal = focal_from_fov(fov, height)
+        c2w = c2w_from_viser(wxyz, position)
+        final = width >= target
+        tic = time.perf_counter()
+        frame = render_frame(self.runs, c2w, width, height, focal, self.output, self.layout, self.split,
+                             self.labels if len(self.runs) == 2 else None, self.cfg.colormap)
+        self._note_speed(width * height * (2 if len(self.runs) == 2 and self.layout in ("split", "difference") else 1),
+                         time.perf_counter() - tic)
+        image = (np.clip(frame, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+        if final:
+            browser.client.scene.set_background_image(image, format="png")
+        else:
+            browser.client.scene.set_background_image(image, format="jpeg", jpeg_quality=self.cfg.jpeg_quality)
+        info = FrameInfo(version, browser.level, width, height, focal, c2w, final, 0.0, self.runs[0].step)
+        if self.status is not None:
+            self.status.content = (f"{'final' if final else 'preview'} frame {width}x{height} "
+                                   f"in {time.perf_counter() - tic:.2f} s · step {self.runs[0].step}")
+        return info
+
+    # ------------------------------------------------------------------ threads
+
+    def start_worker(self) -> None:
+        """Render in a background thread until ``close``."""
+        def loop() -> None:
+            while not self._stop.is_set():
+                try:
+                    busy = self.work() > 0.0
+                except Exception as exc:  # e.g. out of memory at a large --max_width: say so, keep serving
+                    line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    print(f"enerf view: warning: a frame failed ({line})", file=sys.stderr, flush=True)
+                    if self.status is not None:
+                        self.status.content = f"a frame failed: {line}"
+                    for browser in self.browsers().values():
+                        browser.started, browser.done = browser.version, True  # until the next move
+                    busy = False
+                if not busy:
+                    self._wake.wait(0.05)
+                    self._wake.clear()
+
+        self._worker = threading.Thread(target=loop, name="enerf-viewer-render", daemon=True)
+        self._worker.start()
+
+    def wait_for_frame(self, final: bool = True, timeout: float = 60.0, version_after: int | None = None) -> FrameInfo:
+        """Block until some browser has been sent a (final) frame; returns its FrameInfo (tests, tools)."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            for b in self.browsers().values():
+                info = b.last
+                newer = version_after is None or (info is not None and info.version > version_after)
+                if info is not None and (info.final or not final) and newer and info.version == b.version:
+                    return info
+            time.sleep(0.02)
+        raise TimeoutError(f"no {'final ' if final else ''}frame within {timeout:.0f} s")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._worker is not None:
+            self._worker.join(timeout=30)
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.server.stop()

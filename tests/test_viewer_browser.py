@@ -1,0 +1,267 @@
+"""The viewer in a real browser: headless Chromium (Debian's chromium + chromium-driver, driven
+by selenium) opens the page, the test sets the camera from Python, waits for the finest frame and
+takes a screenshot, then compares it with ``enerf render --path`` of the same camera; split
+view; ``enerf train --viewer`` with a browser that connects and leaves, against the same run
+without a viewer.
+
+Skips (with the reason) where viser, selenium, chromium or chromedriver is missing:
+``apt-get install -y chromium chromium-driver`` and ``pip install -e ".[viewer,test]"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+
+from enerf.cli import main
+
+pytest.importorskip("viser", reason="the viewer extra (viser) is not installed: pip install -e '.[viewer]'")
+pytest.importorskip("selenium", reason="selenium is not installed: pip install -e '.[test]'")
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMEDRIVER = shutil.which("chromedriver")
+if CHROMIUM is None or CHROMEDRIVER is None:
+    pytest.skip("no headless browser: apt-get install -y chromium chromium-driver", allow_module_level=True)
+
+from enerf.config import ViewerConfig  # noqa: E402
+from enerf.data.camera_paths import camera_path_dict  # noqa: E402
+from enerf.loaded_run import load_run  # noqa: E402
+from enerf.viewer.app import open_view  # noqa: E402
+from enerf.viewer.render import fov_from_focal, render_view  # noqa: E402
+from enerf.viewer.scene import viser_from_c2w  # noqa: E402
+
+WINDOW = (560, 360)  # headless Chromium's canvas is then 560 x ~220 pixels
+GIZMO = 80  # the axes gizmo in the canvas' bottom-left corner, left out of comparisons
+SCREENSHOT_DIR = os.environ.get("ENERF_VIEWER_SCREENSHOTS")  # keep the screenshots there (docs/img)
+
+TINY = ["--factor", "1", "--netdepth", "2", "--netwidth", "16", "--N_samples", "8", "--N_rand", "64", "--no_lpips",
+        "--quiet", "--kappa_every", "0", "--multires", "4", "--multires_views", "2", "--view_width", "8"]
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    return float(-10.0 * np.log10(max(np.mean((a - b) ** 2), 1e-12)))
+
+
+def _browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--force-device-scale-factor=1",
+                f"--window-size={WINDOW[0]},{WINDOW[1]}"):
+        opts.add_argument(arg)
+    opts.binary_location = CHROMIUM
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two tiny runs (vanilla, row) of one synthetic forward-facing scene, 64 x 48 pixels."""
+    from enerf.data.synthetic import make_synthetic_scene
+
+    root = tmp_path_factory.mktemp("viewer_browser")
+    scene = make_synthetic_scene(root / "scene", n_views=8, width=64, height=48, seed=1)
+    out = {"root": root, "scene": scene}
+    for name, cond in (("vanilla", "none"), ("row", "row")):
+        argv = ["train", "--datadir", str(scene), "--basedir", str(root / "runs"), "--expname", name, "--iters", "30",
+                "--conditioning", cond, *TINY]
+        assert main(argv) == 0
+        out[name] = root / "runs" / name / "checkpoints" / "latest.pt"
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    driver = _browser()
+    yield driver
+    driver.quit()
+
+
+def _screenshot(driver, hide_panel: bool = True) -> np.ndarray:
+    """The page as float RGB [H, W, 3]; with ``hide_panel`` everything but the 3D canvas is hidden."""
+    if hide_panel:
+        driver.execute_script("for (const el of document.body.querySelectorAll('*')) {"
+                              "  if (el.tagName !== 'CANVAS' && !el.querySelector('canvas'))"
+                              "    el.style.visibility = 'hidden'; }")
+    time.sleep(0.5)
+    return iio.imread(driver.get_screenshot_as_png())[..., :3].astype(np.float32) / 255.0
+
+
+def _as_shown(expected: np.ndarray, driver) -> np.ndarray:
+    """``expected`` [H, W, 3] as the page shows an image of its size: viser lowers the canvas'
+    drawing-buffer resolution when frames come slowly (a loaded machine, software WebGL), and the
+    browser scales the buffer back up; both resamplings are bilinear."""
+    from skimage.transform import resize
+
+    bw, bh = driver.execute_script("const c = [...document.querySelectorAll('canvas')].find(c => c.width > 0);"
+                                   "return [c.width, c.height];")
+    h, w = expected.shape[:2]
+    if (bw, bh) == (w, h):
+        return expected
+    small = resize(expected, (bh, bw, 3), order=1, anti_aliasing=False)
+    return resize(small, (h, w, 3), order=1, anti_aliasing=False).astype(np.float32)
+
+
+def _show(viewer, driver, c2w: np.ndarray, cameras: bool):
+    """Point the browser's camera at ``c2w`` and wait for the finest frame of that camera."""
+    first = viewer.wait_for_frame(final=False, timeout=120)
+    viewer.cameras_root.visible = cameras
+    browser = next(iter(viewer.browsers().values()))
+    wxyz, position = viser_from_c2w(c2w)
+    browser.client.camera.wxyz, browser.client.camera.position = wxyz, position
+    deadline = time.perf_counter() + 240
+    while time.perf_counter() < deadline:
+        info = viewer.wait_for_frame(final=True, timeout=240, version_after=first.version)
+        if np.abs(info.c2w - np.asarray(c2w)[:3, :4]).max() < 1e-5:
+            time.sleep(1.5)  # the browser draws the frame
+            return info
+        time.sleep(0.1)
+    raise TimeoutError("the viewer never rendered the camera the test set")
+
+
+def _offline(ckpt: Path, info, folder: Path, path: Path | None = None) -> np.ndarray:
+    """``enerf render --path FILE`` of ``path``, or of the camera and frame size the viewer showed."""
+    if path is None:
+        path = folder / "camera.json"
+        path.write_text(json.dumps(camera_path_dict(info.c2w[None], 1, info.width, info.height,
+                                                    float(np.degrees(fov_from_focal(info.focal, info.height))))))
+    argv = ["render", "--ckpt", str(ckpt), "--path", str(path), "--png", "--quiet", "--out", str(folder / "v")]
+    assert main(argv) == 0
+    return iio.imread(folder / "v" / "frames" / "rgb_0000.png").astype(np.float32) / 255.0
+
+
+def _keep(name: str, image: np.ndarray) -> None:
+    if SCREENSHOT_DIR:
+        Path(SCREENSHOT_DIR).mkdir(parents=True, exist_ok=True)
+        iio.imwrite(Path(SCREENSHOT_DIR) / name, (np.clip(image, 0, 1) * 255 + 0.5).astype(np.uint8))
+
+
+def test_browser_frame_equals_offline_render(runs, browser, tmp_path):
+    viewer = open_view([runs["vanilla"]], ViewerConfig(port=0, max_width=2048))
+    try:
+        browser.get(viewer.url)
+        scene = viewer.runs[0].scene
+        pose = scene.poses[int(scene.i_test[0])]
+        info = _show(viewer, browser, pose, cameras=False)
+        shot = _screenshot(browser)
+        assert shot.shape[:2] == (info.height, info.width)  # the finest frame fills the canvas, 1:1
+        # the panel's keyframe buttons: this view as a one-keyframe camera path, rendered by enerf render
+        viewer.add_keyframe(next(iter(viewer.browsers().values())).client.camera)
+        saved = viewer.save_path("browser_view.json", frames=1)
+        assert saved == runs["vanilla"].parent.parent / "camera_paths" / "browser_view.json"
+        expected = _offline(runs["vanilla"], info, tmp_path, saved)
+        assert expected.shape == shot.shape
+        expected = _as_shown(expected, browser)
+        keep = np.ones(shot.shape[:2], bool)
+        keep[-GIZMO:, :GIZMO] = False
+        assert shot[keep].std() > 0.01  # a picture, not a blank page
+        matched = psnr(shot[keep], expected[keep])
+        assert matched >= 35.0
+        # the other run's field from the same camera does not match: the comparison can tell fields apart
+        other = load_run(runs["row"], Path("data"), task="nerf")
+        control = _as_shown(render_view(other, info.c2w, info.width, info.height, info.focal), browser)
+        assert psnr(shot[keep], control[keep]) < matched - 3.0
+    finally:
+        viewer.close()
+
+
+def test_frustums_are_drawn(runs, browser):
+    viewer = open_view([runs["vanilla"]], ViewerConfig(port=0, max_width=256))
+    try:
+        browser.get(viewer.url)
+        n_images = len(list((runs["scene"] / "images").glob("*.png")))
+        scene = viewer.runs[0].scene
+        assert len(viewer.frustum_handles) == n_images == 8
+        assert sum("/test/" in h.name for h in viewer.frustum_handles) == len(scene.i_test)
+        back = scene.poses[int(scene.i_train[0])].astype(np.float64).copy()
+        back[:3, 3] += 3.0 * back[:3, 2]  # step back along the camera's back axis: the cameras come into view
+        _show(viewer, browser, back, cameras=True)
+        with_cameras = _screenshot(browser)
+        viewer.cameras_root.visible = False
+        time.sleep(1.0)
+        without = _screenshot(browser)
+        changed = np.abs(with_cameras - without).max(axis=-1) > 0.1
+        assert changed.mean() > 0.002  # frustum lines are on the page
+        _keep("frustums.png", with_cameras)
+    finally:
+        viewer.close()
+
+
+def test_split_view_shows_two_fields(runs, browser):
+    viewer = open_view([runs["vanilla"], runs["row"]], ViewerConfig(port=0, max_width=2048, layout="split"))
+    try:
+        browser.get(viewer.url)
+        a, b = (load_run(runs[k], Path("data"), task="nerf") for k in ("vanilla", "row"))
+        pose = a.scene.poses[int(a.scene.i_test[0])]
+        info = _show(viewer, browser, pose, cameras=False)
+        shot = _screenshot(browser)
+        _keep("split.png", shot)
+        img_a = _as_shown(render_view(a, info.c2w, info.width, info.height, info.focal), browser)
+        img_b = _as_shown(render_view(b, info.c2w, info.width, info.height, info.focal), browser)
+        cut = info.width // 2
+        rows = slice(20, info.height - GIZMO)  # below the labels, above the gizmo
+        left, right = (slice(0, cut - 3), slice(cut + 3, info.width))
+        assert psnr(img_a[rows, left], img_b[rows, left]) < 30.0  # the two fields differ here
+        assert psnr(shot[rows, left], img_a[rows, left]) >= 35.0
+        assert psnr(shot[rows, right], img_b[rows, right]) >= 35.0
+        assert psnr(shot[rows, left], img_b[rows, left]) < psnr(shot[rows, left], img_a[rows, left]) - 3.0
+    finally:
+        viewer.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_training_with_a_browser_watching_gives_the_same_run(runs, tmp_path, capsys):
+    """``enerf train --viewer`` with a browser that connects, watches and disconnects mid-run ends
+    with the same held-out PSNR (to the last digit) and weights as the run without a viewer."""
+    import torch
+
+    port = _free_port()
+    argv = ["train", "--datadir", str(runs["scene"]), "--basedir", str(tmp_path), "--iters", "150", *TINY]
+    watched: dict = {}
+
+    def watch() -> None:
+        deadline = time.perf_counter() + 120
+        while time.perf_counter() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        driver = _browser()
+        try:
+            driver.get(f"http://127.0.0.1:{port}")
+            time.sleep(8.0)
+        finally:
+            driver.quit()  # the browser leaves while the run trains on
+        watched["left"] = True
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    assert main([*argv, "--expname", "watched", "--viewer", "--viewer_port", str(port),
+                 "--viewer_render_share", "0.5"]) == 0
+    thread.join()
+    out = capsys.readouterr().out
+    sent = int(out.split("the viewer sent ")[1].split(" frames")[0])
+    assert watched.get("left") and sent >= 1
+    assert main([*argv, "--expname", "plain"]) == 0
+    m_watched = json.loads((tmp_path / "watched" / "metrics.json").read_text())
+    m_plain = json.loads((tmp_path / "plain" / "metrics.json").read_text())
+    assert m_watched["psnr"] == m_plain["psnr"]
+    wa = torch.load(tmp_path / "watched" / "checkpoints" / "latest.pt", weights_only=False)["models"]
+    wb = torch.load(tmp_path / "plain" / "checkpoints" / "latest.pt", weights_only=False)["models"]
+    assert all(torch.equal(wa[n][k], wb[n][k]) for n in wa for k in wa[n])

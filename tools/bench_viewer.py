@@ -1,0 +1,164 @@
+"""How fast the viewer answers: time to the first preview after a camera move and to a
+256-pixel-wide frame, for the demo, fern_cpu and lego_cpu checkpoints.
+
+    python tools/bench_viewer.py                       # trains tiny checkpoints first (a few minutes)
+    python tools/bench_viewer.py --ckpt demo=runs/demo/checkpoints/latest.pt --ckpt fern_cpu=...
+
+Without ``--ckpt`` it trains each scene's config for ``--iters`` steps (the networks and renderers
+of the configs, so the rendering cost is theirs; the pictures are not trained ones) into
+``--out``. fern and lego come from ``--data`` (the shared data folder); a scene that is not
+there is skipped with a note.
+
+Wall time, and the rendering thread's CPU time (``time.thread_time``: what one free core would
+take, with ``--threads 1``; the wall time on a loaded machine is longer). Measured with the viewer's own loop (``enerf.viewer.server.Viewer.work``) and a stand-in for a
+browser whose canvas is 512 pixels wide at the scene's aspect ratio, looking from a held-out
+camera: a camera move, then ``work`` until the finest frame (the resolution cap ``--max_width``,
+256 by default). Each figure is the median of ``--repeats`` camera moves, after one warm-up.
+Targets: preview within 0.3 s, 256-wide frame within 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from enerf.cli import main as enerf_main  # noqa: E402
+from enerf.config import ViewerConfig  # noqa: E402
+from enerf.loaded_run import load_run  # noqa: E402
+from enerf.train.evaluate import read_metrics  # noqa: E402
+from enerf.viewer.scene import viser_from_c2w  # noqa: E402
+from enerf.viewer.server import Viewer, _Browser  # noqa: E402
+
+SCENES = {  # name -> (config file, scene flags, folder under --data that must exist)
+    "demo": ("configs/demo.txt", [], None),
+    "fern_cpu": ("configs/fern_cpu.txt", ["--datadir", "{data}/nerf_llff_data/fern"], "nerf_llff_data/fern"),
+    # every 40th test view: the tiny checkpoint's final evaluation renders 5 views of 400 x 400, not 25
+    "lego_cpu": ("configs/lego_cpu.txt", ["--datadir", "{data}/nerf_synthetic/lego", "--testskip", "40"],
+                 "nerf_synthetic/lego"),
+}
+
+
+class _Camera:
+    def __init__(self, c2w: np.ndarray, fov: float, width: int, height: int) -> None:
+        self.wxyz, self.position = viser_from_c2w(c2w)
+        self.fov, self.image_width, self.image_height = fov, width, height
+        self.aspect = width / height
+
+
+class _Scene:
+    def set_background_image(self, image, format="jpeg", jpeg_quality=None):  # noqa: A002 (viser's name)
+        import imageio.v3 as iio
+
+        iio.imwrite(io.BytesIO(), image, extension=".png" if format == "png" else ".jpg")  # the encoding cost
+
+
+class _Client:
+    """What ``Viewer.work`` uses of a browser: its camera, and a scene to send the frame to."""
+
+    def __init__(self, camera: _Camera) -> None:
+        self.client_id, self.camera, self.scene = 0, camera, _Scene()
+
+
+def train_tiny(name: str, out: Path, data: Path, iters: int) -> Path | None:
+    config, flags, needs = SCENES[name]
+    if needs and not (data / needs).is_dir():
+        print(f"{name}: {data / needs} not found, skipped")
+        return None
+    ckpt = out / name / "checkpoints" / "latest.pt"
+    if ckpt.is_file():
+        return ckpt
+    argv = ["train", "--config", str(ROOT / config), "--basedir", str(out), "--expname", name, "--iters", str(iters),
+            "--time_budget", "0", "--eval_every", "0", "--kappa_every", "0", "--no_lpips", "--quiet",
+            *[f.format(data=data) for f in flags]]
+    print(f"{name}: training {iters} steps ({config})", flush=True)
+    if enerf_main(argv) != 0:
+        raise SystemExit(f"training {name} failed")
+    return ckpt
+
+
+def bench(name: str, ckpt: Path, cfg: ViewerConfig, canvas: int, repeats: int) -> dict:
+    run = load_run(ckpt, ROOT / "data", task="nerf")
+    viewer = Viewer(cfg, title="bench")
+    try:
+        viewer.attach([run], [read_metrics(run.folder / "metrics.json")])
+        scene = run.scene
+        pose = scene.poses[int(scene.i_test[0]) if len(scene.i_test) else 0].astype(np.float64)
+        height = int(round(canvas * scene.height / scene.width))
+        fov = 2 * np.arctan(0.5 * scene.height / scene.focal)
+        browser = _Browser(_Client(_Camera(pose, fov, canvas, height)))
+        viewer._browsers[0] = browser
+        previews, finals, widths, cpu_previews, cpu_finals = [], [], [], [], []
+        for k in range(repeats + 1):
+            moved = pose.copy()
+            moved[:3, 3] += 0.01 * (k + 1) * pose[:3, 0]  # a camera move
+            browser.client.camera = _Camera(moved, fov, canvas, height)
+            browser.version += 1
+            tic, cpu = time.perf_counter(), time.thread_time()
+            viewer.work()
+            preview, cpu_preview = time.perf_counter() - tic, time.thread_time() - cpu
+            preview_width = browser.last.width
+            while not browser.done:
+                cpu = time.thread_time()
+                viewer.work()
+                cpu_final = time.thread_time() - cpu
+            if k:  # the first move warms up
+                previews.append(preview)
+                finals.append(browser.last.seconds)
+                widths.append(preview_width)
+                cpu_previews.append(cpu_preview)
+                cpu_finals.append(cpu_final)
+        return {"scene": name, "size": f"{scene.width}x{scene.height}", "renderer": run.cfg.render.renderer,
+                "preview_s": statistics.median(previews), "preview_width": int(statistics.median(widths)),
+                "final_width": browser.last.width, "final_height": browser.last.height,
+                "final_s": statistics.median(finals), "device": str(run.device),
+                "cpu_preview_s": statistics.median(cpu_previews), "cpu_final_s": statistics.median(cpu_finals)}
+    finally:
+        viewer.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ckpt", action="append", default=[],
+                        help="NAME=PATH of a checkpoint (else tiny ones are trained)")
+    parser.add_argument("--scenes", nargs="+", default=list(SCENES), choices=list(SCENES))
+    parser.add_argument("--out", default="runs/bench_viewer", help="where tiny checkpoints are trained")
+    parser.add_argument("--data", default=os.environ.get("ENERF_SHARED_DATA") or str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--iters", type=int, default=50, help="steps of each tiny checkpoint")
+    parser.add_argument("--max_width", type=int, default=256, help="the resolution cap: the finest frame's width")
+    parser.add_argument("--canvas", type=int, default=512, help="width of the stand-in browser's canvas")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (2: the CPU target)")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    ckpts = dict(item.split("=", 1) for item in args.ckpt)
+    if not ckpts:
+        for name in args.scenes:
+            path = train_tiny(name, Path(args.out), Path(args.data), args.iters)
+            if path is not None:
+                ckpts[name] = str(path)
+    cfg = ViewerConfig(port=0, max_width=args.max_width)
+    rows = [bench(name, Path(path), cfg, args.canvas, args.repeats) for name, path in ckpts.items()]
+    print(f"\n| scene | images | renderer | first preview: wall (CPU) | {args.max_width}-px frame: wall (CPU) |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['scene']} | {r['size']} | {r['renderer']} | {r['preview_s']:.2f} s ({r['cpu_preview_s']:.2f} s), "
+              f"{r['preview_width']} px wide | {r['final_s']:.2f} s ({r['cpu_final_s']:.2f} s), "
+              f"{r['final_width']}x{r['final_height']} |")
+    print(f"(device {rows[0]['device'] if rows else '-'}, torch threads {args.threads}; CPU: the rendering "
+          "thread's CPU time)")
+
+
+if __name__ == "__main__":
+    main()
