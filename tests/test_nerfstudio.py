@@ -19,8 +19,8 @@ from skimage.transform import downscale_local_mean
 from enerf.cli import main
 from enerf.data.lens import Camera, Resampler, pinhole_canvas, source_pixels
 from enerf.data.loaders import dataset_type_of
-from enerf.data.nerfstudio import (CAPTURE_BOX, colmap_camera_fields, load_nerfstudio, transforms_meta,
-                                   write_transforms)
+from enerf.data.nerfstudio import CAPTURE_BOX, load_nerfstudio
+from enerf.data.transforms_writer import colmap_camera_fields, transforms_meta, write_transforms
 from enerf.data.normalize import orient_and_center, rotation_between, transform_record
 from enerf.data.rays import pixel_rays
 from enerf.errors import DataError

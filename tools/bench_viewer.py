@@ -37,7 +37,8 @@ from enerf.config import ViewerConfig  # noqa: E402
 from enerf.loaded_run import load_run  # noqa: E402
 from enerf.train.evaluate import read_metrics  # noqa: E402
 from enerf.viewer.scene import viser_from_c2w  # noqa: E402
-from enerf.viewer.server import Viewer, _Browser  # noqa: E402
+from enerf.viewer.server import Viewer  # noqa: E402
+from enerf.viewer.session import _Browser  # noqa: E402
 
 SCENES = {  # name -> (config file, scene flags, folder under --data that must exist)
     "demo": ("configs/demo.txt", [], None),

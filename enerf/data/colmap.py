@@ -45,7 +45,7 @@ import numpy as np
 from ..errors import ConfigError, DataError, EnerfError
 from .colmap_poses import depth_bounds, llff_pose_from_cam_from_world, opengl_c2w_from_cam_from_world, poses_bounds_rows
 from .llff import IMAGE_SUFFIXES, area_downscale, read_image
-from .nerfstudio import colmap_camera_fields, transforms_meta, write_transforms
+from .transforms_writer import colmap_camera_fields, transforms_meta, write_transforms
 
 __all__ = ["colmap_scene", "colmap_main", "collect_photos", "import_pycolmap", "NERFSTUDIO_APPLIED", "MATCHERS",
            "LAYOUTS", "CAMERA_MODELS", "LLFF_CAMERA_MODELS", "MIN_IMAGES"]

@@ -10,7 +10,8 @@ from ..config import ViewerConfig
 from ..errors import ConfigError
 from ..loaded_run import LoadedRun, load_run
 from ..train.evaluate import read_metrics
-from .server import Viewer, import_viser
+from .server import Viewer
+from .session import import_viser
 
 __all__ = ["open_view", "check_same_scene"]
 
