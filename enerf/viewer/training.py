@@ -18,7 +18,8 @@ import sys
 import time
 
 from ..config import ViewerConfig
-from ..loaded_run import LoadedRun, config_run_folder
+from ..loaded_run import LoadedRun
+from ..runfolder import config_run_folder
 from .server import Viewer
 
 __all__ = ["TrainingViewer"]
