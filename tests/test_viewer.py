@@ -19,7 +19,7 @@ from enerf.data.camera_paths import camera_path_dict, read_camera_path
 from enerf.errors import ConfigError
 from enerf.export.images import render_rays_image
 from enerf.export.images import render_view as render_eval_view
-from enerf.loaded_run import load_run
+from enerf.loaded_run import LoadedRun, load_run
 from enerf.viewer.frames import DIFF_GAIN, render_frame
 from enerf.viewer.render import focal_from_fov, fov_from_focal, render_view
 from enerf.viewer.scene import (c2w_from_viser, frustums, heldout_psnr, matrix_to_quat, quat_to_matrix,
@@ -222,7 +222,7 @@ def test_rendering_between_steps_leaves_the_run_unchanged(runs, tmp_path):
     rendered = []
 
     def hook(task, done):
-        run = Run(task.cfg, done, task.fields, task.renderer, tmp_path, tmp_path / "x.pt", task.device, {}, task.scene)
+        run = LoadedRun(task.cfg, done, task.fields, task.renderer, tmp_path, tmp_path / "x.pt", task.device, {}, task.scene)
         for m in task.fields.values():
             m.train()
         rendered.append(render_view(run, task.scene.poses[0] + 0.01 * done, 12, 9, task.scene.focal / 3)

@@ -25,7 +25,7 @@ VIEWER_OUTPUTS, VIEWER_LAYOUTS = get_args(ViewerOutput), get_args(ViewerLayout)
 class VideoConfig:
     """``enerf render``: camera path, frame count and encoding of the novel-view videos."""
 
-    path: CameraPath = option("spiral", "camera path: spiral (LLFF; the orbit on Blender scenes), orbit (Blender: "
+    path: str = option("spiral", "camera path: spiral (LLFF; the orbit on Blender scenes), orbit (Blender: "
                        "elevation -30 deg, radius 4), test (held-out views), train, interp (through the training "
                        "cameras), ellipse (around the point the training cameras look at; captures), or a camera "
                        "path file (.json, saved by enerf view)")

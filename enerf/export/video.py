@@ -232,7 +232,7 @@ def render_video(
     writers = {"rgb": Mp4Writer(out_dir / "rgb.mp4", cfg.fps, cfg.quality),
                "depth": Mp4Writer(out_dir / "depth.mp4", cfg.fps, cfg.quality)}
     height = width = 0
-    frame_pixels = (scene.height // cfg.downscale) * (scene.width // cfg.downscale)
+    frame_pixels = (int(size[1]) // cfg.downscale) * (int(size[0]) // cfg.downscale)
     bar = progress_bar(len(poses) * frame_pixels, f"render {cfg.path}", progress, unit="ray")  # advanced per chunk
     try:
         for k, c2w in enumerate(poses):

@@ -61,7 +61,7 @@ def render_view(run: LoadedRun, c2w: np.ndarray, width: int, height: int, focal:
 
     Args:
         run: a loaded run (``enerf.loaded_run.load_run`` with a data root: it needs ``run.scene`` for
-            the near / far range, NDC and the content box), or the training run's pieces in a ``Run``.
+            the near / far range, NDC and the content box), or the training run's pieces in a ``LoadedRun``.
         c2w: np.ndarray  # [3, 4] or [4, 4] camera-to-world in the scene's frame.
         width, height: image size in pixels; focal: focal length in pixels (principal point at the centre).
         output: ``rgb``; ``depth`` (depth for world rays, disparity for NDC rays, colour-mapped with

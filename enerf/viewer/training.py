@@ -32,7 +32,7 @@ class TrainingViewer:
     def __init__(self, cfg: ViewerConfig, title: str = "enerf train") -> None:
         self.cfg = cfg
         self.viewer = Viewer(cfg, title=title)
-        self.run: Run | None = None
+        self.run: LoadedRun | None = None
         self.failed: str | None = None
         self._started = 0.0
         self._evaluations = 0
@@ -44,7 +44,7 @@ class TrainingViewer:
     def _attach(self, task) -> None:
         cfg = task.cfg
         folder = config_run_folder(cfg)
-        self.run = Run(cfg, task.loop.step, task.fields, task.renderer, folder, folder / "checkpoints" / "latest.pt",
+        self.run = LoadedRun(cfg, task.loop.step, task.fields, task.renderer, folder, folder / "checkpoints" / "latest.pt",
                        task.device, {}, task.scene)
         self.viewer.attach([self.run], [{}], path_dir=folder / "camera_paths")
         self._started = time.perf_counter()
