@@ -159,7 +159,8 @@ def rays_for_pixels(
     (the same elementwise formula, ``camera_directions``).
 
     Args:
-        c2w: Tensor  # [n, 3, 4] (or [n, 4, 4]) float32 camera-to-world of each pixel's view.
+        c2w: Tensor  # [n, 3, 4] (or [n, 4, 4]) float32 camera-to-world of each pixel's view, or
+            [1, 3, 4] for pixels of one view.
         y, x: Tensor  # [n] integer row and column of each pixel.
         use_ndc, near, far: as ``make_rays``.
 
@@ -169,7 +170,7 @@ def rays_for_pixels(
     c2w = c2w.to(torch.float32)
     directions = camera_directions(x.to(torch.float32) + 0.5, y.to(torch.float32) + 0.5, height, width, focal,
                                    c2w[:, :3, :3])
-    return _finish_rays(c2w[:, :3, 3], directions, height, width, focal, near, far, use_ndc)
+    return _finish_rays(c2w[:, :3, 3].expand(directions.shape), directions, height, width, focal, near, far, use_ndc)
 
 
 def _finish_rays(origins: Tensor, directions: Tensor, height: int, width: int, focal: float, near: float,

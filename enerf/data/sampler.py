@@ -84,6 +84,11 @@ class RaySampler:
     def __len__(self) -> int:
         return self._n
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes the sampler holds for the current epoch (its permutation, 4 bytes a pixel below 2^31 pixels)."""
+        return self._order.numel() * self._order.element_size()
+
     # ------------------------------------------------------------------ draws
     def draw(self, center_only: bool = False) -> Tensor:
         """The next batch's pixel indices: Tensor  # [batch_size] int64 (see the class docstring)."""
@@ -157,8 +162,21 @@ class RaySampler:
         self._order = torch.randperm(self._n, generator=replay, dtype=self._dtype)
 
     # ------------------------------------------------------------------ for occupancy grids
-    def extent(self, chunk: int = 1 << 20) -> RayExtent:
+    def extent(self, chunk: int = 1 << 18) -> RayExtent:
         """Box of the training rays' segments and their mean direction length (``ray_extent``),
-        made in chunks of ``chunk`` rays: bit-identical to the figures over all rays at once."""
-        chunks = (self.rays(torch.arange(s, min(s + chunk, self._n))) for s in range(0, self._n, chunk))
-        return ray_extent(chunks, self._n)
+        made view by view in blocks of rows of about ``chunk`` rays: bit-identical to the figures
+        over all rays at once."""
+        scene = self.scene
+        height, width = scene.height, scene.width
+        rows = max(1, chunk // width)
+
+        def chunks():
+            for k in range(len(self.views)):
+                for top in range(0, height, rows):
+                    y = torch.arange(top, min(top + rows, height), device=self.device)
+                    x = torch.arange(width, device=self.device)
+                    y, x = y.repeat_interleave(width), x.repeat(y.numel())
+                    yield rays_for_pixels(self.poses[k : k + 1], y, x, height, width, scene.focal, scene.near,
+                                          scene.far, scene.use_ndc)
+
+        return ray_extent(chunks(), self._n)
