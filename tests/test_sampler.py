@@ -210,3 +210,11 @@ def test_checkpoint_does_not_grow_with_the_pixels(tmp_path):
         sizes[w] = ckpt.stat().st_size
     # the 96 x 72 scene's permutation alone (int64, 4 views) would add 221 kB
     assert abs(sizes[96] - sizes[24]) < 2048, sizes
+
+
+def test_a_checkpoint_holding_the_old_permutation_still_resumes(tiny_dir):
+    scene = load_llff(tiny_dir, factor=1)
+    order = torch.randperm(5 * 1200, generator=torch.Generator().manual_seed(4))
+    sampler = RaySampler(scene, scene.i_train, 100, torch.Generator().manual_seed(0))
+    sampler.load_state_dict({"order": order, "pos": 700})  # the format written before per-batch rays
+    assert torch.equal(sampler.draw(), order[700:800]) and torch.equal(sampler.draw(), order[800:900])
