@@ -15,7 +15,6 @@ import torch
 from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
 from enerf.data.blender import load_blender
-from enerf.data.images import Images
 from enerf.data.llff import load_llff
 from enerf.data.rays import Rays, flatten_rays, ndc_rays, ray_extent
 from enerf.data.sampler import RaySampler, training_rays
