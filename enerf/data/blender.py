@@ -26,9 +26,10 @@ import numpy as np
 
 from ..errors import ConfigError, DataError
 from .llff import area_downscale, checked_factor
+from .images import Images
 from .scene import Scene
 
-__all__ = ["load_blender", "orbit_path", "read_rgba", "BLENDER_NEAR", "BLENDER_FAR", "BLENDER_AABB"]
+__all__ = ["load_blender", "orbit_path", "read_rgba", "read_rgba_codes", "BLENDER_NEAR", "BLENDER_FAR", "BLENDER_AABB"]
 
 BLENDER_NEAR, BLENDER_FAR = 2.0, 6.0
 BLENDER_AABB = (-1.5, -1.5, -1.5, 1.5, 1.5, 1.5)
@@ -55,11 +56,11 @@ def orbit_path(n_frames: int = 40, elevation_deg: float = -30.0, radius: float =
     return np.stack(poses).astype(np.float32)
 
 
-def read_rgba(path: Path) -> np.ndarray:
-    """One frame as float32 RGBA in [0, 1]: np.ndarray  # [H, W, 4].
+def read_rgba_codes(path: Path) -> np.ndarray:
+    """One frame as stored, as RGBA: np.ndarray  # [H, W, 4] uint8 or uint16.
 
     8- or 16-bit grey, grey + alpha, RGB or RGBA; grey is repeated into RGB and a frame
-    without alpha is opaque.
+    without alpha gets the largest code (opaque).
     """
     import imageio.v3 as iio
 
@@ -69,16 +70,25 @@ def read_rgba(path: Path) -> np.ndarray:
         raise DataError(f"{path}: unreadable image ({type(exc).__name__})") from None
     if img.ndim == 2:
         img = img[:, :, None]
-    scale = {np.dtype(np.uint8): 255.0, np.dtype(np.uint16): 65535.0}.get(img.dtype)
-    if scale is None or img.ndim != 3 or img.shape[2] not in (1, 2, 3, 4) or min(img.shape[:2]) < 1:
+    if img.dtype not in (np.uint8, np.uint16) or img.ndim != 3 or img.shape[2] not in (1, 2, 3, 4) \
+            or min(img.shape[:2]) < 1:
         raise DataError(f"{path}: expected an 8- or 16-bit grey, RGB or RGBA image, got {img.dtype} array of shape "
                         f"{img.shape}")
-    img = img.astype(np.float32) / scale
     if img.shape[2] in (1, 2):  # grey (+ alpha)
         img = np.concatenate([np.repeat(img[..., :1], 3, axis=2), img[..., 1:]], axis=2)
     if img.shape[2] == 3:
-        img = np.concatenate([img, np.ones_like(img[..., :1])], axis=2)
+        img = np.concatenate([img, np.full_like(img[..., :1], np.iinfo(img.dtype).max)], axis=2)
     return img
+
+
+def read_rgba(path: Path) -> np.ndarray:
+    """One frame as float32 RGBA in [0, 1]: np.ndarray  # [H, W, 4].
+
+    8- or 16-bit grey, grey + alpha, RGB or RGBA; grey is repeated into RGB and a frame
+    without alpha is opaque.
+    """
+    img = read_rgba_codes(path)
+    return img.astype(np.float32) / (255.0 if img.dtype == np.uint8 else 65535.0)
 
 
 def _read_split(datadir: Path, split: str) -> dict:
@@ -143,9 +153,14 @@ def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, t
     if not datadir.is_dir():
         raise DataError(f"{datadir}: scene folder not found")
     scale = int(factor) * (2 if half_res else 1)
-    images, poses, counts, fov, first = [], [], {}, None, None
+    background = 1.0 if white_bkgd else 0.0
+    metas = {"train": _read_split(datadir, "train"), "test": _read_split(datadir, "test")}
+    counts = {"train": len(metas["train"]["frames"]), "test": len(metas["test"]["frames"][::testskip])}
+    n_frames = counts["train"] + counts["test"]
+    # 8-bit frames at full size stay RGBA codes (composited when read, Images); others become float32 values.
+    codes, values, poses, fov, first = None, None, [], None, None
     for split in ("train", "test"):
-        meta = _read_split(datadir, split)
+        meta = metas[split]
         if fov is not None and not math.isclose(meta["camera_angle_x"], fov, rel_tol=1e-6):
             raise DataError(f"{datadir / f'transforms_{split}.json'}: camera_angle_x {meta['camera_angle_x']} differs "
                             f"from transforms_train.json's {fov}; all frames must share one camera")
@@ -153,20 +168,31 @@ def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, t
         frames = meta["frames"] if split == "train" else meta["frames"][::testskip]
         for k, frame in enumerate(frames):
             path, matrix = _frame(datadir, split, k * (1 if split == "train" else testskip), frame)
-            rgba = read_rgba(path)
+            raw = read_rgba_codes(path)
             if first is None:
-                first = (path, rgba.shape)
-                if rgba.shape[0] < scale or rgba.shape[1] < scale:
-                    raise DataError(f"{path}: image of {rgba.shape[1]}x{rgba.shape[0]} is smaller than the downscale {scale}")
-            elif rgba.shape != first[1]:
-                raise DataError(f"{path}: image is {rgba.shape[1]}x{rgba.shape[0]} but {os.path.relpath(first[0], datadir)} is "
+                first = (path, raw.shape)
+                if raw.shape[0] < scale or raw.shape[1] < scale:
+                    raise DataError(f"{path}: image of {raw.shape[1]}x{raw.shape[0]} is smaller than the downscale {scale}")
+            elif raw.shape != first[1]:
+                raise DataError(f"{path}: image is {raw.shape[1]}x{raw.shape[0]} but {os.path.relpath(first[0], datadir)} is "
                                 f"{first[1][1]}x{first[1][0]}; all frames must share one size")
-            background = 1.0 if white_bkgd else 0.0
-            rgb = rgba[..., :3] * rgba[..., 3:] + background * (1.0 - rgba[..., 3:])
-            images.append(area_downscale(rgb, scale))  # composite, then average: each pixel's mean colour
+            index = len(poses)
             poses.append(matrix[:3, :4])
-        counts[split] = len(frames)
-    images = np.stack(images).astype(np.float32)
+            if values is None and scale == 1 and raw.dtype == np.uint8:
+                if codes is None:
+                    codes = np.empty((n_frames, *raw.shape), dtype=np.uint8)
+                codes[index] = raw
+                continue
+            rgba = raw.astype(np.float32) / (255.0 if raw.dtype == np.uint8 else 65535.0)  # as read_rgba
+            rgb = rgba[..., :3] * rgba[..., 3:] + background * (1.0 - rgba[..., 3:])
+            small = area_downscale(rgb, scale)  # composite, then average: each pixel's mean colour
+            if values is None:  # first frame that cannot stay as codes: earlier frames become values too
+                values = np.empty((n_frames, *small.shape), dtype=np.float32)
+                if codes is not None:
+                    values[:index] = Images(codes[:index], background)[:]
+                    codes = None
+            values[index] = small
+    images = Images(codes, background) if values is None else Images(values)
     height, width = images.shape[1:3]
     n_train, n_test = counts["train"], counts["test"]
     bounds = np.tile(np.array([[BLENDER_NEAR, BLENDER_FAR]], dtype=np.float32), (n_train + n_test, 1))

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import ConfigError, DataError
 from .camera_paths import llff_spiral_path, normalize, poses_avg, spherical_path, to_homogeneous
+from .images import Images
 from .scene import Scene
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "list_images",
     "pick_image_folder",
     "read_image",
+    "read_image_codes",
+    "image_values",
     "area_downscale",
     "recenter_poses",
     "spherify_poses",
@@ -88,27 +91,35 @@ def list_images(folder: Path) -> list[Path]:
     )
 
 
-def read_image(path: Path) -> np.ndarray:
-    """One image as float32 RGB in [0, 1]: np.ndarray  # [H, W, 3] (alpha dropped, grey repeated)."""
+def read_image_codes(path: Path) -> np.ndarray:
+    """One image as stored: np.ndarray  # [H, W, 3] uint8, uint16 or float (alpha dropped, grey repeated)."""
     try:
         img = np.asarray(iio.imread(path, plugin="pillow"))
     except Exception as exc:
         raise DataError(f"{path}: unreadable image ({_one_line(exc)})") from None
-    if img.dtype == np.uint8:
-        img = img.astype(np.float32) / 255.0
-    elif img.dtype == np.uint16:
-        img = img.astype(np.float32) / 65535.0
-    elif np.issubdtype(img.dtype, np.floating):
-        img = img.astype(np.float32)
-    else:
+    if img.dtype not in (np.uint8, np.uint16) and not np.issubdtype(img.dtype, np.floating):
         raise DataError(f"{path}: unsupported pixel type {img.dtype} (expected 8- or 16-bit RGB)")
     if img.ndim == 2:
-        img = np.repeat(img[:, :, None], 3, axis=2)
+        img = img[:, :, None]
     if img.ndim != 3 or img.shape[2] not in (1, 3, 4) or img.shape[0] < 1 or img.shape[1] < 1:
         raise DataError(f"{path}: expected an H x W RGB image, got array shape {img.shape}")
     if img.shape[2] == 1:
         img = np.repeat(img, 3, axis=2)
     return np.ascontiguousarray(img[:, :, :3])
+
+
+def image_values(img: np.ndarray) -> np.ndarray:
+    """Stored pixels (``read_image_codes``) -> float32 in [0, 1]: code / 255 (8-bit), / 65535 (16-bit)."""
+    if img.dtype == np.uint8:
+        return img.astype(np.float32) / 255.0
+    if img.dtype == np.uint16:
+        return img.astype(np.float32) / 65535.0
+    return img.astype(np.float32)
+
+
+def read_image(path: Path) -> np.ndarray:
+    """One image as float32 RGB in [0, 1]: np.ndarray  # [H, W, 3] (alpha dropped, grey repeated)."""
+    return image_values(read_image_codes(path))
 
 
 def area_downscale(img: np.ndarray, factor: int) -> np.ndarray:
@@ -131,11 +142,13 @@ def area_downscale(img: np.ndarray, factor: int) -> np.ndarray:
     return crop.reshape(h, factor, w, factor, -1).mean(axis=(1, 3), dtype=np.float64).astype(img.dtype)
 
 
-def _load_images(files: list[Path], factor: int) -> np.ndarray:
-    images = []
+def _load_images(files: list[Path], factor: int) -> Images:
+    """The images of ``files``, block-averaged by ``factor``: their 8-bit codes when every file is
+    8-bit and ``factor`` is 1, else float32 values (``Images``)."""
+    codes, values = None, None
     first_shape = None
-    for path in files:
-        img = read_image(path)
+    for k, path in enumerate(files):
+        img = read_image_codes(path)
         if first_shape is None:
             first_shape = img.shape
             if factor > 1 and (img.shape[0] < factor or img.shape[1] < factor):
@@ -147,8 +160,19 @@ def _load_images(files: list[Path], factor: int) -> np.ndarray:
                 f"{path}: image is {img.shape[1]}x{img.shape[0]} but {files[0].name} is "
                 f"{first_shape[1]}x{first_shape[0]}; all views must share one size"
             )
-        images.append(area_downscale(img, factor))
-    return np.stack(images, 0)
+        if values is None and factor == 1 and img.dtype == np.uint8:
+            if codes is None:
+                codes = np.empty((len(files), *img.shape), dtype=np.uint8)
+            codes[k] = img
+            continue
+        small = area_downscale(image_values(img), factor)
+        if values is None:  # first frame that cannot stay as codes: earlier frames become values too
+            values = np.empty((len(files), *small.shape), dtype=np.float32)
+            if codes is not None:
+                values[:k] = image_values(codes[:k])
+                codes = None
+        values[k] = small
+    return Images(codes if values is None else values)
 
 
 def pick_image_folder(datadir: Path, factor: int) -> tuple[Path, int]:

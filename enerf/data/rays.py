@@ -10,13 +10,14 @@ Pixels follow the COLMAP convention: the principal point is at (W/2, H/2) and pi
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["Rays", "pixel_rays", "ndc_rays", "ndc_to_world", "make_rays", "flatten_rays", "index_rays"]
+__all__ = ["Rays", "camera_directions", "pixel_rays", "rays_for_pixels", "ndc_rays", "ndc_to_world", "make_rays",
+           "flatten_rays", "index_rays", "RayExtent", "ray_extent"]
 
 
 class Rays(NamedTuple):
@@ -31,6 +32,27 @@ class Rays(NamedTuple):
     viewdirs: Tensor  # [..., 3] unit viewing directions in world space (network input)
     near: Tensor  # [..., 1]
     far: Tensor  # [..., 1]
+
+
+def camera_directions(i: Tensor, j: Tensor, height: int, width: int, focal: float, rotation: Tensor) -> Tensor:
+    """World-space directions through image points (i, j) (column, row, in pixels) of a pinhole camera.
+
+    The one formula every ray of enerf comes from (whole images in ``pixel_rays``, training
+    batches in ``rays_for_pixels``), written elementwise so that a ray's bits do not depend on
+    how many rays are made with it: d = cx r + cy u - b, with (r, u, b) the columns of the
+    rotation, cx = (i - W / 2) / f, cy = -(j - H / 2) / f.
+
+    Args:
+        i, j: Tensor  # [...] float32 image coordinates (pixel centres are k + 0.5).
+        rotation: Tensor  # [3, 3] (one camera for all points) or [..., 3, 3] (one per point)
+            float32 camera-to-world rotation, columns [right, up, back].
+
+    Returns:
+        Tensor  # [..., 3] directions whose camera z component is -1 (not unit length).
+    """
+    cx = ((i - 0.5 * width) / focal)[..., None]
+    cy = (-(j - 0.5 * height) / focal)[..., None]
+    return cx * rotation[..., :, 0] + cy * rotation[..., :, 1] + -1.0 * rotation[..., :, 2]
 
 
 def pixel_rays(height: int, width: int, focal: float, c2w: Tensor) -> tuple[Tensor, Tensor]:
@@ -51,10 +73,7 @@ def pixel_rays(height: int, width: int, focal: float, c2w: Tensor) -> tuple[Tens
         torch.arange(width, dtype=torch.float32, device=c2w.device) + 0.5,
         indexing="ij",
     )
-    cam_dirs = torch.stack(
-        [(i - 0.5 * width) / focal, -(j - 0.5 * height) / focal, -torch.ones_like(i)], dim=-1
-    )  # [H, W, 3]
-    directions = cam_dirs @ c2w[:3, :3].T
+    directions = camera_directions(i, j, height, width, focal, c2w[:3, :3])  # [H, W, 3]
     origins = c2w[:3, 3].expand(directions.shape)
     return origins, directions
 
@@ -120,6 +139,43 @@ def make_rays(
         Rays with leading shape [height, width].
     """
     origins, directions = pixel_rays(height, width, focal, c2w)
+    return _finish_rays(origins, directions, height, width, focal, near, far, use_ndc)
+
+
+def rays_for_pixels(
+    c2w: Tensor,
+    y: Tensor,
+    x: Tensor,
+    height: int,
+    width: int,
+    focal: float,
+    near: float,
+    far: float,
+    use_ndc: bool,
+) -> Rays:
+    """The rays of chosen pixels, each through its own camera: the training batches' rays.
+
+    Ray k is bit-identical to ``make_rays(height, width, focal, c2w[k], ...)[y[k], x[k]]``
+    (the same elementwise formula, ``camera_directions``).
+
+    Args:
+        c2w: Tensor  # [n, 3, 4] (or [n, 4, 4]) float32 camera-to-world of each pixel's view, or
+            [1, 3, 4] for pixels of one view.
+        y, x: Tensor  # [n] integer row and column of each pixel.
+        use_ndc, near, far: as ``make_rays``.
+
+    Returns:
+        Rays with leading shape [n].
+    """
+    c2w = c2w.to(torch.float32)
+    directions = camera_directions(x.to(torch.float32) + 0.5, y.to(torch.float32) + 0.5, height, width, focal,
+                                   c2w[:, :3, :3])
+    return _finish_rays(c2w[:, :3, 3].expand(directions.shape), directions, height, width, focal, near, far, use_ndc)
+
+
+def _finish_rays(origins: Tensor, directions: Tensor, height: int, width: int, focal: float, near: float,
+                 far: float, use_ndc: bool) -> Rays:
+    """World rays [..., 3] -> Rays: unit view directions, the NDC warp when asked, [near, far]."""
     viewdirs = directions / directions.norm(dim=-1, keepdim=True)
     if use_ndc:
         origins, directions = ndc_rays(height, width, focal, 1.0, origins, directions)
@@ -142,3 +198,39 @@ def flatten_rays(rays: Rays) -> Rays:
 def index_rays(rays: Rays, index: Tensor | slice) -> Rays:
     """Select rays along the leading axis of flattened rays."""
     return Rays(*(field[index] for field in rays))
+
+
+class RayExtent(NamedTuple):
+    """What an occupancy grid needs to know of the training rays (``ray_extent``)."""
+
+    lo: Tensor  # [3] smallest coordinates of the segments' end points (origins + t * directions, t = near, far)
+    hi: Tensor  # [3] largest coordinates
+    mean_direction_norm: float  # mean |directions| over all rays
+
+
+def ray_extent(chunks: Iterable[Rays], n_rays: int) -> RayExtent:
+    """The box of the ray segments and the mean direction length over rays given in chunks.
+
+    Bit-identical to the same figures over all rays at once (``Rays`` [n_rays, c]): the box is a
+    min / max, and the mean is taken over one [n_rays] buffer of the per-ray lengths, so it sums
+    in the order a single ``.mean()`` over all rays would. Memory: that buffer (4 bytes a ray),
+    not the rays.
+
+    Args:
+        chunks: flattened Rays ([n_k, c] per field), n_rays of them in all, on one device.
+    """
+    lo = hi = norms = None
+    start = 0
+    for rays in chunks:
+        ends = torch.cat([rays.origins + rays.near * rays.directions, rays.origins + rays.far * rays.directions])
+        c_lo, c_hi = ends.min(dim=0).values, ends.max(dim=0).values
+        lo = c_lo if lo is None else torch.minimum(lo, c_lo)
+        hi = c_hi if hi is None else torch.maximum(hi, c_hi)
+        if norms is None:
+            norms = torch.empty(n_rays, dtype=rays.directions.dtype, device=rays.directions.device)
+        n = rays.directions.shape[0]
+        norms[start : start + n] = rays.directions.norm(dim=-1)
+        start += n
+    if lo is None or start != n_rays:
+        raise ValueError(f"ray_extent: chunks hold {start} rays, expected {n_rays}")
+    return RayExtent(lo, hi, float(norms.mean()))

@@ -1,18 +1,28 @@
-"""Random ray batches over all training pixels (nerf-pytorch's batching across images)."""
+"""Random ray batches over all training pixels (nerf-pytorch's batching across images).
+
+Nothing is kept per pixel but the scene's images (8-bit codes, ``Images``) and one epoch's
+permutation of the pixel indices: a batch's rays are made from its pixels' (view, row,
+column) by ``rays_for_pixels``, bit-identical to the rays of whole images (``make_rays``).
+The sampler's state is the random generator's state the current epoch's permutation was drawn
+from, the epoch and the position in it (a few kilobytes whatever the scene's size); a resumed
+run draws the permutation again from that state and goes on with the same batches.
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from .rays import Rays, flatten_rays, index_rays
+from ..errors import CheckpointError
+from .rays import RayExtent, Rays, flatten_rays, ray_extent, rays_for_pixels
 from .scene import Scene
 
-__all__ = ["RaySampler", "training_rays", "center_mask"]
+__all__ = ["RaySampler", "training_rays", "center_box"]
 
 
 def training_rays(scene: Scene, indices, device: torch.device) -> tuple[Rays, Tensor]:
-    """Rays and colours of every pixel of the given views.
+    """Rays and colours of every pixel of the given views, all at once (for small scenes and tests;
+    training makes them per batch, ``RaySampler``).
 
     Returns:
         rays: Rays  # [n_views * H * W]
@@ -24,64 +34,149 @@ def training_rays(scene: Scene, indices, device: torch.device) -> tuple[Rays, Te
     return rays, rgb
 
 
-class RaySampler:
-    """Draws ``batch_size`` rays per call, walking a fresh random permutation each epoch.
+def center_box(height: int, width: int, frac: float) -> tuple[int, int, int, int]:
+    """(top, left, rows, columns) of the central ``frac`` box of an image (nerf-pytorch's precrop)."""
+    dh, dw = int(height // 2 * frac), int(width // 2 * frac)
+    return height // 2 - dh, width // 2 - dw, 2 * dh, 2 * dw
 
-    With ``precrop_iters > 0`` the first steps draw only from the central ``precrop_frac``
-    of each image (nerf-pytorch's precrop), which helps NeRF find the scene early.
+
+class RaySampler:
+    """Draws ``batch_size`` rays per call, walking a fresh random permutation of the training
+    pixels each epoch.
+
+    Pixel ``p`` (0 <= p < len(self)) is column ``p % W``, row ``p // W % H`` of training view
+    ``p // (H W)`` (the order of ``views``). With ``center_only`` (the first ``precrop_iters``
+    steps) a batch is drawn with replacement from the central ``precrop_frac`` box of every view
+    (nerf-pytorch's precrop), which helps NeRF find the scene early.
+
+    Args:
+        scene: the scene; its images are read, never copied.
+        views: the training views (scene indices).
+        batch_size: rays per batch (may be changed between batches).
+        generator: CPU generator the permutations and precrop draws come from.
+        device: where batches are made.
+        precrop_frac: size of the central box, as a fraction of the image's height and width.
     """
 
     def __init__(
         self,
-        rays: Rays,
-        rgb: Tensor,
+        scene: Scene,
+        views,
         batch_size: int,
         generator: torch.Generator,
-        center_mask: Tensor | None = None,
+        device: torch.device | str = "cpu",
+        precrop_frac: float = 0.5,
     ) -> None:
-        self.rays = rays  # [n, c] per field
-        self.rgb = rgb  # [n, 3]
+        self.scene = scene
+        self.device = torch.device(device)
+        self.views = torch.as_tensor([int(v) for v in views], dtype=torch.long, device=self.device)  # [n_views]
+        self.poses = torch.as_tensor(scene.poses, dtype=torch.float32, device=self.device)[self.views]  # [n_views, 3, 4]
         self.batch_size = int(batch_size)
         self.generator = generator
-        self.center_index = None if center_mask is None else center_mask.nonzero().squeeze(-1)
-        self._order = torch.empty(0, dtype=torch.long)
+        self.center = center_box(scene.height, scene.width, precrop_frac)
+        self._n = len(self.views) * scene.height * scene.width
+        self._dtype = torch.int32 if self._n < 2**31 else torch.int64  # the permutation's values, 4 bytes when they fit
+        self._order = torch.empty(0, dtype=self._dtype)
         self._pos = 0
+        self._epoch = 0
+        self._epoch_rng: Tensor | None = None  # generator state the current epoch's permutation was drawn from
 
     def __len__(self) -> int:
-        return self.rgb.shape[0]
+        return self._n
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the sampler holds for the current epoch (its permutation, 4 bytes a pixel below 2^31 pixels)."""
+        return self._order.numel() * self._order.element_size()
+
+    # ------------------------------------------------------------------ draws
+    def draw(self, center_only: bool = False) -> Tensor:
+        """The next batch's pixel indices: Tensor  # [batch_size] int64 (see the class docstring)."""
+        idx = self._center_indices() if center_only else None
+        return self._next_indices() if idx is None else idx
 
     def _next_indices(self) -> Tensor:
         if self._pos + self.batch_size > self._order.numel():
-            self._order = torch.randperm(len(self), generator=self.generator)
+            self._epoch_rng = self.generator.get_state()
+            self._order = torch.randperm(self._n, generator=self.generator, dtype=self._dtype)
+            self._epoch += 1
             self._pos = 0
         idx = self._order[self._pos : self._pos + self.batch_size]
         self._pos += self.batch_size
-        return idx
+        return idx.long()
 
-    def state_dict(self) -> dict:
-        """Position in the current epoch, so a resumed run draws the same batches."""
-        return {"order": self._order.clone(), "pos": self._pos}
+    def _center_indices(self) -> Tensor | None:
+        """A batch from the central boxes, with replacement; None when the box is empty."""
+        top, left, rows, cols = self.center
+        per_view = rows * cols
+        if per_view == 0:
+            return None
+        pick = torch.randint(len(self.views) * per_view, (self.batch_size,), generator=self.generator)
+        view, rest = pick // per_view, pick % per_view
+        height, width = self.scene.height, self.scene.width
+        return (view * height + top + rest // cols) * width + left + rest % cols
 
-    def load_state_dict(self, state: dict) -> None:
-        self._order = state["order"].clone()
-        self._pos = int(state["pos"])
+    def pixels(self, idx: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Pixel indices [n] -> (training view 0..n_views-1, row, column), each Tensor  # [n] int64."""
+        height, width = self.scene.height, self.scene.width
+        idx = idx.to(self.device)
+        return idx // (height * width), idx // width % height, idx % width
+
+    def rays(self, idx: Tensor) -> Rays:
+        """Rays [n] of pixels ``idx`` [n] (``rays_for_pixels``)."""
+        scene = self.scene
+        local, y, x = self.pixels(idx)
+        return rays_for_pixels(self.poses[local], y, x, scene.height, scene.width, scene.focal, scene.near, scene.far,
+                               scene.use_ndc)
+
+    def batch(self, idx: Tensor) -> tuple[Rays, Tensor]:
+        """Rays [n] and colours [n, 3] (float32) of pixels ``idx`` [n]."""
+        local, y, x = self.pixels(idx)
+        return self.rays(idx), self.scene.images.pixels(self.views[local], y, x, self.device)
 
     def sample(self, center_only: bool = False) -> tuple[Rays, Tensor]:
         """One batch: (Rays [batch_size], rgb [batch_size, 3])."""
-        if center_only and self.center_index is not None:
-            pick = torch.randint(
-                self.center_index.numel(), (self.batch_size,), generator=self.generator
-            )
-            idx = self.center_index[pick]
-        else:
-            idx = self._next_indices()
-        idx = idx.to(self.rgb.device)
-        return index_rays(self.rays, idx), self.rgb[idx]
+        return self.batch(self.draw(center_only))
 
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        """Where the draws are: the generator state the current epoch's permutation came from, the
+        epoch and the position in it (no per-pixel data)."""
+        return {"epoch_rng": None if self._epoch_rng is None else self._epoch_rng.clone(), "epoch": self._epoch,
+                "pos": self._pos, "n_pixels": self._n}
 
-def center_mask(n_views: int, height: int, width: int, frac: float) -> Tensor:
-    """Boolean mask [n_views * height * width] of the central ``frac`` box of each view."""
-    dh, dw = int(height // 2 * frac), int(width // 2 * frac)
-    mask = torch.zeros(height, width, dtype=torch.bool)
-    mask[height // 2 - dh : height // 2 + dh, width // 2 - dw : width // 2 + dw] = True
-    return mask.reshape(-1).repeat(n_views)
+    def load_state_dict(self, state: dict) -> None:
+        """Restore ``state_dict()``: the epoch's permutation is drawn again from its generator state.
+        (A checkpoint written before this format holds the permutation itself, ``order``.)"""
+        if "order" in state:
+            self._order, self._pos = state["order"].clone(), int(state["pos"])
+            return
+        if int(state["n_pixels"]) != self._n:
+            raise CheckpointError(f"the checkpoint's ray sampler drew from {state['n_pixels']} training pixels, this "
+                                  f"scene has {self._n}; resume on the scene it was trained on")
+        self._epoch, self._pos, self._epoch_rng = int(state["epoch"]), int(state["pos"]), state["epoch_rng"]
+        if self._epoch_rng is None:
+            self._order = torch.empty(0, dtype=self._dtype)
+            return
+        replay = torch.Generator().set_state(self._epoch_rng)
+        self._order = torch.randperm(self._n, generator=replay, dtype=self._dtype)
+
+    # ------------------------------------------------------------------ for occupancy grids
+    def extent(self, chunk: int = 1 << 18) -> RayExtent:
+        """Box of the training rays' segments and their mean direction length (``ray_extent``),
+        made view by view in blocks of rows of about ``chunk`` rays: bit-identical to the figures
+        over all rays at once."""
+        scene = self.scene
+        height, width = scene.height, scene.width
+        rows = max(1, chunk // width)
+
+        def chunks():
+            for k in range(len(self.views)):
+                for top in range(0, height, rows):
+                    y = torch.arange(top, min(top + rows, height), device=self.device)
+                    x = torch.arange(width, device=self.device)
+                    y, x = y.repeat_interleave(width), x.repeat(y.numel())
+                    yield rays_for_pixels(self.poses[k : k + 1], y, x, height, width, scene.focal, scene.near,
+                                          scene.far, scene.use_ndc)
+
+        return ray_extent(chunks(), self._n)

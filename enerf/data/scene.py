@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .images import Images
 from .rays import Rays, make_rays
 
 __all__ = ["Scene"]
@@ -22,7 +23,7 @@ class Scene:
     """
 
     name: str
-    images: np.ndarray  # [N, H, W, 3] float32 in [0, 1]
+    images: Images  # [N, H, W, 3] in [0, 1]: 8-bit codes decoded to float32 when read (a float32 or uint8 array is wrapped)
     poses: np.ndarray  # [N, 3, 4] float32 camera-to-world, columns [right, up, back, t]
     height: int
     width: int
@@ -36,6 +37,9 @@ class Scene:
     render_poses: np.ndarray  # [M, 3, 4] float32 video path
     scene_to_world: np.ndarray  # [4, 4] float64 similarity: scene-space points -> poses_bounds.npy frame
     aabb: tuple[float, ...] | None = None  # (xmin, ymin, zmin, xmax, ymax, zmax) of the content, scene space (Blender)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "images", Images.of(self.images))
 
     @property
     def n_views(self) -> int:

@@ -20,13 +20,13 @@ from typing import Callable
 import torch
 
 from ..config import RENDERERS, RenderConfig
-from ..data.rays import Rays, flatten_rays
+from ..data.rays import RayExtent, Rays, flatten_rays, ray_extent
 from ..errors import ConfigError
 from .estimator import RadianceField
 from .grid_estimator import TorchGridEstimator
 from .hierarchical import HierarchicalEstimator
 from . import nerfacc_backend
-from .occupancy_grid import OccupancyGrid, rays_aabb
+from .occupancy_grid import OccupancyGrid
 from .renderer import Renderer, density_fn
 
 __all__ = ["RENDERERS", "resolve_renderer", "build_renderer"]
@@ -68,6 +68,7 @@ def build_renderer(
     *,
     state: dict | None = None,
     rays: Rays | None = None,
+    extent: Callable[[], RayExtent] | None = None,
     aabb: tuple[float, ...] | None = None,
     read_off: RadianceField | None = None,
     grid: OccupancyGrid | None = None,
@@ -81,7 +82,9 @@ def build_renderer(
     * ``state``: a ``Renderer.state_dict()`` (a checkpoint's ``estimator``), restored;
     * ``rays`` (Rays [..., c]; the training rays, or the rays to render): an empty grid over
       ``aabb`` (the scene's content box, e.g. a Blender object's) or else over the box of
-      the rays' [near, far] segments, with ``occ_scale`` their mean |direction|.
+      the rays' [near, far] segments, with ``occ_scale`` their mean |direction|;
+    * ``extent``: as ``rays``, from those figures alone (``RayExtent``; called only when a new
+      grid needs them), for training rays that are never all made at once (``RaySampler.extent``).
 
     Args:
         read_off: fill the new grid from this field alone (one full-grid density pass, the
@@ -98,22 +101,28 @@ def build_renderer(
     name = resolve_renderer(cfg.renderer, device)
     if name == "hierarchical":
         return Renderer(cfg, HierarchicalEstimator(cfg))
-    flat = flatten_rays(rays) if rays is not None else None
+    if rays is not None:
+        flat = flatten_rays(rays)
+
+        def extent() -> RayExtent:
+            return ray_extent([flat], flat.origins.shape[0])
+    seen = extent() if extent is not None and state is None else None
     if grid is None:
         if state is not None:
             box = state["grid"]["aabb"]
-        elif aabb is not None and flat is not None:
+        elif aabb is not None and seen is not None:
             box = torch.tensor(aabb, dtype=torch.float32)
-        elif flat is not None:
-            box = rays_aabb(flat.origins, flat.directions, flat.near, flat.far, margin=0.02)
+        elif seen is not None:
+            pad = (seen.hi - seen.lo) * 0.02  # rays_aabb's margin
+            box = torch.cat([seen.lo - pad, seen.hi + pad]).float()
         else:
             raise ValueError("a grid renderer needs a saved state or the training rays to size its grid")
         grid = OccupancyGrid(box, cfg.grid_resolution).to(device)
     estimator = (nerfacc_backend.NerfaccEstimator if name == "nerfacc" else TorchGridEstimator)(cfg, grid)
     if state is not None:
         estimator.load_state_dict(state)
-    elif flat is not None:
-        estimator.occ_scale = float(flat.directions.norm(dim=-1).mean())
+    elif seen is not None:
+        estimator.occ_scale = seen.mean_direction_norm
     if read_off is not None:
         estimator.read_off_field(density_fn(read_off))
     return Renderer(cfg, estimator)

@@ -25,7 +25,7 @@ from ..checkpoint import load_checkpoint
 from ..config import RunConfig, TrainConfig
 from ..data.loaders import load_scene
 from ..data.normalize import transform_record
-from ..data.sampler import RaySampler, center_mask, training_rays
+from ..data.sampler import RaySampler
 from ..data.scene import Scene
 from ..distributed import broadcast_parameters, process_group, rank_device, rank_generator, shard_batch, sum_over_ranks
 from ..errors import CheckpointError
@@ -205,15 +205,14 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     optimizer = optimizer_from_config(fields.values(), cfg.train)
     loop = restore_loop_state(payload, fields, optimizer, generator)
     broadcast_parameters(fields.values())  # distributed: every rank starts from rank 0's weights
-    rays, rgb = training_rays(scene, scene.i_train, device)
-    mask = center_mask(len(scene.i_train), scene.height, scene.width, cfg.train.precrop_frac)
-    sampler = RaySampler(rays, rgb, cfg.train.n_rand, generator, center_mask=mask)
+    sampler = RaySampler(scene, scene.i_train, cfg.train.n_rand, generator, device, cfg.train.precrop_frac)
     if payload is not None:
         sampler.load_state_dict(payload["extra"]["sampler"])
     eval_views = scene.i_test if cfg.train.eval_views <= 0 else scene.i_test[: cfg.train.eval_views]
     # Renderer (and its occupancy grid, restored on resume); rays per step sized for a sample budget.
     saved_extra = payload["extra"] if payload is not None else {}
-    renderer = build_renderer(cfg.render, device, state=saved_extra.get("estimator"), rays=rays, aabb=scene.aabb)
+    renderer = build_renderer(cfg.render, device, state=saved_extra.get("estimator"), extent=sampler.extent,
+                              aabb=scene.aabb)
     ray_batch = RaysPerStep.for_run(cfg, len(sampler), renderer.name)
     ray_batch.load_state_dict(saved_extra.get("ray_batch"))
     return NerfTask(cfg, device, scene, fields, optimizer, generator, sampler, renderer, ray_batch,
