@@ -231,7 +231,8 @@ def test_training_with_a_browser_watching_gives_the_same_run(runs, tmp_path, cap
     import torch
 
     port = _free_port()
-    argv = ["train", "--datadir", str(runs["scene"]), "--basedir", str(tmp_path), "--iters", "150", *TINY]
+    # long enough that the browser (started once the port answers) connects while the run trains
+    argv = ["train", "--datadir", str(runs["scene"]), "--basedir", str(tmp_path), "--iters", "1500", *TINY]
     watched: dict = {}
 
     def watch() -> None:
