@@ -28,13 +28,24 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def shared_scene(shared_data: Path, folder: str, marker: str) -> Path:
+    """``shared_data / folder`` when it holds ``marker``, else the test is skipped."""
+    path = shared_data / folder
+    if not (path / marker).is_file():
+        pytest.skip(f"{path} has no {marker}")
+    return path
+
+
 @pytest.fixture
 def fern_dir(shared_data) -> Path:
     """The LLFF release's fern (``poses_bounds.npy``, ``images_4/``, ``images_8/``), or skip."""
-    path = shared_data / "nerf_llff_data" / "fern"
-    if not (path / "poses_bounds.npy").is_file():
-        pytest.skip(f"{path} has no poses_bounds.npy")
-    return path
+    return shared_scene(shared_data, "nerf_llff_data/fern", "poses_bounds.npy")
+
+
+@pytest.fixture
+def fox_dir(shared_data) -> Path:
+    """instant-ngp's fox capture (``transforms.json``, 50 of its 67 photos), or skip."""
+    return shared_scene(shared_data, "nerfstudio/fox", "transforms.json")
 
 
 # ----------------------------------------------------------------------------- tiny NeRF runs

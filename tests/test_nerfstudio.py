@@ -459,14 +459,6 @@ def test_bad_captures_are_one_line_naming_the_file(tmp_path, capsys):
 # ----------------------------------------------------------------------------- the fox
 
 
-@pytest.fixture
-def fox_dir(shared_data) -> Path:
-    path = shared_data / "nerfstudio" / "fox"
-    if not (path / "transforms.json").is_file():
-        pytest.skip(f"{path} has no transforms.json")
-    return path
-
-
 def test_fox_loads_its_50_present_frames(fox_dir):
     messages = []
     scene = load_nerfstudio(fox_dir, factor=8, say=messages.append)

@@ -82,9 +82,9 @@ def main() -> int:
     per_batch = (time.perf_counter() - tic) / args.batches
     buf = io.BytesIO()
     torch.save(sampler.state_dict(), buf)
-    print(f"{args.batches} batches of {args.batch} rays ({per_batch * 1e3:.1f} ms each, the epoch's permutation "
-          f"{sampler.nbytes / 2**20:.0f} MiB): peak {peak_mib():.0f} MiB; "
-          f"sampler state in a checkpoint: {buf.getbuffer().nbytes / 1024:.1f} KiB")
+    figures = {"ms per batch": per_batch * 1e3, "permutation MiB": sampler.nbytes / 2**20, "peak MiB": peak_mib(),
+               "sampler state KiB": buf.getbuffer().nbytes / 1024}
+    print(f"{args.batches} batches of {args.batch} rays: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()))
     return 0
 
 

@@ -16,7 +16,7 @@ from ..config.spec import choices, value_type
 from ..errors import ConfigError, EnerfError
 
 __all__ = ["DATA_ROOT", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
-           "add_ckpt_flags", "flag_name", "error_line", "system_error_line"]
+           "add_ckpt_flags", "parse_export_args", "flag_name", "error_line", "system_error_line"]
 
 DATA_ROOT = Path("data")
 # The configs whose fields are flags; flag_name() reads their `flag` metadata.
@@ -109,6 +109,18 @@ def add_ckpt_flags(parser, what: str = "a checkpoint (.pt)") -> None:
     parser.add_argument("--ckpt", required=True, help=f"path to {what}")
     parser.add_argument("--device", choices=DEVICES, default=None,
                         help="auto (CUDA if available), cpu or cuda (default: the run's device setting)")
+
+
+def parse_export_args(prog: str, description: str, out_help: str, cfg_cls, argv: list[str]):
+    """The arguments of a command that exports from a checkpoint (``enerf render``, ``enerf mesh``):
+    --ckpt, --device, --out, --quiet and the flags of ``cfg_cls``. Returns (args, the config)."""
+    parser = OneLineParser(prog=prog, description=description)
+    add_ckpt_flags(parser)
+    parser.add_argument("--out", default=None, help=out_help)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_config_flags(parser, cfg_cls)
+    args = parser.parse_args(argv)
+    return args, config_from_args(cfg_cls, args)
 
 
 def flag_name(field: str) -> str:

@@ -15,7 +15,7 @@ from typing import Literal, get_args
 from ..errors import ConfigError
 from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, check_skips, config_class, option, section
 
-__all__ = ["DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
+__all__ = ["RunFolderConfig", "ConditioningConfig", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
            "DECAY_SPACES", "DEVICES", "CONTRACTIONS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
 
@@ -67,7 +67,21 @@ class DataConfig:
 
 
 @config_class
-class FieldConfig:
+class ConditioningConfig:
+    """The weight conditioning of a network's linear layers (``enerf.nn.conditioning``); shared by
+    ``FieldConfig`` and ``ShapeFieldConfig`` (its fields come first)."""
+
+    conditioning: Conditioning = option("none", "weight conditioning of the linear layers: none (vanilla), E-NeRF's "
+                                        "row / col / rowcol, wn (weight normalization) or ws (weight standardization)")
+    conditioned_layers: str = option("hidden", "which layers are conditioned: hidden (the trunk, or the shape "
+                                     "network's hidden layers), all, none, or comma-separated names")
+    detach_conditioner: bool = option(False, "treat the equilibration matrix as a constant in backprop")
+    conditioning_passes: int = option(1, "alternating row / column passes of rowcol", lo=1)
+    conditioning_eps: float = option(1e-8, "floor of the equilibration norms", lo=0.0, lo_open=True, cli=False)
+
+
+@config_class
+class FieldConfig(ConditioningConfig):
     """The NeRF MLP and its weight conditioning."""
 
     netdepth: int = option(8, "hidden layers of the trunk", lo=1)
@@ -77,13 +91,6 @@ class FieldConfig:
     multires_views: int = option(4, "positional-encoding frequencies for view directions", lo=0, hi=32)
     use_viewdirs: bool = option(True, "condition colour on the view direction")
     view_width: int = option(128, "width of the view-direction branch (netwidth // 2 in NeRF)", lo=1)
-    conditioning: Conditioning = option("none", "weight conditioning of the linear layers: none (vanilla NeRF), E-NeRF's row / "
-                               "col / rowcol, wn (weight normalization) or ws (weight standardization)")
-    conditioned_layers: str = option("hidden", "which layers are conditioned: hidden (the trunk), all, none, or "
-                                     "comma-separated names")
-    detach_conditioner: bool = option(False, "treat the equilibration matrix as a constant in backprop")
-    conditioning_passes: int = option(1, "alternating row / column passes of rowcol", lo=1)
-    conditioning_eps: float = option(1e-8, "floor of the equilibration norms", lo=0.0, lo_open=True, cli=False)
     encoding: Encoding = option("frequency", "positions: frequency (NeRF's sinusoids) or triplane (TensoRF VM grids)")
     grid_resolutions: tuple[int, ...] = option((64, 256), "triplane: plane side / line length per level", lo=2)
     grid_components: int = option(8, "triplane: channels per plane-line product (3 x this per level)", lo=1)
@@ -220,21 +227,28 @@ class TrainConfig(Cadence, Regularization):
 
 
 @config_class
-class RunConfig:
-    """Everything a run needs; stored verbatim in every checkpoint."""
+class RunFolderConfig:
+    """Where a run writes (``<basedir>/<expname>/``); the first fields of ``RunConfig`` and
+    ``ShapeRunConfig``, whose sections follow."""
 
     expname: str = option("demo", "run name: the run folder is <basedir>/<expname>")
     basedir: str = option("runs", "folder of the run folders")
-    data: DataConfig = section(DataConfig)
-    field: FieldConfig = section(FieldConfig)
-    render: RenderConfig = section(RenderConfig)
-    train: TrainConfig = section(TrainConfig)
 
     def __post_init__(self) -> None:
         check_run_name(self.expname, self.basedir)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@config_class
+class RunConfig(RunFolderConfig):
+    """Everything a run needs; stored verbatim in every checkpoint."""
+
+    data: DataConfig = section(DataConfig)
+    field: FieldConfig = section(FieldConfig)
+    render: RenderConfig = section(RenderConfig)
+    train: TrainConfig = section(TrainConfig)
 
 
 def build_config(cls, values: dict):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import ClassVar, Literal, get_args
 
 from ..errors import ConfigError
-from .nerf import Cadence, Conditioning, Regularization, build_config
-from .spec import MAX_GRID, MAX_SEED, check_config, check_run_name, check_skips, config_class, option, section
+from .nerf import Cadence, ConditioningConfig, Regularization, RunFolderConfig, build_config
+from .spec import MAX_GRID, MAX_SEED, check_config, check_skips, config_class, option, section
 
 __all__ = ["SHAPE_KINDS", "ShapeDataConfig", "ShapeFieldConfig", "ShapeTrainConfig", "ShapeRunConfig",
            "ShapeMeshConfig", "shape_run_config_from_dict"]
@@ -42,7 +41,7 @@ class ShapeDataConfig:
 
 
 @config_class
-class ShapeFieldConfig:
+class ShapeFieldConfig(ConditioningConfig):
     """Occupancy / SDF MLP (``enerf.fields.shape``); every linear layer is a ConditionedLinear."""
 
     kind: ShapeKind = option("occupancy", "occupancy (logits, BCE) or sdf (L1 on the clamped signed distance)")
@@ -51,13 +50,6 @@ class ShapeFieldConfig:
     skips: tuple[int, ...] = option((4,), "hidden layers after which the encoded input is re-read", lo=0)
     multires: int = option(0, "positional-encoding frequencies (0: raw xyz)", lo=0, hi=32)
     activation: Activation = option("relu", "relu or softplus (beta 100, as IGR, for smooth SDF gradients)")
-    conditioning: Conditioning = option("none", "weight conditioning of the linear layers: none (vanilla), row / col / "
-                               "rowcol, wn or ws")
-    conditioned_layers: str = option("hidden", "which layers are conditioned: hidden, all, none, or "
-                                     "comma-separated names")
-    detach_conditioner: bool = option(False, "treat the equilibration matrix as a constant in backprop")
-    conditioning_passes: int = option(1, "alternating row / column passes of rowcol", lo=1)
-    conditioning_eps: float = option(1e-8, "floor of the equilibration norms", lo=0.0, lo_open=True)
 
     def __post_init__(self) -> None:
         check_config(self)
@@ -87,22 +79,15 @@ class ShapeTrainConfig(Cadence, Regularization):
 
 
 @config_class
-class ShapeRunConfig:
+class ShapeRunConfig(RunFolderConfig):
     """Everything a shape run needs; stored verbatim in its checkpoints (task ``shape``)."""
 
     TASK: ClassVar[str] = "shape"
 
     expname: str = option("shape", "run name: the run folder is <basedir>/<expname>")
-    basedir: str = option("runs", "folder of the run folders")
     data: ShapeDataConfig = section(ShapeDataConfig)
     field: ShapeFieldConfig = section(ShapeFieldConfig)
     train: ShapeTrainConfig = section(ShapeTrainConfig)
-
-    def __post_init__(self) -> None:
-        check_run_name(self.expname, self.basedir)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @config_class

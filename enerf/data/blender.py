@@ -17,7 +17,6 @@ NDC; the object lies in the box [-1.5, 1.5]^3 (``Scene.aabb``, nerfacc's example
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from .llff import area_downscale, checked_factor
+from .llff import area_downscale, checked_factor, read_json_object
 from .images import Images
 from .scene import Scene
 
@@ -93,13 +92,8 @@ def read_rgba(path: Path) -> np.ndarray:
 
 def _read_split(datadir: Path, split: str) -> dict:
     path = datadir / f"transforms_{split}.json"
-    if not path.is_file():
-        raise DataError(f"{path}: file not found (a Blender scene needs transforms_train/val/test.json)")
-    try:
-        meta = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError, OSError) as exc:
-        raise DataError(f"{path}: not valid JSON ({type(exc).__name__})") from None
-    if not isinstance(meta, dict) or "camera_angle_x" not in meta:
+    meta = read_json_object(path, "a Blender scene needs transforms_train/val/test.json")
+    if "camera_angle_x" not in meta:
         raise DataError(f"{path}: missing camera_angle_x (the horizontal field of view in radians)")
     fov = meta["camera_angle_x"]
     if not isinstance(fov, (int, float)) or not 0 < fov < math.pi:

@@ -19,6 +19,7 @@ process by averaging pixel blocks (after a centred crop to a multiple of the blo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import imageio.v3 as iio
@@ -248,6 +249,32 @@ def checked_factor(factor: float) -> int:
     return int(factor)
 
 
+def checked_scene(datadir: str | Path, factor: float, llffhold: int) -> tuple[Path, int]:
+    """(scene folder, factor) of a loader's arguments: ConfigError for a bad factor or hold-out
+    step, DataError (one line) when the folder does not exist."""
+    datadir = Path(datadir)
+    factor = checked_factor(factor)
+    if llffhold < 0:
+        raise ConfigError(f"llffhold must be >= 0, got {llffhold}")
+    if not datadir.is_dir():
+        raise DataError(f"{datadir}: scene folder not found")
+    return datadir, factor
+
+
+def read_json_object(path: Path, missing: str) -> dict:
+    """The JSON object in ``path``; DataError (one line naming it) when the file is missing
+    (``missing`` says what needs it), is not JSON or holds no object."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found ({missing})")
+    try:
+        meta = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError, OSError) as exc:
+        raise DataError(f"{path}: not valid JSON ({type(exc).__name__})") from None
+    if not isinstance(meta, dict):
+        raise DataError(f"{path}: expected a JSON object, got {type(meta).__name__}")
+    return meta
+
+
 def load_llff(
     datadir: str | Path,
     factor: int = 8,
@@ -271,13 +298,7 @@ def load_llff(
     Raises:
         DataError: a missing or malformed file, with one line naming it.
     """
-    datadir = Path(datadir)
-    factor = checked_factor(factor)
-    if llffhold < 0:
-        raise ConfigError(f"llffhold must be >= 0, got {llffhold}")
-    if not datadir.is_dir():
-        raise DataError(f"{datadir}: scene folder not found")
-
+    datadir, factor = checked_scene(datadir, factor, llffhold)
     image_dir, resize = pick_image_folder(datadir, factor)
     files = list_images(image_dir)
     if not files:

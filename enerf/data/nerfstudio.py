@@ -38,7 +38,6 @@ and ``enerf data colmap --layout nerfstudio`` write)::
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass
@@ -46,11 +45,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 from .blender import read_rgba
 from .camera_paths import interpolated_path
 from .lens import Camera, Resampler, pinhole_canvas, source_pixels
-from .llff import IMAGE_SUFFIXES, area_downscale, checked_factor
+from .llff import IMAGE_SUFFIXES, area_downscale, checked_scene, read_json_object
 from .normalize import orient_and_center, scale_to_box
 from .scene import Scene
 
@@ -81,14 +80,7 @@ class Frame:
 def read_transforms(path: Path) -> dict:
     """The json object of a ``transforms.json``; DataError (one line naming it) when it is missing,
     not JSON, not an object or lists no frames."""
-    if not path.is_file():
-        raise DataError(f"{path}: file not found (a nerfstudio capture needs transforms.json)")
-    try:
-        meta = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError, OSError) as exc:
-        raise DataError(f"{path}: not valid JSON ({type(exc).__name__})") from None
-    if not isinstance(meta, dict):
-        raise DataError(f"{path}: expected a JSON object with a 'frames' list, got {type(meta).__name__}")
+    meta = read_json_object(path, "a nerfstudio capture needs transforms.json")
     frames = meta.get("frames")
     if not isinstance(frames, list) or not frames:
         raise DataError(f"{path}: no frames listed (expected a non-empty 'frames' list)")
@@ -302,12 +294,7 @@ def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, whi
     Raises:
         DataError: a missing or malformed file, with one line naming it.
     """
-    datadir = Path(datadir)
-    factor = checked_factor(factor)
-    if llffhold < 0:
-        raise ConfigError(f"llffhold must be >= 0, got {llffhold}")
-    if not datadir.is_dir():
-        raise DataError(f"{datadir}: scene folder not found")
+    datadir, factor = checked_scene(datadir, factor, llffhold)
     json_path = datadir / "transforms.json"
     meta = read_transforms(json_path)
     frames, missing = parse_frames(meta, json_path)
