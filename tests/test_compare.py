@@ -216,6 +216,18 @@ def test_shape_task_uses_shape_train_and_its_columns(tmp_path):
     assert (out / "iou_curves.png").is_file() and not (out / "side_by_side.png").exists()
 
 
+def test_a_mesh_file_goes_by_its_name_without_the_suffix(tmp_path):
+    mesh = tmp_path / "meshes" / "armadillo.off"
+    mesh.parent.mkdir()
+    mesh.write_text("OFF\n0 0 0\n")
+    cfg = CompareConfig(task="shape", scenes=(str(mesh),), modes=("none",), seeds=(0,), out=str(tmp_path / "cmp"))
+    runner = FakeRunner("shape")
+    run_compare(cfg, None, [], runner=runner, progress=False)
+    assert _flag(runner.calls[0][0], "--mesh") == str(mesh)
+    assert [p.name for p in (Path(cfg.out) / "runs").iterdir()] == ["armadillo-none-s0"]
+    assert ("armadillo", "none") in _read_csv(Path(cfg.out) / "compare.csv")
+
+
 @pytest.mark.parametrize("spec", ["", "+bnp", "row+", "row:", "frob", "row*", "row*0", "row*-1", "row*x", "row*inf", "*2"])
 def test_bad_mode_specs_are_rejected(spec):
     with pytest.raises(ConfigError):
@@ -250,7 +262,8 @@ def test_real_runs_give_table_curves_side_by_side_and_conditioning(tmp_path):
     scene = make_synthetic_scene(tmp_path / "tiny", n_views=6, width=24, height=18, seed=2)
     extra = ["--factor", "1", "--llffhold", "3", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
              "--multires", "2", "--multires_views", "1", "--N_samples", "8", "--N_rand", "64", "--iters", "6",
-             "--eval_every", "3", "--kappa_every", "3", "--log_every", "3", "--no_lpips", "--chunk", "4096"]
+             "--eval_every", "3", "--kappa_every", "3", "--log_every", "3", "--no_lpips", "--chunk", "4096",
+             "--eval_stride", "2"]  # side_by_side.png shows the pixels scored: every 2nd row and column
     cfg = CompareConfig(scenes=(str(scene),), modes=("none", "row"), seeds=(0,), out=str(tmp_path / "cmp"))
     run_compare(cfg, None, extra, runner=_in_process, progress=False)
     out = Path(cfg.out)
@@ -260,7 +273,17 @@ def test_real_runs_give_table_curves_side_by_side_and_conditioning(tmp_path):
         assert float(table[("tiny", mode)]["psnr_mean"]) == metrics["psnr"]
         assert table[("tiny", mode)]["lpips_mean"] == "n/a"
         assert [h["step"] for h in metrics["kappa_history"]] == [1, 3, 6]
-    for name in ("psnr_curves.png", "side_by_side.png", "conditioning.png"):
+        # each evaluation's training PSNR: the mean of the batch PSNRs TensorBoard logged since the last one
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        logged = {e.step: e.value for e in EventAccumulator(str(out / "runs" / f"tiny-{mode}-s0" / "tb")).Reload()
+                  .Scalars("train/psnr")}
+        previous = 0
+        for h in metrics["history"]:
+            since = [v for k, v in logged.items() if previous < k <= h["step"]]
+            assert h["train_psnr"] == pytest.approx(np.mean(since), abs=1e-4)
+            previous = h["step"]
+    for name in ("psnr_curves.png", "train_psnr_curves.png", "side_by_side.png", "conditioning.png"):
         assert iio.imread(out / name).shape[-1] in (3, 4)
     # the CLI front end: everything finished, so nothing runs again and the table is unchanged
     before = (out / "compare.csv").read_text()

@@ -264,13 +264,15 @@ def tool_problems(tokens: list[str]) -> list[str]:
 
 def enerf_problems(tokens: list[str], helps: dict[tuple[str, ...], str]) -> list[str]:
     """``enerf COMMAND [ACTION] FLAGS [-- TRAIN FLAGS]``: the command exists and its ``--help``
-    lists each flag; flags after ``--`` of ``enerf compare`` go to ``enerf train``."""
+    lists each flag; flags after ``--`` of ``enerf compare`` go to ``enerf train`` (``enerf shape
+    train`` with ``--task shape``)."""
     rest = tokens[tokens.index("enerf") + 1:]
     if not rest or rest[0] in ("--version", "--help", "..."):
         return []
     two_word = rest[0] in ("shape", "data") and len(rest) > 1 and not rest[1].startswith("-")
     command = tuple(rest[:2] if two_word else rest[:1])
-    for key in (command, ("train",)):
+    run_command = ("shape", "train") if "--task shape" in " ".join(rest) else ("train",)  # what compare runs
+    for key in (command, run_command):
         if key not in helps:
             helps[key] = _help(list(key))
     if not helps[command]:
@@ -278,7 +280,7 @@ def enerf_problems(tokens: list[str], helps: dict[tuple[str, ...], str]) -> list
     before, after = _flags(rest[len(command):])
     problems = [f"enerf {' '.join(command)} has no {f}" for f in before if not _listed(f, helps[command])]
     if command == ("compare",):
-        problems += [f"enerf train has no {f}" for f in after if not _listed(f, helps[("train",)])]
+        problems += [f"enerf {' '.join(run_command)} has no {f}" for f in after if not _listed(f, helps[run_command])]
     return problems
 
 

@@ -1,8 +1,9 @@
 """``enerf compare``: run the grid, then write the table and the plots into ``<out>/``.
 
 Outputs: ``compare.md``, ``compare.csv`` (``table.py``), ``<curve>_curves.png``
-(``psnr_curves.png`` for NeRF), ``side_by_side.png`` (NeRF only) and ``conditioning.png``
-(when the runs recorded ``kappa_history``); every file is written atomically.
+(``psnr_curves.png`` and ``train_psnr_curves.png`` for NeRF), ``side_by_side.png`` (NeRF
+only) and ``conditioning.png`` (when the runs recorded ``kappa_history``); every file is
+written atomically.
 """
 
 from __future__ import annotations
@@ -86,8 +87,8 @@ def write_report(task: TaskKind, runs: list[GridCell], cfg: CompareConfig, data_
 
     curves = {scene_label(s): {m: [metrics[(s, m, seed)].get("history", []) for seed in seeds] for m in modes}
               for s in scenes}
-    write(f"{task.curve_key}_curves.png",
-          plots.figure_png(plots.curves_figure(curves, task.curve_key, task.curve_label)))
+    for key, label in task.curves:
+        write(f"{key}_curves.png", plots.figure_png(plots.curves_figure(curves, key, label)))
 
     if task.images:
         write("side_by_side.png", plots.figure_png(plots.side_by_side_figure(
@@ -133,7 +134,8 @@ def _side_by_side_row(scene: str, modes: list[str], seed: int, runs: list[GridCe
         raise ConfigError(f"{grid[(scene, modes[0], seed)].metrics_path}: no per_image entries to show")
     view = int(first["per_image"][0]["view"])
     run_cfg = run_config_from_dict(json.loads((grid[(scene, modes[0], seed)].config_run_folder / "config.json").read_text()))
-    gt = load_scene(run_cfg.data, data_root, run_cfg.render.white_bkgd).images[view]
+    # the pixels the runs scored: every eval_stride-th row and column
+    gt = load_scene(run_cfg.data, data_root, run_cfg.render.white_bkgd).image(view, run_cfg.train.eval_stride)
     preds = {}
     for mode in modes:
         run = grid[(scene, mode, seed)]
@@ -151,4 +153,5 @@ def _rendering(run: GridCell, view: int, data_root: Path) -> np.ndarray:
     from ..loaded_run import load_run
 
     trained = load_run(run.config_run_folder / "checkpoints" / "latest.pt", data_root, task="nerf")
-    return render_view(trained.scene, view, trained.models, trained.cfg.render, trained.device)
+    return render_view(trained.scene, view, trained.models, trained.cfg.render, trained.device,
+                       stride=trained.cfg.train.eval_stride)

@@ -70,8 +70,10 @@ class GridCell:
 
 
 def scene_label(scene: str) -> str:
-    """The name a scene goes by in tables and folder names (a folder's basename)."""
-    return Path(scene).name if Path(scene).is_dir() else scene
+    """The name a scene goes by in tables and folder names: a folder's basename, a file's name
+    without its suffix (a mesh), else the name itself (a built-in scene or shape)."""
+    path = Path(scene)
+    return path.name if path.is_dir() else path.stem if path.is_file() else scene
 
 
 def _config_digests(config: str | None) -> tuple[str | None, str | None]:

@@ -80,8 +80,7 @@ class TaskKind:
     subcommand: tuple[str, ...]  # enerf subcommand that trains one run
     scene_flag: str  # flag that names the scene (nerf) or mesh (shape)
     metrics: tuple[Metric, ...]  # table columns, in order
-    curve_key: str  # history entry plotted against step
-    curve_label: str
+    curves: tuple[tuple[str, str], ...]  # (history entry, axis label): one <entry>_curves.png each
     images: bool  # side_by_side.png of a held-out view
     resume_flag: str = ""  # flag that continues a run from its checkpoint ("" if none)
     quiet_flag: str = ""  # flag that turns off the run's progress bar
@@ -105,9 +104,9 @@ class TaskKind:
 
 
 def _enerf_task(name: str, subcommand: tuple[str, ...], scene_flag: str, metrics: tuple[Metric, ...],
-                curve: tuple[str, str], images: bool) -> TaskKind:
+                curves: tuple[tuple[str, str], ...], images: bool) -> TaskKind:
     """A task run by an ``enerf`` subcommand that takes ``--resume`` and ``--quiet``."""
-    return TaskKind(name, subcommand, scene_flag, metrics, *curve, images, resume_flag="--resume", quiet_flag="--quiet")
+    return TaskKind(name, subcommand, scene_flag, metrics, curves, images, resume_flag="--resume", quiet_flag="--quiet")
 
 
 TASKS = {
@@ -115,13 +114,13 @@ TASKS = {
         "nerf", ("train",), "--scene",
         (Metric("psnr", "PSNR (dB)", True, ".2f"), Metric("ssim", "SSIM", True, ".4f"),
          Metric("lpips", "LPIPS", False, ".4f")),
-        curve=("psnr", "held-out PSNR (dB)"), images=True,
+        curves=(("psnr", "held-out PSNR (dB)"), ("train_psnr", "training-batch PSNR (dB)")), images=True,
     ),
     "shape": _enerf_task(
         "shape", ("shape", "train"), "--mesh",
         (Metric("iou", "IoU", True, ".4f"), Metric("chamfer_l1", "Chamfer-L1", False, ".5f"),
          Metric("normal_consistency", "NC", True, ".4f"), Metric("fscore", "F-score", True, ".4f")),
-        curve=("iou", "IoU"), images=False,
+        curves=(("iou", "IoU"),), images=False,
     ),
 }
 

@@ -218,6 +218,8 @@ class TrainConfig(Cadence, Regularization):
     precrop_frac: float = option(0.5, "side of that central crop, as a fraction of the image", lo=0.0, hi=1.0,
                                  lo_open=True)
     eval_views: int = option(0, "held-out views used by periodic evaluations (0: all)", lo=0)
+    eval_stride: int = option(1, "evaluations render and score every this-many-th row and column of each held-out "
+                              "view (PSNR over that regular subset of the pixels; for slow networks on a CPU)", lo=1)
     stop_at_psnr: float = option(0.0, "stop once a periodic held-out evaluation (--eval_every) reaches this PSNR "
                                  "(0: never)", lo=0.0)
     compute_lpips: bool = option(True, "skip LPIPS", flag="no_lpips", flag_type=bool, from_flag=operator.not_)

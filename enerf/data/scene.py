@@ -45,11 +45,15 @@ class Scene:
     def n_views(self) -> int:
         return int(self.images.shape[0])
 
-    def image(self, index: int) -> np.ndarray:
-        """The image of view ``index``: np.ndarray  # [H, W, 3] float32 in [0, 1]."""
-        return self.images[index]
+    def image(self, index: int, stride: int = 1) -> np.ndarray:
+        """The image of view ``index``: np.ndarray  # [H, W, 3] float32 in [0, 1]; with ``stride``
+        s > 1 every s-th row and column of it, [ceil(H / s), ceil(W / s), 3]."""
+        return self.images[index][::stride, ::stride]
 
-    def rays(self, index: int, device: torch.device | str | None = None) -> Rays:
-        """All rays of view ``index`` (NDC when ``use_ndc``): Rays with leading shape [H, W]."""
+    def rays(self, index: int, device: torch.device | str | None = None, stride: int = 1) -> Rays:
+        """The rays of view ``index`` (NDC when ``use_ndc``): Rays with leading shape [H, W], or with
+        ``stride`` s > 1 those of every s-th row and column, [ceil(H / s), ceil(W / s)] (the pixels
+        of ``image(index, stride)``)."""
         c2w = torch.tensor(self.poses[index], dtype=torch.float32, device=device)
-        return make_rays(self.height, self.width, self.focal, c2w, self.near, self.far, self.use_ndc)
+        rays = make_rays(self.height, self.width, self.focal, c2w, self.near, self.far, self.use_ndc)
+        return rays if stride == 1 else Rays(*(t[::stride, ::stride] for t in rays))

@@ -57,8 +57,10 @@ def render_view(
     device: torch.device,
     renderer: Renderer | None = None,
     bar=None,
+    stride: int = 1,
 ) -> np.ndarray:
-    """Render view ``index`` of ``scene`` (see ``render_rays_image``); returns rgb [H, W, 3] float32 in [0, 1]."""
-    out = render_rays_image(scene.rays(index, device=device), fields, cfg, device, renderer=renderer, aabb=scene.aabb,
-                            bar=bar)
+    """Render view ``index`` of ``scene`` (see ``render_rays_image``); returns rgb [H, W, 3] float32 in
+    [0, 1], or with ``stride`` s > 1 every s-th row and column of it (``Scene.rays``)."""
+    out = render_rays_image(scene.rays(index, device=device, stride=stride), fields, cfg, device, renderer=renderer,
+                            aabb=scene.aabb, bar=bar)
     return out["rgb"].clamp(0.0, 1.0).cpu().numpy()

@@ -37,20 +37,25 @@ def evaluate_views(
     progress: bool = True,
     desc: str = "held-out views",
     leave: bool = True,
+    stride: int = 1,
 ) -> list[dict]:
     """Per-view metrics; optionally saves each rendering as ``image_dir/view_NNN.png``.
 
+    ``stride``: s > 1 renders and scores every s-th row and column of each view only (s² times
+    fewer rays; PSNR is then the mean over that regular subset of the pixels, SSIM and LPIPS are
+    those of the smaller image).
     ``renderer``: the run's renderer with its estimator (see ``render_rays_image``).
     ``progress``: a bar (``enerf.progress``; on a terminal) counting the rays of all views,
     advanced after every chunk, its postfix the view being rendered; ``leave=False`` clears it
     when done (periodic evaluations, under the training bar).
     """
     per_image = []
-    with progress_bar(len(views) * scene.height * scene.width, desc, progress, unit="ray", leave=leave) as bar:
+    rows, cols = -(-scene.height // stride), -(-scene.width // stride)
+    with progress_bar(len(views) * rows * cols, desc, progress, unit="ray", leave=leave) as bar:
         for k, index in enumerate(views):
             bar.set_postfix_str(f"view {k + 1}/{len(views)}", refresh=False)
-            pred = render_view(scene, int(index), fields, cfg, device, renderer=renderer, bar=bar)
-            scores = image_metrics(pred, scene.images[int(index)], lpips_metric)
+            pred = render_view(scene, int(index), fields, cfg, device, renderer=renderer, bar=bar, stride=stride)
+            scores = image_metrics(pred, scene.image(int(index), stride), lpips_metric)
             per_image.append({"view": int(index), **scores})
             if image_dir is not None:
                 png = iio.imwrite("<bytes>", (pred * 255 + 0.5).astype(np.uint8), extension=".png")
@@ -105,12 +110,14 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
     lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
     with RunLock(out_dir, "enerf eval"):  # training writes metrics.json too: one writer at a time
         per_image = evaluate_views(scene, scene.i_test, run.models, cfg.render, device, lpips_metric,
-                                   image_dir=out_dir / "test_views", renderer=run.renderer, progress=progress)
+                                   image_dir=out_dir / "test_views", renderer=run.renderer, progress=progress,
+                                   stride=cfg.train.eval_stride)
         metrics = {
             **previous,
             **summarize(per_image, lpips_error),
             "per_image": per_image,
             "steps": run.step,
+            "eval_stride": cfg.train.eval_stride,
             "conditioning": cfg.field.conditioning,
             "conditioned_layers": cfg.field.conditioned_layers,
             "checkpoint": str(run.ckpt_path),

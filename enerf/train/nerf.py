@@ -15,7 +15,7 @@ One run writes into ``<basedir>/<expname>/``::
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +98,7 @@ class NerfTask:
     warmup_psnr: float | None = None  # best training PSNR logged in the first warmup_steps steps
     batch_share: float = 1.0  # distributed: this rank's share of the last step's global ray batch
     progress: bool = True  # progress bars of the evaluations (on a terminal; --quiet: off)
+    logged_psnr: list[float] = field(default_factory=list)  # training PSNRs logged since the last evaluation
 
     command = "enerf train"
     final_scalar = ("test/psnr", "psnr")
@@ -136,7 +137,14 @@ class NerfTask:
         train_psnr = mse_to_psnr(losses["mse"].item())
         if step <= self.warmup_steps:
             self.warmup_psnr = train_psnr if self.warmup_psnr is None else max(train_psnr, self.warmup_psnr)
+        self.logged_psnr.append(train_psnr)
         return {"loss": f"{loss.item():.4f}", "psnr": f"{train_psnr:.2f}"}, {"train/psnr": train_psnr}
+
+    def train_psnr(self) -> float | None:
+        """Mean of the training-batch PSNRs logged (every ``log_every`` steps) since the last call;
+        None when none was. The ``train_psnr`` of each ``history`` entry."""
+        values, self.logged_psnr = self.logged_psnr, []
+        return float(np.mean(values)) if values else None
 
     def kappa_module(self) -> NeRFField:
         return self.fields["coarse"]
@@ -144,12 +152,14 @@ class NerfTask:
     def evaluate(self, step: int) -> Evaluation:
         per_image = evaluate_views(self.scene, self.eval_views, self.fields, self.cfg.render, self.device,
                                    renderer=self.renderer, progress=self.progress, desc=f"eval at step {step}",
-                                   leave=False)
+                                   leave=False, stride=self.cfg.train.eval_stride)
         psnr = float(np.mean([p["psnr"] for p in per_image]))
         target = self.cfg.train.stop_at_psnr
         stop = (f"held-out PSNR reached --stop_at_psnr {target:g} dB at step {step}"
                 if target > 0 and psnr >= target else None)
-        return Evaluation({"psnr": psnr, **work_record(self.ray_batch), **grid_record(self.renderer, self.ray_batch)},
+        record = {"psnr": psnr, "train_psnr": self.train_psnr(), **work_record(self.ray_batch),
+                  **grid_record(self.renderer, self.ray_batch)}
+        return Evaluation(record,
                           {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB", stop)
 
     def checkpoint_models(self) -> dict[str, dict]:
@@ -166,7 +176,8 @@ class NerfTask:
         steps, train_seconds = state.step, state.train_seconds
         lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
         per_image = evaluate_views(scene, scene.i_test, self.fields, cfg.render, device, lpips_metric,
-                                   out_dir / "test_views", renderer=renderer, progress=self.progress)
+                                   out_dir / "test_views", renderer=renderer, progress=self.progress,
+                                   stride=cfg.train.eval_stride)
         summary = summarize(per_image, lpips_error)
         black = black_level_psnr(scene.images[scene.i_test], 1.0 if cfg.render.white_bkgd else 0.0) if len(per_image) else None
         warning = black_warning(summary["psnr"], black, self.warmup_psnr, self.warmup_steps) if black is not None else None
@@ -175,13 +186,15 @@ class NerfTask:
             "per_image": per_image,
             "steps": steps,
             "train_seconds": train_seconds,
+            "eval_stride": cfg.train.eval_stride,
             "conditioning": cfg.field.conditioning,
             "precond": cfg.train.precond,
             "conditioned_layers": cfg.field.conditioned_layers,
             "seed": cfg.train.seed,
             "device": str(device),
             "history": state.history + [{"step": steps, "train_seconds": train_seconds, "psnr": summary["psnr"],
-                                         **work_record(ray_batch), **grid_record(renderer, ray_batch)}],
+                                         "train_psnr": self.train_psnr(), **work_record(ray_batch),
+                                         **grid_record(renderer, ray_batch)}],
             "renderer": renderer.name,
             **ray_batch.summary(),  # queries_per_ray (network queries per training ray), colour_skipped_per_ray, ...
             **grid_record(renderer, ray_batch),  # grid renderers: grid_occupied, grid_update_queries_per_ray
