@@ -7,7 +7,7 @@ what is already done, so the study can be stopped and continued):
   a time with one thread each;
 * ``fern_lr``: learning rates x 0.5, x 1 and x 2 for both, seed 0 (the x 1 runs are those of
   ``fern``, linked, when it ran first);
-* ``occupancy`` / ``sdf``: configs/paper_shape_cpu.txt on the bunny, the armadillo and the
+* ``occupancy`` / ``sdf``: configs/shape_paper_cpu.txt on the bunny, the armadillo and the
   fan disk (``tools/real_meshes.py``), none vs row, seeds 0-2.
 
 ``record``: reads what the compares wrote (compare.csv, each run's metrics.json, the plots) and
@@ -47,10 +47,10 @@ STUDY: dict[str, list[str]] = {
     "fern_lr": ["--scenes", str(DATA / "nerf_llff_data" / "fern"), "--config", "configs/paper_fern_cpu.txt",
                 "--modes", "none", "none*0.5", "none*2", "row", "row*0.5", "row*2", "--seeds", "0",
                 "--out", "runs/paper_fern_lr"],
-    "occupancy": ["--task", "shape", "--scenes", *MESHES, "--config", "configs/paper_shape_cpu.txt",
+    "occupancy": ["--task", "shape", "--scenes", *MESHES, "--config", "configs/shape_paper_cpu.txt",
                   "--modes", "none", "row", "--seeds", *NERF_SEEDS, "--out", "runs/paper_occupancy",
                   "--", "--kind", "occupancy"],
-    "sdf": ["--task", "shape", "--scenes", *MESHES, "--config", "configs/paper_shape_cpu.txt",
+    "sdf": ["--task", "shape", "--scenes", *MESHES, "--config", "configs/shape_paper_cpu.txt",
             "--modes", "none", "row", "--seeds", *NERF_SEEDS, "--out", "runs/paper_sdf", "--", "--kind", "sdf"],
 }
 # Vanilla, seed 0, one thread, 20 minutes of training: measured by continuing seed 0 of each compare
@@ -164,7 +164,7 @@ def record() -> int:
     out: dict = {
         "what": "the paper's networks on one CPU core per run (two runs at a time): NeRF 8 x 256 on fern and lego "
                 "(configs/paper_{fern,lego}_cpu.txt), shape networks 8 x 256 on three meshes "
-                "(configs/paper_shape_cpu.txt); none vs row, seeds 0-2, equal steps; mean ± sample std, Δ vs none with "
+                "(configs/shape_paper_cpu.txt); none vs row, seeds 0-2, equal steps; mean ± sample std, Δ vs none with "
                 "the paired 95 % t interval (enerf compare's compare.csv)",
         "machine": f"2 CPU cores ({platform.processor() or platform.machine()}), no GPU, torch {torch.__version__}",
     }
