@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import imageio.v3 as iio
 import numpy as np
 import torch
 from skimage.metrics import peak_signal_noise_ratio
@@ -30,14 +31,12 @@ def test_a_strided_evaluation_scores_every_sth_pixel_of_the_full_rendering(tmp_p
     (full,) = evaluate_views(scene, [1], fields, cfg, torch.device("cpu"), image_dir=tmp_path / "full", progress=False)
     (strided,) = evaluate_views(scene, [1], fields, cfg, torch.device("cpu"), image_dir=tmp_path / "s3",
                                 progress=False, stride=3)
-    import imageio.v3 as iio
-
     pred_full = iio.imread(tmp_path / "full" / "view_001.png")
     pred_strided = iio.imread(tmp_path / "s3" / "view_001.png")
     # ceil(40 / 3) x ceil(31 / 3) pixels: rows and columns 0, 3, 6, ... of the full rendering
     assert pred_strided.shape == (14, 11, 3)
     np.testing.assert_array_equal(pred_strided, pred_full[::3, ::3])
-    # the PSNR of that subset, against skimage on the same pixels of the 8-bit renderings' source
+    # its PSNR is skimage's on those pixels of the full rendering (saved in 8 bits)
     gt = scene.images[1][::3, ::3]
     expected = peak_signal_noise_ratio(gt.astype(np.float64), pred_full[::3, ::3] / 255.0, data_range=1.0)
     assert abs(strided["psnr"] - expected) < 0.05  # the PNG rounds the prediction to 8 bits

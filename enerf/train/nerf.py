@@ -159,8 +159,7 @@ class NerfTask:
                 if target > 0 and psnr >= target else None)
         record = {"psnr": psnr, "train_psnr": self.train_psnr(), **work_record(self.ray_batch),
                   **grid_record(self.renderer, self.ray_batch)}
-        return Evaluation(record,
-                          {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB", stop)
+        return Evaluation(record, {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB", stop)
 
     def checkpoint_models(self) -> dict[str, dict]:
         return {name: f.state_dict() for name, f in self.fields.items()}
