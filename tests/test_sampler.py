@@ -175,8 +175,8 @@ def test_batch_rays_equal_the_old_precomputed_rays(tmp_path, tiny_dir, blender_d
         sampler = RaySampler(scene, scene.i_train, 997, torch.Generator().manual_seed(0))
         idx = torch.randperm(len(sampler), generator=torch.Generator().manual_seed(1))[:3000]
         rays, rgb = sampler.batch(idx)
-        for field in Rays._fields:
-            assert torch.equal(getattr(rays, field), getattr(old, field)[idx]), (name, field)
+        for field in Rays._fields:  # equal here; on another x86 CPU (an H100 host's) NDC origins differed in the last bit
+            torch.testing.assert_close(getattr(rays, field), getattr(old, field)[idx], rtol=0, atol=1e-6, msg=f"{name}: {field}")
         whole, whole_rgb = training_rays(scene, scene.i_train, torch.device("cpu"))  # make_rays, as the renderer
         assert all(torch.equal(getattr(whole, f), getattr(old, f)) for f in Rays._fields), name
         assert torch.equal(rgb, whole_rgb[idx]), name

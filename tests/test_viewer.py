@@ -237,7 +237,7 @@ def test_rendering_between_steps_leaves_the_run_unchanged(runs, tmp_path):
             args = build_train_parser().parse_args(
                 ["--datadir", str(runs["scene"]), "--basedir", str(tmp_path / renderer), "--expname", name,
                  "--iters", "6", "--raw_noise_std", "1.0", "--renderer", renderer, "--grid_update_every", "2",
-                 "--grid_warmup", "2", *TINY])
+                 "--grid_warmup", "2", "--device", "cpu", *TINY])  # bit-identity is a CPU promise: on an H100 the PSNRs differed in the 9th digit
             metrics = train_nerf(run_config_from_args(args), resume=False, progress=False, on_step=on_step)
             weights = torch.load(tmp_path / renderer / name / "checkpoints" / "latest.pt", weights_only=False)["models"]
             results[renderer, name] = (metrics["psnr"], weights)
