@@ -4,7 +4,9 @@ Trains ``--config`` on ``--scene`` for ``--minutes`` of training time (held-out 
 every ``--eval_every`` steps are not counted), then prints and writes
 ``<out>/<scene>-s<seed>/bench_real.json`` and a markdown table: PSNR at each evaluation, the
 PSNR reached at 1 / 2 / 5 / 10 minutes (last evaluation at or before), the first time the
-target was reached, steps and steps per second.
+target was reached (scenes with a target), steps and steps per second, and the wall time of the
+whole ``enerf train`` (loading, evaluations and checkpoints included). The periodic evaluations
+score the config's ``eval_views`` held-out views; the last one scores all of them.
 
 A peer's curve can be put beside it (``--peer_log``: JSON lines ``{"step", "train_seconds",
 "psnr"}`` prefixed by ``[PEER]``, as printed by the instrumented nerf-pytorch run described in
@@ -24,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared report writer
@@ -76,18 +79,22 @@ def _fmt(value: float | None, fmt: str) -> str:
     return "–" if value is None else format(value, fmt)
 
 
-def report(name: str, metrics: dict, target: float, peer: list[dict] | None, peer_name: str) -> str:
+def report(name: str, metrics: dict, target: float | None, peer: list[dict] | None, peer_name: str,
+           eval_views: str, wall_seconds: float | None) -> str:
     history = metrics["history"]
     curves = {"enerf": history, **({peer_name: peer} if peer else {})}
+    wall = "" if wall_seconds is None else f"; {wall_seconds / 60:.1f} min of wall time in all"
     lines = [f"# {name}", "", f"held-out PSNR {metrics['psnr']:.2f} dB, SSIM {metrics['ssim']:.4f} after "
              f"{metrics['steps']} steps / {metrics['train_seconds']:.0f} s of training "
-             f"({metrics['steps'] / max(metrics['train_seconds'], 1e-9):.2f} steps/s)", "",
-             "| run | " + " | ".join(f"{m / 60:g} min" for m in MARKS) + f" | time to {target:g} dB |",
-             "|---" * (len(MARKS) + 2) + "|"]
+             f"({metrics['steps'] / max(metrics['train_seconds'], 1e-9):.2f} steps/s){wall}", "",
+             f"Evaluations: {eval_views}.", "",
+             "| run | " + " | ".join(f"{m / 60:g} min" for m in MARKS) + (f" | time to {target:g} dB |" if target else " |"),
+             "|---" * (len(MARKS) + 1 + bool(target)) + "|"]
     for run, hist in curves.items():
         cells = [_fmt(psnr_at(hist, m), ".2f") for m in MARKS]
-        reach = time_to(hist, target)
-        lines.append(f"| {run} | " + " | ".join(cells) + f" | {_fmt(reach, '.0f')}{'' if reach is None else ' s'} |")
+        reach = time_to(hist, target) if target else None
+        tail = f" | {_fmt(reach, '.0f')}{'' if reach is None else ' s'} |" if target else " |"
+        lines.append(f"| {run} | " + " | ".join(cells) + tail)
     lines += ["", "| step | train s | PSNR |", "|---|---|---|"]
     lines += [f"| {h['step']} | {h['train_seconds']:.0f} | {h['psnr']:.2f} |" for h in history]
     return "\n".join(lines) + "\n"
@@ -108,17 +115,27 @@ def main() -> int:
             cmd += ["--eval_every", str(args.eval_every)]
         cmd += [a for a in args.extra if a != "--"]
         print("+ " + " ".join(cmd), flush=True)
+        start = time.perf_counter()
         if subprocess.run(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
             print(f"bench_real: training failed ({' '.join(cmd)})", file=sys.stderr)
             return 1
+        wall_seconds = time.perf_counter() - start
+    else:  # the run's own record, if an earlier bench_real wrote one
+        old = config_run_folder / "bench_real.json"
+        wall_seconds = json.loads(old.read_text()).get("wall_seconds") if old.is_file() else None
     metrics = json.loads((config_run_folder / "metrics.json").read_text())
-    target = args.target if args.target is not None else TARGETS.get(args.scene, 0.0)
+    target = args.target if args.target is not None else TARGETS.get(args.scene)
     peer = read_peer(Path(args.peer_log)) if args.peer_log else None
-    text = report(f"{args.scene} ({config}, seed {args.seed})", metrics, target, peer, args.peer_name)
+    n_periodic = json.loads((config_run_folder / "config.json").read_text())["train"]["eval_views"]
+    n_all = len(metrics["per_image"])
+    eval_views = (f"every evaluation on all {n_all} held-out views" if n_periodic <= 0 or n_periodic >= n_all else
+                  f"periodic ones on the first {n_periodic} held-out views, the last on all {n_all}")
+    text = report(f"{args.scene} ({config}, seed {args.seed})", metrics, target, peer, args.peer_name,
+                  eval_views, wall_seconds)
     summary = {"scene": args.scene, "config": config, "seed": args.seed, "minutes": args.minutes,
                "psnr": metrics["psnr"], "ssim": metrics["ssim"], "steps": metrics["steps"],
-               "train_seconds": metrics["train_seconds"], "target": target,
-               "time_to_target": time_to(metrics["history"], target),
+               "train_seconds": metrics["train_seconds"], "wall_seconds": wall_seconds, "eval_views": eval_views,
+               "target": target, "time_to_target": time_to(metrics["history"], target) if target else None,
                "psnr_at": {f"{m:g}s": psnr_at(metrics["history"], m) for m in MARKS},
                "history": metrics["history"], "peer": peer}
     write_report_files(config_run_folder, "bench_real", summary, text)

@@ -4,8 +4,9 @@ A float32 RGB image takes 12 bytes a pixel; the 8-bit codes it came from take 3 
 alpha). ``Images`` keeps the codes and decodes through a lookup table built with the
 loaders' own arithmetic (``code / 255``, then ``rgb * a + background * (1 - a)`` for RGBA), so
 every value read is bit-identical to what the loaders produced as float32 arrays, on any
-device. Images a loader had to resample (``--factor`` block averages, 16-bit files) are kept
-as float32, as before.
+device. Images the LLFF and Blender loaders had to resample (``--factor`` block averages, 16-bit
+files) are kept as float32, as before; the nerfstudio loader, which resamples every image it
+undistorts, rounds them to 8-bit codes (a capture's photos are many and large).
 
 ``Images`` reads like the float32 array ``[N, H, W, 3]`` it stands for: ``images[i]``,
 ``images[list]``, ``images.shape``, ``images.dtype`` and ``np.asarray(images)`` all give

@@ -340,24 +340,26 @@ def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, whi
     if width < 2 or height < 2:
         raise DataError(f"{json_path}: no pixel of a pinhole camera with focal {focal:.1f} px falls inside every "
                         "photo; check the intrinsics and distortion coefficients")
-    images, resamplers = [], {}
+    # Kept as 8-bit codes ([N, H, W, 3] uint8, 3 bytes a pixel; float32 would take 12): each image is
+    # resampled anyway, and rounding to the nearest code moves a value by at most 1/510.
+    images, resamplers = np.empty((len(cameras), height, width, 3), np.uint8), {}
     background = 1.0 if white_bkgd else 0.0
-    for camera, path, size in zip(cameras, files, read_sizes):
+    for k, (camera, path, size) in enumerate(zip(cameras, files, read_sizes)):
         rgba = read_rgba(path)
         if rgba.shape[:2] != size:
             raise DataError(f"{path}: image is {rgba.shape[1]}x{rgba.shape[0]}, its header said {size[1]}x{size[0]}")
         rgb = area_downscale(rgba[..., :3] * rgba[..., 3:] + background * (1.0 - rgba[..., 3:]), resize)
         dx, dy = camera.width - width, camera.height - height
         if camera.is_centred_pinhole(focal) and dx % 2 == 0 and dy % 2 == 0:
-            images.append(rgb[dy // 2: dy // 2 + height, dx // 2: dx // 2 + width])  # a centred crop
-            continue
-        if camera not in resamplers:
-            if len(resamplers) >= 8:  # per-frame intrinsics: keep a few maps, not one per frame
-                resamplers.pop(next(iter(resamplers)))
-            u, v, _ = source_pixels(camera, focal, width, height)
-            resamplers[camera] = Resampler(u, v, camera.width, camera.height)
-        images.append(resamplers[camera](rgb))
-    images = np.stack(images).astype(np.float32)
+            rgb = rgb[dy // 2: dy // 2 + height, dx // 2: dx // 2 + width]  # a centred crop
+        else:
+            if camera not in resamplers:
+                if len(resamplers) >= 8:  # per-frame intrinsics: keep a few maps, not one per frame
+                    resamplers.pop(next(iter(resamplers)))
+                u, v, _ = source_pixels(camera, focal, width, height)
+                resamplers[camera] = Resampler(u, v, camera.width, camera.height)
+            rgb = resamplers[camera](rgb)
+        images[k] = np.clip(np.round(rgb * 255.0), 0, 255)
 
     c2w = np.stack([f.c2w for f in frames])
     poses, transform = orient_and_center(c2w[:, :3, :4], orientation)
