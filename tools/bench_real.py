@@ -129,7 +129,8 @@ def main() -> int:
     n_periodic = json.loads((config_run_folder / "config.json").read_text())["train"]["eval_views"]
     n_all = len(metrics["per_image"])
     eval_views = (f"every evaluation on all {n_all} held-out views" if n_periodic <= 0 or n_periodic >= n_all else
-                  f"periodic ones on the first {n_periodic} held-out views, the last on all {n_all}")
+                  ("periodic ones on the first held-out view" if n_periodic == 1 else
+                   f"periodic ones on the first {n_periodic} held-out views") + f", the last on all {n_all}")
     text = report(f"{args.scene} ({config}, seed {args.seed})", metrics, target, peer, args.peer_name,
                   eval_views, wall_seconds)
     summary = {"scene": args.scene, "config": config, "seed": args.seed, "minutes": args.minutes,
