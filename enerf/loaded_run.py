@@ -62,7 +62,7 @@ def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device
     the field).
     """
     state = (payload.get("extra") or {}).get("estimator")
-    if state is None and cfg.render.renderer != "hierarchical":
+    if state is None and cfg.render.renderer not in ("hierarchical", "proposal"):
         return None
     return build_renderer(cfg.render, device, state=state, fallback=True)
 
@@ -97,7 +97,7 @@ _WRONG_TASK = {
 def _build_models(cfg: RunConfig | ShapeRunConfig, models: dict, device: torch.device) -> dict[str, nn.Module]:
     if isinstance(cfg, ShapeRunConfig):
         return {"field": ShapeField(cfg.field).to(device)}
-    return build_fields(cfg.field, with_fine="fine" in models, device=device)
+    return build_fields(cfg.field, with_fine="fine" in models, device=device, render=cfg.render)
 
 
 def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str | None = None,

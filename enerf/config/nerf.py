@@ -24,7 +24,7 @@ DatasetType = Literal["auto", "llff", "blender", "nerfstudio"]  # enerf.data.loa
 Encoding = Literal["frequency", "triplane"]  # enerf.fields.nerf: how positions enter the MLP
 ContractionKind = Literal["none", "mipnerf360", "linf"]  # enerf.nn.contraction: unbounded scenes
 Conditioning = Literal["none", "row", "col", "rowcol", "wn", "ws"]  # enerf.nn.conditioning.CONDITIONERS
-RendererName = Literal["auto", "nerfacc", "torch_grid", "hierarchical"]  # enerf.render.build
+RendererName = Literal["auto", "nerfacc", "torch_grid", "hierarchical", "proposal"]  # enerf.render.build
 Precond = Literal["none", "bnp"]  # gradient preconditioners (enerf.optim)
 DecaySpace = Literal["p", "z"]  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
 Device = Literal["auto", "cpu", "cuda"]
@@ -129,7 +129,8 @@ class RenderConfig:
                                          "(TensoRF's appearance mask; 0: at every sample)", lo=0.0, hi=1.0)
     renderer: RendererName = option("hierarchical", "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid "
                            "ray marching in plain torch, CPU or CUDA), nerfacc (the same with nerfacc, CUDA), auto "
-                           "(nerfacc if it builds, else torch_grid)")
+                           "(nerfacc if it builds, else torch_grid), proposal (nerfacto's proposal networks, "
+                           "for unbounded captures)")
     render_step_size: float = option(1.0 / 128, "grid renderers: marching step in ray t (NDC rays span t in [0, 1])",
                                      lo=0.0, lo_open=True)
     grid_resolution: int = option(64, "grid renderers: occupancy grid cells per axis over the scene (NDC) box",
@@ -150,6 +151,17 @@ class RenderConfig:
                                    "this many samples per ray in the first round and twice as many in each next one, "
                                    "stopping each ray at its early stop (0: nerfacc's way, a density pre-pass over "
                                    "all samples); the rendering pass then queries the visible samples", lo=0)
+    proposal_samples: tuple[int, ...] = option((128,), "proposal renderer: intervals per ray of each proposal pass, "
+                                               "coarse to fine (one proposal network each)", lo=1)
+    proposal_resolutions: tuple[int, ...] = option((64,), "proposal renderer: grid side of each proposal network "
+                                                   "(one per --proposal_samples entry)", lo=2)
+    proposal_components: int = option(8, "proposal renderer: channels per plane-line product of the proposal networks",
+                                      lo=1)
+    proposal_weight: float = option(1.0, "proposal renderer: weight of the proposal loss (mip-NeRF 360's)", lo=0.0)
+    distortion_weight: float = option(0.002, "proposal renderer: weight of mip-NeRF 360's distortion loss (0: off)",
+                                      lo=0.0)
+    proposal_anneal_steps: int = option(1000, "proposal renderer: steps over which resampling goes from even spacing to "
+                                        "the proposal weights (nerfacto's annealing; 0: none)", lo=0)
     target_sample_batch_size: int = option(0, "grid renderers: samples per step; rays per step adapt to it "
                                            "(0: N_rand * N_samples; -1: N_rand rays every step)", lo=-1)
 
@@ -159,6 +171,10 @@ class RenderConfig:
             raise ConfigError(f"n_importance must be 0 with renderer {self.renderer} (one field), got "
                               f"{self.n_importance}; use renderer hierarchical for a fine network",
                               fields=("n_importance", "renderer"))
+        if len(self.proposal_samples) != len(self.proposal_resolutions):
+            raise ConfigError(f"proposal_samples and proposal_resolutions need one entry per proposal network, got "
+                              f"{len(self.proposal_samples)} and {len(self.proposal_resolutions)}",
+                              fields=("proposal_samples", "proposal_resolutions"))
         if self.lindisp and self.lindisp_from > 0:
             raise ConfigError("lindisp and lindisp_from are two spacings of the samples; set one of them",
                               fields=("lindisp", "lindisp_from"))

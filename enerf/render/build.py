@@ -3,6 +3,8 @@
 ``--renderer`` names the estimator:
 
 * ``hierarchical``: NeRF's stratified (+ importance) sampling (``hierarchical.py``).
+* ``proposal``: nerfacto's proposal networks and mip-NeRF 360's losses (``proposal.py``), for
+  unbounded captures; the networks are the run's ``fields["proposal"]``.
 * ``torch_grid``: occupancy-grid ray marching with empty-space skipping and early stop,
   packed rendering, all in plain torch (``grid_estimator.py``, ``marching.py``); CPU or CUDA.
 * ``nerfacc``: the same algorithm through ``nerfacc.OccGridEstimator`` (``nerfacc_backend.py``);
@@ -25,6 +27,7 @@ from ..errors import ConfigError
 from .estimator import RadianceField
 from .grid_estimator import TorchGridEstimator
 from .hierarchical import HierarchicalEstimator
+from .proposal import ProposalEstimator
 from . import nerfacc_backend
 from .occupancy_grid import OccupancyGrid
 from .renderer import Renderer, density_fn
@@ -41,14 +44,14 @@ def _warn_once(message: str) -> None:
 
 
 def resolve_renderer(name: str, device: torch.device, warn: Callable[[str], None] = _warn_once) -> str:
-    """The renderer that ``name`` means on ``device``: hierarchical, torch_grid or nerfacc.
+    """The renderer that ``name`` means on ``device``: hierarchical, torch_grid, proposal or nerfacc.
 
     Raises:
         ConfigError: ``nerfacc`` was asked for and cannot run here (the message says why).
     """
     if name not in RENDERERS:
         raise ConfigError(f"renderer {name!r} is not one of {', '.join(RENDERERS)}", ("renderer",))
-    if name in ("hierarchical", "torch_grid"):
+    if name in ("hierarchical", "torch_grid", "proposal"):
         return name
     ok, why = nerfacc_backend.nerfacc_status(device)
     if name == "nerfacc":
@@ -101,6 +104,8 @@ def build_renderer(
     name = resolve_renderer(cfg.renderer, device)
     if name == "hierarchical":
         return Renderer(cfg, HierarchicalEstimator(cfg))
+    if name == "proposal":
+        return Renderer(cfg, ProposalEstimator(cfg))
     if rays is not None:
         flat = flatten_rays(rays)
 

@@ -29,7 +29,7 @@ from .estimator import DensityFn, Estimator, RadianceField, Samples
 
 __all__ = ["Renderer", "shade", "density_fn"]
 
-_COUNTS = ("n_samples", "n_queries", "n_colour_skipped")
+_COUNTS = ("n_samples", "n_queries", "n_colour_skipped", "loss_terms")
 _COARSE = ("rgb", "depth", "acc")
 
 
@@ -122,14 +122,17 @@ class Renderer:
 
         Returns:
             dict with rgb [n_rays, 3], depth [n_rays], acc [n_rays]; after a proposal pass also
-            rgb_coarse, depth_coarse, acc_coarse; n_samples (int, points rendered with
+            rgb_coarse, depth_coarse, acc_coarse; while training with the proposal estimator,
+            loss_terms (dict of named scalar losses); n_samples (int, points rendered with
             gradients), n_queries (int, all points sent to the field, the estimator's density
             queries included) and n_colour_skipped (int, rendered points whose colour
             ``rgb_weight_threshold`` skipped).
         """
         cfg, noise = self.cfg, self.noise_std(train)
         field = fields["coarse"]
-        samples = self.estimator.sample(rays, density_fn(field, noise), train, generator)
+        # the proposal estimator's density functions are the proposal networks (fields["proposal"])
+        density = fields["proposal"] if self.estimator.name == "proposal" else density_fn(field, noise)
+        samples = self.estimator.sample(rays, density, train, generator)
         n_queries, n_samples, skipped, extras = samples.n_queries, 0, 0, {}
         if self.estimator.proposes:
             coarse, skipped = shade(samples, rays, field, noise, cfg.white_bkgd, cfg.rgb_weight_threshold)
@@ -139,6 +142,8 @@ class Renderer:
             field = fields.get("fine", field)
         out, skipped_here = shade(samples, rays, field, noise, cfg.white_bkgd, cfg.rgb_weight_threshold)
         n_samples += samples.count
+        if train and hasattr(self.estimator, "loss_terms"):  # the proposal estimator's proposal / distortion losses
+            extras["loss_terms"] = self.estimator.loss_terms(out["weights"])
         return {**{key: out[key] for key in _COARSE}, **extras, "n_samples": n_samples,
                 "n_queries": n_queries + n_samples, "n_colour_skipped": skipped + skipped_here}
 

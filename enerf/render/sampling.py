@@ -10,10 +10,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["stratified_samples", "sample_pdf"]
+__all__ = ["stratified_samples", "sample_pdf", "uniform"]
 
 
-def _uniform(shape: tuple[int, ...], like: Tensor, generator: torch.Generator | None) -> Tensor:
+def uniform(shape: tuple[int, ...], like: Tensor, generator: torch.Generator | None) -> Tensor:
     """U[0, 1) samples of ``shape`` with the dtype and device of ``like``."""
     device = generator.device if generator is not None else like.device
     u = torch.rand(shape, generator=generator, device=device, dtype=like.dtype)
@@ -61,7 +61,7 @@ def stratified_samples(
         mids = 0.5 * (t[:, 1:] + t[:, :-1])
         upper = torch.cat([mids, t[:, -1:]], dim=-1)
         lower = torch.cat([t[:, :1], mids], dim=-1)
-        t = lower + (upper - lower) * _uniform(t.shape, t, generator)
+        t = lower + (upper - lower) * uniform(t.shape, t, generator)
     return t
 
 
@@ -94,7 +94,7 @@ def sample_pdf(
     if deterministic:
         u = torch.linspace(0.0, 1.0, n_samples, dtype=cdf.dtype, device=cdf.device).expand(shape)
     else:
-        u = _uniform(shape, cdf, generator)
+        u = uniform(shape, cdf, generator)
     u = u.contiguous()
 
     inds = torch.searchsorted(cdf.contiguous(), u, right=True)

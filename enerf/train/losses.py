@@ -1,7 +1,7 @@
 """Loss terms of the training tasks, each a dict of named terms that the loop sums and logs.
 
 NeRF: ``mse`` (photometric, final pass), ``mse_coarse`` (coarse pass of the hierarchical
-sampler), ``tv`` (total variation of learned position encodings).
+sampler), ``proposal`` and ``distortion`` (the proposal sampler's, ``enerf.render.proposal``), ``tv`` (total variation of learned position encodings).
 Shapes: occupancy: ``bce`` (binary cross-entropy on logits, Occupancy Networks); SDF: ``l1`` =
 mean |clamp(f, -d, d) - clamp(s, -d, d)| (DeepSDF, d = ``sdf_clamp``) and, when
 ``eikonal_weight`` > 0, ``eikonal`` = w · mean (|∇f| - 1)^2 over the batch (IGR / SIREN).
@@ -28,8 +28,10 @@ def nerf_losses(out: dict, target: Tensor, fields: dict | None = None, tv_weight
     losses = {"mse": torch.mean((out["rgb"] - target) ** 2)}
     if "rgb_coarse" in out:
         losses["mse_coarse"] = torch.mean((out["rgb_coarse"] - target) ** 2)
+    losses.update(out.get("loss_terms") or {})  # the renderer's own (proposal sampler: proposal, distortion)
     if tv_weight > 0 and fields:
-        encodings = [f.pos_encoding for f in fields.values() if hasattr(f.pos_encoding, "total_variation")]
+        encodings = [f.pos_encoding for f in fields.values()
+                     if hasattr(getattr(f, "pos_encoding", None), "total_variation")]
         if encodings:
             losses["tv"] = tv_weight * sum(e.total_variation() for e in encodings)
     return losses

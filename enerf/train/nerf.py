@@ -213,7 +213,7 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     device = rank_device(select_device(cfg.train.device))  # distributed: cuda:LOCAL_RANK
     generator = seed_everything(cfg.train.seed)
     scene = load_scene(cfg.data, data_root, cfg.render.white_bkgd)
-    fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=device)
+    fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=device, render=cfg.render)
     optimizer = optimizer_from_config(fields.values(), cfg.train)
     loop = restore_loop_state(payload, fields, optimizer, generator)
     broadcast_parameters(fields.values())  # distributed: every rank starts from rank 0's weights

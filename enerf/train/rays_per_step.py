@@ -40,9 +40,9 @@ class RaysPerStep:
 
     @classmethod
     def for_run(cls, cfg: RunConfig, n_pixels: int, renderer_name: str) -> "RaysPerStep":
-        """The run's batch rule: dynamic for grid renderers unless ``target_sample_batch_size`` is -1."""
+        """The run's batch rule: dynamic for grid renderers (not hierarchical, proposal) unless ``target_sample_batch_size`` is -1."""
         target = cfg.render.target_sample_batch_size
-        if renderer_name == "hierarchical" or target < 0:
+        if renderer_name in ("hierarchical", "proposal") or target < 0:
             target = 0
         elif target == 0:
             target = cfg.train.n_rand * cfg.render.n_samples

@@ -18,12 +18,13 @@ __all__ = ["optimizer_from_config", "LoopState", "restore_loop_state"]
 def optimizer_from_config(models: nn.Module | Iterable[nn.Module], train) -> PreconditionedOptimizer:
     """Adam, + BNP / weight decay / gradient regularization, from a train config (``TrainConfig``
     or ``ShapeTrainConfig``: ``lrate``, ``precond``, ``weight_decay``, ``decay_space``, ``grad_reg``, and
-    ``encoding_lrate`` where present: the learning rate of learned position encodings, ``pos_encoding.*``)."""
+    ``encoding_lrate`` where present: the learning rate of learned position encodings, ``pos_encoding.*``
+    and the proposal networks' ``levels.*.pos_encoding.*``)."""
     encoding_lrate = getattr(train, "encoding_lrate", 0.0)
     lr_scale = None
     if encoding_lrate > 0:
         def lr_scale(name: str) -> float:
-            return encoding_lrate / train.lrate if name.startswith("pos_encoding.") else 1.0
+            return encoding_lrate / train.lrate if ".pos_encoding." in f".{name}" else 1.0
     return build_optimizer(models, lr=train.lrate, precond=train.precond, weight_decay=train.weight_decay,
                            decay_space=train.decay_space, grad_reg=train.grad_reg, lr_scale=lr_scale)
 
