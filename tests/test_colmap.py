@@ -122,8 +122,10 @@ def _photos(folder, sizes, seed=0):
     return folder
 
 
-def _fails(capsys, argv, out, *words):
-    code = main(["data", "colmap", *argv])
+def _fails(capsys, argv, out, *words, action="colmap"):
+    """``enerf data ACTION ARGV`` exits 2 with one line on stderr holding ``words``, leaving no
+    ``out`` and no hidden build folder beside it; returns what it printed on stdout."""
+    code = main(["data", action, *argv])
     captured = capsys.readouterr()
     err = captured.err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
@@ -300,7 +302,7 @@ def test_mapper_keeps_the_largest_of_several_models(tmp_path):
 
     seen = {}
 
-    def incremental_mapping(database, images, sparse, options):
+    def incremental_mapping(database, images, sparse, options, next_image_callback=None):
         seen["multiple_models"] = options.multiple_models
         for k in (0, 1):
             (sparse / str(k)).mkdir()

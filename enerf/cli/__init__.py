@@ -9,6 +9,7 @@
     enerf compare [--scenes ...] [--modes none row ...] [--seeds 0 1 2] [-- FLAGS OF EVERY RUN]
     enerf data synth --out DIR
     enerf data colmap --images DIR --out SCENE [--factors 4 8] [--matcher exhaustive|sequential]
+    enerf data images DIR --out SCENE          enerf data video FILE --out SCENE [--frames 120]
     enerf shape train --mesh torus|bunny|PATH --kind occupancy|sdf [--conditioning row] [--iters N]
     enerf shape mesh --ckpt PATH [--resolution R]      enerf shape eval --ckpt PATH
     enerf --version

@@ -1,12 +1,59 @@
-"""``enerf data synth|colmap``: write the embedded synthetic scene, or pose your own photos."""
+"""``enerf data synth|colmap|images|video``: write the embedded synthetic scene, or pose your own
+photos or phone video."""
 
 from __future__ import annotations
 
-from ..config import SynthConfig
+from ..config import FramesConfig, PoseConfig, SynthConfig
 from ..runfolder import check_output_dir
 from .common import OneLineParser, add_config_flags, config_from_args
 
 __all__ = ["cmd_data"]
+
+ACTIONS = ("synth", "colmap", "images", "video")
+
+
+def _capture_args(action: str, argv: list[str]):
+    """The arguments of ``enerf data images|video``: the input, --out, --overwrite, --quiet and the
+    flags of PoseConfig (and FramesConfig for a video). Returns (args, pose config, frames config)."""
+    what = {"images": ("DIR", "folder of photos (png / jpg, one size once upright; other files skipped)",
+                       "Pose a folder of phone photos with COLMAP (EXIF orientation applied) and write a scene."),
+            "video": ("FILE", "video file (.mp4 / .mov, H.264 or HEVC; portrait rotation tags honoured)",
+                      "Keep the sharpest frames of a phone video, pose them with COLMAP and write a scene.")}[action]
+    parser = OneLineParser(prog=f"enerf data {action}", description=what[2])
+    parser.add_argument("source", metavar=what[0], help=what[1])
+    parser.add_argument("--out", required=True, help="scene folder to write (must not exist unless --overwrite)")
+    add_config_flags(parser, PoseConfig)
+    if action == "video":
+        add_config_flags(parser, FramesConfig)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    check_output_dir(args.out, "--out")
+    return args, config_from_args(PoseConfig, args), config_from_args(FramesConfig, args)
+
+
+def cmd_images(argv: list[str]) -> int:
+    from ..data.colmap import colmap_scene, summary_line
+
+    args, pose, _ = _capture_args("images", argv)
+    info = colmap_scene(args.source, args.out, pose.factors, "exhaustive" if pose.matcher == "auto" else pose.matcher,
+                        pose.layout, args.overwrite, pose.seed, pose.camera_model, overlap=pose.overlap,
+                        min_share=0.5, progress=not args.quiet)
+    print(summary_line(info))
+    return 0
+
+
+def cmd_video(argv: list[str]) -> int:
+    from ..data.colmap import summary_line
+    from ..data.video import video_scene
+
+    args, pose, frames = _capture_args("video", argv)
+    info = video_scene(args.source, args.out, pose, frames, args.overwrite, progress=not args.quiet)
+    n_reg = len(info["registered"])
+    print(f"frames: {info['decoded']} decoded, {info['kept']} extracted, {n_reg} registered "
+          f"({100 * n_reg / info['kept']:.0f} %)")
+    print(summary_line(info))
+    return 0
 
 
 def cmd_data(argv: list[str]) -> int:
@@ -16,9 +63,13 @@ def cmd_data(argv: list[str]) -> int:
         from ..data.colmap import colmap_main
 
         return colmap_main(argv[1:])
+    if argv and argv[0] in ("images", "video"):
+        return {"images": cmd_images, "video": cmd_video}[argv[0]](argv[1:])
     parser = OneLineParser(prog="enerf data", description="Dataset utilities.")
-    parser.add_argument("action", choices=("synth", "colmap"),
-                        help="synth: write the embedded synthetic scene; colmap: pose your own photos (colmap --help)")
+    parser.add_argument("action", choices=ACTIONS,
+                        help="synth: write the embedded synthetic scene; colmap: pose your own photos (colmap --help); "
+                             "images DIR: phone photos, EXIF orientation applied (images --help); video FILE: a phone "
+                             "video's sharpest frames (video --help)")
     parser.add_argument("--out", required=True, help="output folder (LLFF layout)")
     add_config_flags(parser, SynthConfig)
     parser.add_argument("--overwrite", action="store_true")

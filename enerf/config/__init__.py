@@ -7,13 +7,13 @@ itself on construction (``check_config``), so validation lives in one place.
 
     nerf.py      DataConfig, FieldConfig, RenderConfig, TrainConfig, RunConfig (``enerf train``)
     shape.py     ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig, ShapeRunConfig (``enerf shape``)
-    commands.py  VideoConfig, MeshConfig, CompareConfig, SynthConfig, ViewerConfig (render, mesh, compare,
-                 data synth, view)
+    commands.py  VideoConfig, MeshConfig, CompareConfig, SynthConfig, ViewerConfig, PoseConfig, FramesConfig
+                 (render, mesh, compare, data synth, view, data video / images)
     spec.py      option(), check_config(), Range
 """
 
-from .commands import (CAMERA_PATHS, VIEWER_LAYOUTS, VIEWER_OUTPUTS, CompareConfig, MeshConfig, SynthConfig, VideoConfig,
-                       ViewerConfig)
+from .commands import (CAMERA_PATHS, VIEWER_LAYOUTS, VIEWER_OUTPUTS, CompareConfig, FramesConfig, MeshConfig, PoseConfig,
+                       SynthConfig, VideoConfig, ViewerConfig)
 from .nerf import (CONDITIONING_MODES, CONTRACTIONS, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, NERF_PYTORCH_ALIASES,
                    NERF_PYTORCH_IGNORED, PRECOND_MODES, RENDERERS, DataConfig, FieldConfig, RenderConfig, RunConfig,
                    TrainConfig, build_config, run_config_from_dict)
@@ -26,7 +26,7 @@ __all__ = [
     "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES", "DECAY_SPACES", "DEVICES",
     "CONTRACTIONS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED",
     "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig", "CAMERA_PATHS",
-    "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS",
+    "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "PoseConfig", "FramesConfig",
     "SHAPE_KINDS", "ShapeDataConfig", "ShapeFieldConfig", "ShapeTrainConfig", "ShapeRunConfig", "ShapeMeshConfig",
     "shape_run_config_from_dict",
     "option", "check_config", "Range", "MAX_SEED", "MAX_RAYS", "MAX_GRID",

@@ -8,7 +8,7 @@ from ..errors import ConfigError
 from .spec import MAX_GRID, MAX_SEED, check_box, check_config, config_class, option
 
 __all__ = ["CAMERA_PATHS", "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig", "ViewerConfig", "VIEWER_OUTPUTS",
-           "VIEWER_LAYOUTS"]
+           "VIEWER_LAYOUTS", "PoseConfig", "FramesConfig"]
 
 CameraPath = Literal["spiral", "orbit", "test", "train", "interp", "ellipse"]
 MeshNetwork = Literal["fine", "coarse"]
@@ -19,6 +19,9 @@ CAMERA_PATHS = get_args(CameraPath)
 ViewerOutput = Literal["rgb", "depth", "accumulation"]  # enerf.viewer.render.OUTPUTS
 ViewerLayout = Literal["side", "split", "a", "b", "difference"]  # two checkpoints: how they share the view
 VIEWER_OUTPUTS, VIEWER_LAYOUTS = get_args(ViewerOutput), get_args(ViewerLayout)
+PoseMatcher = Literal["auto", "sequential", "exhaustive"]  # enerf.data.colmap.MATCHERS, plus auto
+PoseLayout = Literal["nerfstudio", "llff", "blender"]  # enerf.data.colmap.LAYOUTS
+CameraModel = Literal["SIMPLE_RADIAL", "SIMPLE_PINHOLE", "RADIAL", "PINHOLE", "OPENCV", "OPENCV_FISHEYE"]
 
 
 @config_class
@@ -101,6 +104,42 @@ class SynthConfig:
     width: int = option(1008, "image width in pixels", lo=2, hi=16384)
     height: int = option(756, "image height in pixels", lo=2, hi=16384)
     seed: int = option(0, "random seed of the scene", lo=0, hi=MAX_SEED)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+@config_class
+class PoseConfig:
+    """``enerf data video`` and ``enerf data images``: how COLMAP poses the frames / photos and the
+    layout written (``enerf.data.colmap.pose_folder``)."""
+
+    matcher: PoseMatcher = option("auto", "auto: sequential for video frames, exhaustive for photos; sequential: "
+                                  "each image with the --overlap next ones in name order; exhaustive: every pair")
+    overlap: int = option(10, "sequential matching: how many following images each image is matched with", lo=1,
+                          hi=1000)
+    camera_model: CameraModel = option("SIMPLE_RADIAL", "COLMAP camera model shared by every image (SIMPLE_PINHOLE: "
+                                       "the simplest; OPENCV as ns-process-data)")
+    layout: PoseLayout = option("nerfstudio", "nerfstudio: transforms.json (z up) as ns-process-data writes it; llff: "
+                                "poses_bounds.npy; blender: transforms.json in COLMAP's frame")
+    factors: tuple[int, ...] = option((2, 4), "also write images_<f>/ downscaled by each factor", lo=2, hi=64)
+    seed: int = option(0, "COLMAP's random seed", lo=0, hi=MAX_SEED)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+@config_class
+class FramesConfig:
+    """``enerf data video``: which frames of the video are kept (``enerf.data.video.extract_sharpest``)."""
+
+    frames: int = option(120, "frames to keep: the video is cut into this many runs of consecutive frames and the "
+                         "sharpest of each is kept", lo=3, hi=100_000)
+    # Variance of the Laplacian of the luma at 360 px on the short side. beer.mp4's 706 frames score
+    # 1.4e-4 to 1.5e-3 (median 8.1e-4); the same frames blurred with a Gaussian of sigma 1 % of the
+    # short side (7 px) score 4e-6 to 1.1e-5 (benchmarks/README.md).
+    min_sharpness: float = option(4e-5, "frames scoring below this are too blurred to keep (variance of the "
+                                  "Laplacian of the luma in [0, 1] at 360 px on the short side)", lo=0.0)
 
     def __post_init__(self) -> None:
         check_config(self)

@@ -17,6 +17,11 @@ frame ``file_path`` ``images/NAME`` and the ``near`` / ``far`` depths. ``--layou
 the same file in COLMAP's own world frame (no ``applied_transform``). ``enerf train`` reads both
 (``enerf.data.nerfstudio``, which undistorts the photos).
 
+Photos are read upright: one with an EXIF orientation tag is turned as the tag says before
+anything else (``copy_upright``). ``pose_folder`` is the posing itself, on a folder of images
+already in place; ``enerf data images`` (``enerf.cli.data``) and ``enerf data video``
+(``enerf.data.video``) use it too.
+
 All photos share one camera, SIMPLE_RADIAL by default (focal length, principal point at the
 centre, one radial coefficient), as LLFF's ``imgs2poses.py`` sets COLMAP up; like it, the LLFF
 layout reports the radial coefficient but does not undistort the images. ``--camera_model``
@@ -43,11 +48,13 @@ import imageio.v3 as iio
 import numpy as np
 
 from ..errors import ConfigError, DataError, EnerfError
+from ..progress import progress_bar
 from .colmap_poses import depth_bounds, llff_pose_from_cam_from_world, opengl_c2w_from_cam_from_world, poses_bounds_rows
 from .llff import IMAGE_SUFFIXES, area_downscale, read_image
 from .transforms_writer import colmap_camera_fields, transforms_meta, write_transforms
 
-__all__ = ["colmap_scene", "colmap_main", "collect_photos", "import_pycolmap", "NERFSTUDIO_APPLIED", "MATCHERS",
+__all__ = ["colmap_scene", "colmap_main", "pose_folder", "check_pose_options", "check_out", "collect_photos",
+           "upright_size", "copy_upright", "built_beside", "summary_line", "import_pycolmap", "NERFSTUDIO_APPLIED", "MATCHERS",
            "LAYOUTS", "CAMERA_MODELS", "LLFF_CAMERA_MODELS", "MIN_IMAGES"]
 
 MATCHERS = ("exhaustive", "sequential")
@@ -57,6 +64,7 @@ LLFF_CAMERA_MODELS = ("SIMPLE_RADIAL", "SIMPLE_PINHOLE", "RADIAL")  # one focal 
 # ns-process-data's applied_transform: COLMAP's world (y down for the first camera) turned z-up
 NERFSTUDIO_APPLIED = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, -1.0, 0.0, 0.0]])
 MIN_IMAGES = 3
+EXIF_ORIENTATION = 0x0112
 INSTALL_HINT = 'pip install -e ".[colmap]"'
 
 
@@ -75,7 +83,7 @@ def collect_photos(folder: Path) -> tuple[list[Path], list[str], tuple[int, int]
     Returns:
         photos: the image files, sorted by name
         skipped: names of files (and folders) that are not png / jpg images
-        size: (width, height) shared by every photo
+        size: (width, height) shared by every photo, upright (EXIF orientation applied)
     Raises:
         DataError: missing folder, fewer than ``MIN_IMAGES`` photos, an unreadable photo, photos of
             different sizes or two photos with the same name stem.
@@ -100,7 +108,7 @@ def collect_photos(folder: Path) -> tuple[list[Path], list[str], tuple[int, int]
     for p in photos:
         try:
             with Image.open(p) as img:
-                sizes.append(img.size)
+                sizes.append(upright_size(img))
         except Exception as exc:
             raise DataError(f"{p}: unreadable image ({type(exc).__name__}); remove it or convert it to png / jpg") from None
         if sizes[-1] != sizes[0]:
@@ -109,8 +117,29 @@ def collect_photos(folder: Path) -> tuple[list[Path], list[str], tuple[int, int]
     return photos, skipped, sizes[0]
 
 
+def upright_size(img) -> tuple[int, int]:
+    """(width, height) of PIL image ``img`` once its EXIF orientation is applied (tags 5-8 turn
+    it by 90 degrees)."""
+    orientation = img.getexif().get(EXIF_ORIENTATION, 1)
+    return (img.height, img.width) if orientation in (5, 6, 7, 8) else img.size
+
+
+def copy_upright(src: Path, dst: Path) -> None:
+    """Copy photo ``src`` to ``dst``: unchanged, or, when its EXIF orientation is not 1, turned
+    upright (PIL's ``ImageOps.exif_transpose``, which also drops the tag) and saved again (JPEG
+    at quality 95), since COLMAP and enerf's loaders read the pixels as stored."""
+    from PIL import Image, ImageOps
+
+    with Image.open(src) as img:
+        if img.getexif().get(EXIF_ORIENTATION, 1) != 1:
+            upright = ImageOps.exif_transpose(img)
+            upright.save(dst, **({"quality": 95} if dst.suffix.lower() in (".jpg", ".jpeg") else {}))
+            return
+    shutil.copy2(src, dst)
+
+
 @contextlib.contextmanager
-def _built_beside(out: Path, overwrite: bool):
+def built_beside(out: Path, overwrite: bool):
     """Yield a temporary folder beside ``out``; renamed to ``out`` when the block succeeds, removed otherwise."""
     if out.exists() and not overwrite:
         raise DataError(f"{out}: already exists; choose another --out or pass --overwrite")
@@ -128,27 +157,59 @@ def _built_beside(out: Path, overwrite: bool):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _extract_and_match(pycolmap, tmp: Path, matcher: str, camera_model: str, say: Callable[[str], None]) -> None:
+def _extract(pycolmap, tmp: Path, names: list[str], camera_model: str, progress: bool) -> tuple[int, int]:
+    """SIFT features of ``tmp/images/<names>`` into ``tmp/database.db``, all photos on one camera;
+    in chunks (the first makes the camera, the others reuse it) so that a bar counts the photos.
+    Returns (images, keypoints) in the database."""
     database = tmp / "database.db"
     reader = pycolmap.ImageReaderOptions()
     reader.camera_model = camera_model
-    start = time.perf_counter()
-    pycolmap.extract_features(database, tmp / "images", camera_mode=pycolmap.CameraMode.SINGLE,
-                              reader_options=reader, device=pycolmap.Device.cpu)
+    chunk = max(1, math.ceil(len(names) / 20))
+    with progress_bar(len(names), "extraction", enabled=progress, unit="image") as bar:
+        for first in range(0, len(names), chunk):
+            pycolmap.extract_features(database, tmp / "images", image_names=names[first:first + chunk],
+                                      camera_mode=pycolmap.CameraMode.SINGLE, reader_options=reader,
+                                      device=pycolmap.Device.cpu)
+            if reader.existing_camera_id < 0:
+                with pycolmap.Database.open(database) as db:
+                    reader.existing_camera_id = db.read_all_cameras()[0].camera_id
+            bar.update(len(names[first:first + chunk]))
     with pycolmap.Database.open(database) as db:
-        n_images, n_keypoints = db.num_images(), db.num_keypoints()
-    say(f"extraction: {n_keypoints:,} SIFT features in {n_images} images "
-        f"({n_keypoints / max(n_images, 1):,.0f} per image), {time.perf_counter() - start:.1f} s")
+        return db.num_images(), db.num_keypoints()
+
+
+def _extract_and_match(pycolmap, tmp: Path, names: list[str], matcher: str, overlap: int, camera_model: str,
+                       say: Callable[[str], None], progress: bool = True) -> dict[str, float]:
+    """Extraction and matching (``MATCHERS``; sequential: each image with the ``overlap`` next ones
+    in name order); returns the seconds of each stage."""
     start = time.perf_counter()
-    match = pycolmap.match_exhaustive if matcher == "exhaustive" else pycolmap.match_sequential
-    match(database, device=pycolmap.Device.cpu)
+    n_images, n_keypoints = _extract(pycolmap, tmp, names, camera_model, progress)
+    seconds = {"extraction": time.perf_counter() - start}
+    say(f"extraction: {n_keypoints:,} SIFT features in {n_images} images "
+        f"({n_keypoints / max(n_images, 1):,.0f} per image), {seconds['extraction']:.1f} s")
+    start = time.perf_counter()
+    database = tmp / "database.db"
+    if matcher == "exhaustive":
+        pycolmap.match_exhaustive(database, device=pycolmap.Device.cpu)
+    else:
+        pairing = pycolmap.SequentialPairingOptions()
+        pairing.overlap = overlap
+        # Linear: i with i + 1 ... i + overlap. COLMAP's default (quadratic) pairs i with i + 1, 2, 4 ...
+        # 2^(overlap-1): on beer.mp4 (a can on repeating floor tiles, filmed twice around) its far
+        # pairs verified wrongly and put runs of frames across the loop (3 leaps in the path; 0 linear)
+        pairing.quadratic_overlap = False
+        pycolmap.match_sequential(database, pairing_options=pairing, device=pycolmap.Device.cpu)
     with pycolmap.Database.open(database) as db:
         n_pairs, n_verified, n_inliers = db.num_matched_image_pairs(), db.num_verified_image_pairs(), db.num_inlier_matches()
-    say(f"matching ({matcher}): {n_pairs:,} image pairs matched, {n_verified:,} verified, "
-        f"{n_inliers:,} inlier matches, {time.perf_counter() - start:.1f} s")
+    seconds["matching"] = time.perf_counter() - start
+    what = f"sequential, overlap {overlap}" if matcher == "sequential" else matcher
+    say(f"matching ({what}): {n_pairs:,} image pairs matched, {n_verified:,} verified, "
+        f"{n_inliers:,} inlier matches, {seconds['matching']:.1f} s")
+    return seconds
 
 
-def _map(pycolmap, tmp: Path, n_photos: int, seed: int, say: Callable[[str], None]):
+def _map(pycolmap, tmp: Path, n_photos: int, seed: int, say: Callable[[str], None], progress: bool = False,
+         retry: str = "the photos need more overlap and texture"):
     start = time.perf_counter()
     pycolmap.set_random_seed(seed)
     options = pycolmap.IncrementalPipelineOptions()
@@ -156,10 +217,15 @@ def _map(pycolmap, tmp: Path, n_photos: int, seed: int, say: Callable[[str], Non
     options.extract_colors = True
     options.random_seed = seed
     (tmp / "sparse").mkdir()
-    models = pycolmap.incremental_mapping(tmp / "database.db", tmp / "images", tmp / "sparse", options=options)
+    with progress_bar(n_photos, "mapping", enabled=progress, unit="image") as bar:
+        def registered() -> None:  # COLMAP calls it per image registered (in any model)
+            bar.update(1 if bar.n < n_photos else 0)
+
+        models = pycolmap.incremental_mapping(tmp / "database.db", tmp / "images", tmp / "sparse", options=options,
+                                              next_image_callback=registered)
     if not models:
-        raise DataError(f"COLMAP registered none of the {n_photos} photos (no image pair with enough matches to "
-                        "start); the photos need more overlap and texture")
+        raise DataError(f"COLMAP registered none of the {n_photos} images (no image pair with enough matches to "
+                        f"start); {retry}")
     key = max(models, key=lambda k: models[k].num_reg_images())
     model = models[key]
     sizes = sorted((m.num_reg_images() for m in models.values()), reverse=True)
@@ -214,29 +280,9 @@ def _write_transforms(path: Path, camera_fields: dict, views: list[dict], layout
     write_transforms(path, transforms_meta(camera_fields, frames, applied if layout == "nerfstudio" else None))
 
 
-def colmap_scene(
-    images: str | Path,
-    out: str | Path,
-    factors: tuple[int, ...] = (4, 8),
-    matcher: str = "exhaustive",
-    layout: str = "llff",
-    overwrite: bool = False,
-    seed: int = 0,
-    camera_model: str = "SIMPLE_RADIAL",
-    say: Callable[[str], None] = print,
-) -> dict:
-    """Pose the photos in ``images`` with COLMAP and write the scene to ``out`` (module docstring).
-
-    Returns:
-        dict with ``out``, ``registered`` (names), ``unregistered`` (names), ``reprojection_error`` (px),
-        ``hwf`` (height, width, focal of images/), ``k`` (first radial coefficient), ``camera``
-        (``colmap_camera_fields``) and ``seconds``.
-    Raises:
-        DataError / ConfigError / EnerfError: bad input, fewer than 3 registered photos, or no pycolmap;
-            ``out`` is then left as it was.
-    """
-    start = time.perf_counter()
-    images, out = Path(images), Path(out)
+def check_pose_options(factors, matcher: str, layout: str, camera_model: str, overlap: int = 10) -> list[int]:
+    """Raise ConfigError for an unknown ``matcher`` / ``layout`` / ``camera_model``, a camera model
+    the layout cannot hold, a factor < 2 or an overlap < 1; returns the factors sorted, once each."""
     if matcher not in MATCHERS:
         raise ConfigError(f"--matcher must be one of {', '.join(MATCHERS)}, got {matcher!r}")
     if layout not in LAYOUTS:
@@ -248,12 +294,115 @@ def colmap_scene(
                           f"holds one focal length, so --layout llff takes only {', '.join(LLFF_CAMERA_MODELS)}")
     if any(int(f) != f or f < 2 for f in factors):
         raise ConfigError(f"--factors must be integers >= 2, got {list(factors)}")
-    factors = sorted({int(f) for f in factors})
+    if overlap < 1:
+        raise ConfigError(f"--overlap must be at least 1, got {overlap}")
+    return sorted({int(f) for f in factors})
+
+
+def check_out(out: Path, overwrite: bool, source: Path) -> None:
+    """Raise DataError when ``out`` exists without ``overwrite``, or would replace ``source``."""
     if out.exists() and not overwrite:
         raise DataError(f"{out}: already exists; choose another --out or pass --overwrite")
-    if out.exists() and out.resolve() in (images.resolve(), *images.resolve().parents):
-        raise DataError(f"{images}: lies inside --out {out}, which --overwrite replaces as a whole; "
-                        "move the photos out of it first")
+    if out.exists() and out.resolve() in (source.resolve(), *source.resolve().parents):
+        raise DataError(f"{source}: lies inside --out {out}, which --overwrite replaces as a whole; "
+                        "move it out of it first")
+
+
+def pose_folder(
+    pycolmap,
+    tmp: Path,
+    names: list[str],
+    size: tuple[int, int],
+    factors: list[int],
+    matcher: str,
+    layout: str,
+    camera_model: str,
+    seed: int = 0,
+    overlap: int = 10,
+    min_share: float = 0.0,
+    retry: str = "take more overlapping photos (or try --matcher exhaustive)",
+    say: Callable[[str], None] = print,
+    progress: bool = False,
+) -> dict:
+    """Pose the images ``tmp/images/<names>`` (all ``size`` = (width, height)) and write the scene
+    into ``tmp`` (module docstring); unregistered images are removed from ``tmp/images``.
+
+    Returns:
+        dict with ``registered`` / ``unregistered`` (names), ``reprojection_error`` (px), ``hwf``,
+        ``k`` (first radial coefficient), ``camera`` (``colmap_camera_fields``), ``stages``
+        (seconds of extraction, matching, mapping, writing) and ``centres`` (np.ndarray  # [R, 3]
+        camera centres of the registered images, in ``registered``'s order, COLMAP's frame).
+    Raises:
+        DataError: fewer than ``MIN_IMAGES`` images, or fewer than ``min_share`` of them, registered;
+            the message ends with ``retry``, what to try.
+    """
+    width, height = size
+    stages = _extract_and_match(pycolmap, tmp, names, matcher, overlap, camera_model, say, progress)
+    start = time.perf_counter()
+    model = _map(pycolmap, tmp, len(names), seed, say, progress, retry)
+    stages["mapping"] = time.perf_counter() - start
+    start = time.perf_counter()
+    views = _camera_geometry(model)
+    registered = [v["name"] for v in views]
+    unregistered = [n for n in names if n not in set(registered)]
+    if len(views) < max(MIN_IMAGES, math.ceil(min_share * len(names))):
+        need = f"at least {MIN_IMAGES}" if len(views) < MIN_IMAGES else f"at least {100 * min_share:.0f} % of them"
+        raise DataError(f"only {len(views)} of {len(names)} images registered ({100 * len(views) / len(names):.0f} %), "
+                        f"{need} are needed; {retry}")
+    for name in unregistered:  # the loaders pair images/ with the poses one to one
+        (tmp / "images" / name).unlink()
+    camera = model.cameras[next(iter(model.cameras.keys()))]
+    hwf = (float(camera.height), float(camera.width), float(camera.params[0]))
+    fields = colmap_camera_fields(camera.model.name, camera.params, camera.width, camera.height)
+    if layout == "llff":
+        poses = np.stack([llff_pose_from_cam_from_world(v["R"], v["t"], hwf) for v in views])
+        bounds = np.array([[v["near"], v["far"]] for v in views])
+        np.save(tmp / "poses_bounds.npy", poses_bounds_rows(poses, bounds))
+        written = ["poses_bounds.npy"]
+    else:
+        _write_transforms(tmp / "transforms.json", fields, views, layout)
+        written = ["transforms.json"]
+    _write_downscaled(tmp, registered, factors)
+    written += [f"images/ {width}x{height}"] + [f"images_{f}/ {width // f}x{height // f}" for f in factors]
+    written += ["sparse/0"]
+    (tmp / "database.db").unlink(missing_ok=True)
+    stages["writing"] = time.perf_counter() - start
+    say("writing: " + ", ".join(written) + f", {stages['writing']:.1f} s")
+    return {
+        "registered": registered, "unregistered": unregistered,
+        "reprojection_error": float(model.compute_mean_reprojection_error()),
+        "hwf": hwf, "k": float(fields.get("k1", 0.0)), "camera": fields, "stages": stages,
+        "centres": np.stack([-v["R"].T @ v["t"] for v in views]),
+    }
+
+
+def colmap_scene(
+    images: str | Path,
+    out: str | Path,
+    factors: tuple[int, ...] = (4, 8),
+    matcher: str = "exhaustive",
+    layout: str = "llff",
+    overwrite: bool = False,
+    seed: int = 0,
+    camera_model: str = "SIMPLE_RADIAL",
+    say: Callable[[str], None] = print,
+    overlap: int = 10,
+    min_share: float = 0.0,
+    progress: bool = False,
+) -> dict:
+    """Pose the photos in ``images`` with COLMAP and write the scene to ``out`` (module docstring).
+    Photos with an EXIF orientation are turned upright first (``copy_upright``).
+
+    Returns:
+        ``pose_folder``'s dict with ``out``, ``photos`` (count) and ``seconds`` added.
+    Raises:
+        DataError / ConfigError / EnerfError: bad input, fewer than 3 (or ``min_share``) registered
+            photos, or no pycolmap; ``out`` is then left as it was.
+    """
+    start = time.perf_counter()
+    images, out = Path(images), Path(out)
+    factors = check_pose_options(factors, matcher, layout, camera_model, overlap)
+    check_out(out, overwrite, images)
     photos, skipped, (width, height) = collect_photos(images)
     if min(width, height) < max(factors, default=1):
         raise ConfigError(f"{images}: photos of {width}x{height} are smaller than factor {max(factors)}; lower --factors")
@@ -262,41 +411,13 @@ def colmap_scene(
     note = f" (skipped {len(skipped)} other file(s): {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''})"
     say(f"photos: {len(photos)} of {width}x{height} in {images}" + (note if skipped else ""))
 
-    with _built_beside(out, overwrite) as tmp:
+    with built_beside(out, overwrite) as tmp:
         (tmp / "images").mkdir()
         for p in photos:
-            shutil.copy2(p, tmp / "images" / p.name)
-        _extract_and_match(pycolmap, tmp, matcher, camera_model, say)
-        model = _map(pycolmap, tmp, len(photos), seed, say)
-        views = _camera_geometry(model)
-        registered = [v["name"] for v in views]
-        unregistered = [p.name for p in photos if p.name not in set(registered)]
-        if len(views) < MIN_IMAGES:
-            raise DataError(f"{images}: only {len(views)} of {len(photos)} photos registered, at least {MIN_IMAGES} "
-                            "are needed; take more overlapping photos (or try --matcher exhaustive)")
-        for name in unregistered:  # the loaders pair images/ with the poses one to one
-            (tmp / "images" / name).unlink()
-        camera = model.cameras[next(iter(model.cameras.keys()))]
-        hwf = (float(camera.height), float(camera.width), float(camera.params[0]))
-        fields = colmap_camera_fields(camera.model.name, camera.params, camera.width, camera.height)
-        if layout == "llff":
-            poses = np.stack([llff_pose_from_cam_from_world(v["R"], v["t"], hwf) for v in views])
-            bounds = np.array([[v["near"], v["far"]] for v in views])
-            np.save(tmp / "poses_bounds.npy", poses_bounds_rows(poses, bounds))
-            written = ["poses_bounds.npy"]
-        else:
-            _write_transforms(tmp / "transforms.json", fields, views, layout)
-            written = ["transforms.json"]
-        _write_downscaled(tmp, registered, factors)
-        written += [f"images/ {width}x{height}"] + [f"images_{f}/ {width // f}x{height // f}" for f in factors]
-        written += ["sparse/0"]
-        (tmp / "database.db").unlink(missing_ok=True)
-        say("writing: " + ", ".join(written))
-    return {
-        "out": out, "registered": registered, "unregistered": unregistered,
-        "reprojection_error": float(model.compute_mean_reprojection_error()),
-        "hwf": hwf, "k": float(fields.get("k1", 0.0)), "camera": fields, "seconds": time.perf_counter() - start,
-    }
+            copy_upright(p, tmp / "images" / p.name)
+        info = pose_folder(pycolmap, tmp, [p.name for p in photos], (width, height), factors, matcher, layout,
+                           camera_model, seed, overlap, min_share, say=say, progress=progress)
+    return {**info, "out": out, "photos": len(photos), "seconds": time.perf_counter() - start}
 
 
 def colmap_main(argv: list[str]) -> int:
@@ -324,13 +445,20 @@ def colmap_main(argv: list[str]) -> int:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = parser.parse_args(argv)
     info = colmap_scene(args.images, args.out, args.factors, args.matcher, args.layout, args.overwrite, args.seed,
-                        camera_model=args.camera_model)
+                        camera_model=args.camera_model, progress=True)
+    print(summary_line(info))
+    return 0
+
+
+def summary_line(info: dict) -> str:
+    """The last line of ``enerf data colmap|images|video``: images registered and their share,
+    those left out, the reprojection error, the camera, the stage times and the whole time."""
     h, w, f = info["hwf"]
     left = info["unregistered"]
     n_reg, n_all = len(info["registered"]), len(info["registered"]) + len(left)
     note = (f"; {len(left)} did not register and were left out: {', '.join(left[:10])}{', ...' if len(left) > 10 else ''}"
             if left else "")
-    print(f"wrote {info['out']}: {n_reg} of {n_all} images registered ({100 * n_reg / n_all:.0f} %){note}; "
-          f"mean reprojection error {info['reprojection_error']:.2f} px; {info['camera']['camera_model']} camera, "
-          f"focal {f:.1f} px at {w:.0f}x{h:.0f}, k1 {info['k']:+.4f}; {info['seconds']:.1f} s")
-    return 0
+    stages = ", ".join(f"{k} {v:.1f} s" for k, v in info["stages"].items())
+    return (f"wrote {info['out']}: {n_reg} of {n_all} images registered ({100 * n_reg / n_all:.0f} %){note}; "
+            f"mean reprojection error {info['reprojection_error']:.2f} px; {info['camera']['camera_model']} camera, "
+            f"focal {f:.1f} px at {w:.0f}x{h:.0f}, k1 {info['k']:+.4f}; {stages}; {info['seconds']:.1f} s in all")
