@@ -20,17 +20,7 @@ from enerf.data.blender import load_blender
 from enerf.data.nerfstudio import load_nerfstudio
 from enerf.data.scene_kind import classify_cameras, scene_cameras
 from conftest import shared_scene
-
-
-def _look_at(position, target=(0.0, 0.0, 0.0), up=(0.0, 0.0, 1.0)) -> np.ndarray:
-    """OpenGL camera-to-world [4, 4] at ``position`` looking at ``target`` (independent of enerf)."""
-    back = np.asarray(position, float) - target
-    back /= np.linalg.norm(back)
-    right = np.cross(up, back)
-    right /= np.linalg.norm(right)
-    c2w = np.eye(4)
-    c2w[:3, :4] = np.stack([right, np.cross(back, right), back, position], 1)
-    return c2w
+from test_nerfstudio import _look_at
 
 
 def _arc(degrees: float, n: int = 24) -> np.ndarray:

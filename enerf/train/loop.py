@@ -301,9 +301,13 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
         saved_step = step
 
     tic = time.perf_counter()
-    with stop_signals() as caught:
-        _steps(task, state, clock, writer, guard, checkpoint, lambda: saved_step, caught, progress and writes,
-               ckpt_path, on_step)
+    try:
+        with stop_signals() as caught:
+            _steps(task, state, clock, writer, guard, checkpoint, lambda: saved_step, caught, progress and writes,
+                   ckpt_path, on_step)
+    except RunInterrupted:
+        writer.close()  # the scalars logged so far stay in tb/
+        raise
     clock.stop()
     checkpoint(state.step)
     state.wall_seconds = time.perf_counter() - tic
