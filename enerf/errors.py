@@ -1,6 +1,6 @@
 """The one exception type the CLI turns into a single line and exit code 2."""
 
-__all__ = ["EnerfError", "DataError", "CheckpointError", "ConfigError", "DivergenceError"]
+__all__ = ["EnerfError", "DataError", "CheckpointError", "ConfigError", "DivergenceError", "RunInterrupted"]
 
 
 class EnerfError(Exception):
@@ -26,3 +26,12 @@ class ConfigError(EnerfError):
 
 class DivergenceError(EnerfError):
     """Training produced a non-finite loss, gradient or weight; the last good checkpoint is kept."""
+
+
+class RunInterrupted(EnerfError):
+    """Training stopped by Ctrl-C or SIGTERM after writing its checkpoint; the CLI prints the
+    message and exits with ``exit_code`` (128 + the signal: 130 for SIGINT, 143 for SIGTERM)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code

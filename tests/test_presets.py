@@ -113,7 +113,7 @@ def test_a_config_file_alone_takes_no_preset(monkeypatch):
 
 
 @pytest.mark.parametrize("key, config", [(("cpu", "llff"), "fern_cpu.txt"), (("cpu", "blender"), "lego_cpu.txt"),
-                                         (("paper", "llff"), "fern.txt")])
+                                         (("cpu", "capture"), "capture_cpu.txt"), (("paper", "llff"), "fern.txt")])
 def test_each_preset_says_what_its_config_file_says(key, config):
     preset = PRESETS[key]
     assert preset.source == f"configs/{config}"
@@ -135,8 +135,10 @@ def test_the_start_line_names_the_preset_and_the_other_one(scene_dir, tmp_path, 
     monkeypatch.setattr("enerf.train.nerf.train_nerf", lambda cfg, **kw: seen.append(cfg))
     assert main(["train", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--preset", "auto"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == ["cpu: 10-minute CPU settings (triplane + 2 x 64 MLP, 64 samples, --time_budget 600) from "
-                   "configs/fern_cpu.txt for what no flag sets; --preset paper for the paper's 8 x 256 network"]
+    assert len(out) == 1 and out[0].startswith("cpu: forward-facing (viewing directions within ")
+    assert out[0].endswith("--scene_kind walkaround if not; 10-minute CPU settings (triplane + 2 x 64 MLP, 64 samples, "
+                           "--time_budget 600) from configs/fern_cpu.txt for what no flag sets; --preset paper for "
+                           "the paper's 8 x 256 network")
     assert seen[0].field.encoding == "triplane"
     assert preset_line(PRESETS[("paper", "llff")], "auto", cuda=True) == (
         "cuda: the paper's settings (8 x 256 MLP, 64 + 64 samples, 200,000 steps) from configs/fern.txt for what "

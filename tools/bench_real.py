@@ -5,7 +5,9 @@ every ``--eval_every`` steps are not counted), then prints and writes
 ``<out>/<scene>-s<seed>/bench_real.json`` and a markdown table: PSNR at each evaluation, the
 PSNR reached at 1 / 2 / 5 / 10 minutes (last evaluation at or before), the first time the
 target was reached (scenes with a target), steps and steps per second, and the wall time of the
-whole ``enerf train`` (loading, evaluations and checkpoints included). The periodic evaluations
+whole ``enerf train`` (loading, evaluations and checkpoints included) with the run's own split of it
+(``wall_parts``: metrics.json's ``wall_seconds``, seconds of loading, of the training loop with its
+periodic evaluations and checkpoints, of the final evaluation, and their total). The periodic evaluations
 score the config's ``eval_views`` held-out views; the last one scores all of them.
 
 A peer's curve can be put beside it (``--peer_log``: JSON lines ``{"step", "train_seconds",
@@ -84,6 +86,10 @@ def report(name: str, metrics: dict, target: float | None, peer: list[dict] | No
     history = metrics["history"]
     curves = {"enerf": history, **({peer_name: peer} if peer else {})}
     wall = "" if wall_seconds is None else f"; {wall_seconds / 60:.1f} min of wall time in all"
+    parts = metrics.get("wall_seconds")
+    if parts:
+        wall += (f" (loading {parts['load'] / 60:.1f} min, training loop {parts['train'] / 60:.1f} min, final "
+                 f"evaluation {parts['eval'] / 60:.1f} min)")
     lines = [f"# {name}", "", f"held-out PSNR {metrics['psnr']:.2f} dB, SSIM {metrics['ssim']:.4f} after "
              f"{metrics['steps']} steps / {metrics['train_seconds']:.0f} s of training "
              f"({metrics['steps'] / max(metrics['train_seconds'], 1e-9):.2f} steps/s){wall}", "",
@@ -135,7 +141,8 @@ def main() -> int:
                   eval_views, wall_seconds)
     summary = {"scene": args.scene, "config": config, "seed": args.seed, "minutes": args.minutes,
                "psnr": metrics["psnr"], "ssim": metrics["ssim"], "steps": metrics["steps"],
-               "train_seconds": metrics["train_seconds"], "wall_seconds": wall_seconds, "eval_views": eval_views,
+               "train_seconds": metrics["train_seconds"], "wall_seconds": wall_seconds,
+               "wall_parts": metrics.get("wall_seconds"), "eval_views": eval_views,
                "target": target, "time_to_target": time_to(metrics["history"], target) if target else None,
                "psnr_at": {f"{m:g}s": psnr_at(metrics["history"], m) for m in MARKS},
                "history": metrics["history"], "peer": peer}

@@ -24,7 +24,7 @@ import os
 import sys
 
 from .. import __version__
-from ..errors import EnerfError
+from ..errors import EnerfError, RunInterrupted
 from .common import error_line, system_error_line
 from .compare import cmd_compare
 from .data import cmd_data
@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return COMMANDS[argv[0]](argv[1:])
+    except RunInterrupted as exc:  # Ctrl-C / SIGTERM during training: its checkpoint is written
+        print(f"enerf: {exc}", file=sys.stderr)
+        return exc.exit_code
     except EnerfError as exc:
         print(f"enerf: error: {error_line(exc)}", file=sys.stderr)
         return 2

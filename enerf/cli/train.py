@@ -5,8 +5,10 @@ the same meaning (``NERF_PYTORCH_ALIASES``, ``NERF_PYTORCH_IGNORED``), so an exi
 nerf-pytorch config file works unchanged.
 
 Without a config file, what no flag sets comes from the device's preset (``--preset auto``: the
-paper's settings on CUDA, the 10-minute CPU settings otherwise; ``enerf.config.presets``), and the
-command says so in its first line.
+paper's settings on CUDA where the scene has them, the 10-minute CPU settings otherwise;
+``enerf.config.presets``), chosen by the scene's layout and what its cameras show (forward-facing or
+walk-around, ``--scene_kind auto``: ``enerf.data.scene_kind``); the command says both in its first
+line.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from pathlib import Path
 import configargparse
 
 from ..config import NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, DataConfig, RunConfig
-from ..config.presets import PRESET_CHOICES, PRESETS, Preset, preset_line, preset_name
+from ..config.presets import PRESET_CHOICES, SCENE_KIND_DEFAULT, Preset, preset_for, preset_line, preset_name
 from ..errors import ConfigError, EnerfError
 from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args, parse_bool
 from .view import add_viewer_flags
 
 __all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "cmd_train",
-           "train_preset", "scene_layout"]
+           "train_preset", "scene_layout", "scene_kind"]
 
 
 def build_train_parser() -> configargparse.ArgumentParser:
@@ -39,8 +41,9 @@ def build_train_parser() -> configargparse.ArgumentParser:
     add_run_flags(parser)
     parser.add_argument("--preset", choices=PRESET_CHOICES, default=os.environ.get("ENERF_PRESET") or "auto",
                         help="settings for what no config file or flag sets: cpu (the 10-minute CPU settings of "
-                        "configs/fern_cpu.txt, configs/lego_cpu.txt for Blender scenes), paper (configs/fern.txt, "
-                        "nerf-pytorch's lego settings for Blender scenes), none (the built-in defaults), auto "
+                        "configs/fern_cpu.txt for forward-facing scenes, configs/capture_cpu.txt for walk-around "
+                        "captures, configs/lego_cpu.txt for Blender scenes), paper (configs/fern.txt, nerf-pytorch's "
+                        "lego settings for Blender scenes; cpu for the others), none (the built-in defaults), auto "
                         "(paper on CUDA, cpu otherwise; none with --config); default: $ENERF_PRESET or auto")
     parser.add_argument("--viewer", type=parse_bool, nargs="?", const=True, default=False,
                         help="watch the run in the browser while it trains (the viewer extra; --viewer_port, "
@@ -64,7 +67,7 @@ def run_config_from_args(args, preset: Preset | None = None) -> RunConfig:
 
 
 def scene_layout(args, data_root: Path) -> str:
-    """``llff`` or ``blender``: the parsed ``--dataset_type``, else what the scene's folder holds
+    """``llff``, ``blender`` or ``nerfstudio``: the parsed ``--dataset_type``, else what the scene's folder holds
     (the embedded demo scene is written as LLFF); ``llff`` when the folder cannot be found, so
     that loading it reports the problem in its own words."""
     from ..data.loaders import dataset_type_of
@@ -83,9 +86,35 @@ def scene_layout(args, data_root: Path) -> str:
         return "llff"
 
 
+def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
+    """(forward | walkaround, what the start line says about it): ``--scene_kind`` when given, else
+    what the scene's cameras show (``enerf.data.scene_kind``); the layout's own rays (LLFF: forward,
+    transforms.json: walk-around) when its cameras cannot be read, so that loading it reports the
+    problem in its own words."""
+    from ..data.resolve import resolve_scene_dir
+    from ..data.scene_kind import classify_cameras, scene_cameras
+
+    chosen = getattr(args, "data.scene_kind", None) or SCENE_KIND_DEFAULT
+    if layout == "blender":
+        return "walkaround", "Blender scene (its bounded box)"
+    if chosen != "auto":
+        name = "forward-facing" if chosen == "forward" else "walk-around"
+        return chosen, f"{name} (--scene_kind {chosen})"
+    scene = getattr(args, "data.scene", None) or DataConfig().scene
+    try:
+        cameras = scene_cameras(resolve_scene_dir(scene, getattr(args, "data.datadir", None) or "", data_root), layout)
+    except (EnerfError, OSError):
+        cameras = None
+    if cameras is None or len(cameras) < 2:
+        return ("forward" if layout == "llff" else "walkaround"), ""
+    found = classify_cameras(cameras)
+    other = "walkaround" if found.kind == "forward" else "forward"
+    return found.kind, f"{found.describe()}, --scene_kind {other} if not"
+
+
 def train_preset(args, data_root: Path = DATA_ROOT) -> tuple[Preset | None, bool]:
-    """The preset ``args.preset`` selects (None: none) and whether the run is on CUDA (``--device``,
-    else whether torch sees a GPU)."""
+    """The preset ``args.preset`` selects for the scene (None: none) and whether the run is on CUDA
+    (``--device``, else whether torch sees a GPU)."""
     if args.preset not in PRESET_CHOICES:  # from $ENERF_PRESET (argparse checks only what is typed)
         raise ConfigError(f"ENERF_PRESET {args.preset!r} is not one of {', '.join(PRESET_CHOICES)}")
     device = getattr(args, "train.device", None) or "auto"
@@ -96,7 +125,11 @@ def train_preset(args, data_root: Path = DATA_ROOT) -> tuple[Preset | None, bool
     else:
         cuda = device == "cuda"
     name = preset_name(args.preset, cuda, config_file=getattr(args, "config", None) is not None)
-    return (None if name == "none" else PRESETS[(name, scene_layout(args, data_root))]), cuda
+    if name == "none":
+        return None, cuda
+    layout = scene_layout(args, data_root)
+    kind, said = scene_kind(args, layout, data_root)
+    return preset_for(name, layout, kind, said), cuda
 
 
 def print_metrics(metrics: dict, where: Path) -> None:

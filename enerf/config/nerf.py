@@ -17,10 +17,11 @@ from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, c
 
 __all__ = ["RunFolderConfig", "ConditioningConfig", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
-           "DECAY_SPACES", "DEVICES", "CONTRACTIONS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
+           "DECAY_SPACES", "DEVICES", "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
 
 # The choices of the config's string fields (each field is annotated with its Literal).
 DatasetType = Literal["auto", "llff", "blender", "nerfstudio"]  # enerf.data.loaders.LOADERS
+SceneKind = Literal["auto", "forward", "walkaround"]  # enerf.data.scene_kind: what the cameras show
 Encoding = Literal["frequency", "triplane"]  # enerf.fields.nerf: how positions enter the MLP
 ContractionKind = Literal["none", "mipnerf360", "linf"]  # enerf.nn.contraction: unbounded scenes
 Conditioning = Literal["none", "row", "col", "rowcol", "wn", "ws"]  # enerf.nn.conditioning.CONDITIONERS
@@ -31,6 +32,7 @@ Device = Literal["auto", "cpu", "cuda"]
 DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SPACES, DEVICES, CONTRACTIONS = (
     get_args(t) for t in (DatasetType, Encoding, Conditioning, RendererName, Precond, DecaySpace, Device,
                           ContractionKind))
+SCENE_KINDS = get_args(SceneKind)
 
 # nerf-pytorch config keys read under another name here (key -> field).
 NERF_PYTORCH_ALIASES = {"N_iters": "iters", "i_print": "log_every", "i_weights": "ckpt_every", "random_seed": "seed"}
@@ -50,10 +52,17 @@ class DataConfig:
     dataset_type: DatasetType = option("auto", "auto (blender if the folder has transforms_*.json, nerfstudio if "
                                        "transforms.json, llff if poses_bounds.npy), llff, blender or nerfstudio")
     factor: int = option(0, "image downscale factor (LLFF / nerfstudio: uses images_<f>/ if present, else resizes in "
-                         "process; 0: 8 for LLFF, 1 for Blender and nerfstudio)", lo=0)
+                         "process; 0: 8 for LLFF, 1 for Blender, for nerfstudio the smallest factor that brings the "
+                         "photos' long side to 512 px or less)", lo=0)
     half_res: bool = option(False, "Blender: halve the stored images")
     testskip: int = option(1, "Blender: keep every N-th test frame", lo=1)
-    llffhold: int = option(8, "hold out every N-th image for testing (0: none)", lo=0)
+    llffhold: int = option(8, "hold out every N-th image for testing (0: none; Blender: when there is no "
+                           "transforms_test.json)", lo=0)
+    scene_kind: SceneKind = option("auto", "what the cameras show: forward (forward-facing; NDC rays, as "
+                                   "configs/fern_cpu.txt) or walkaround (around the scene; world-space rays for a "
+                                   "contraction, as configs/capture_cpu.txt); auto: enerf train without --config "
+                                   "decides from the cameras' viewing directions, else the layout's own rays (LLFF: "
+                                   "NDC, nerfstudio: world-space). Blender scenes keep their bounded box")
     use_ndc: bool = option(True, "use world-space rays instead of NDC (for non-forward-facing scenes)",
                            flag="no_ndc", flag_type=bool, from_flag=operator.not_)
     spherify: bool = option(False, "LLFF: spherify the poses (360-degree scenes)")
@@ -193,6 +202,8 @@ class Cadence:
     log_every: int = option(100, "steps between TensorBoard scalars", lo=1)
     kappa_every: int = option(500, "steps between per-layer condition numbers (0: never)", lo=0)
     ckpt_every: int = option(0, "steps between checkpoints (0: only at the end)", lo=0)
+    ckpt_every_seconds: float = option(60.0, "seconds of training between checkpoints (0: off); Ctrl-C and SIGTERM "
+                                       "also write one at the end of the current step, so --resume continues", lo=0.0)
     time_budget: float = option(0.0, "stop training after this many seconds (0: no limit)", lo=0.0)
     lrate_cooldown: float = option(0.0, "final fraction of the run over which the learning rate anneals "
                                    "exponentially to a tenth of its schedule (the run ends at iters, or at "

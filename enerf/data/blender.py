@@ -13,6 +13,9 @@ The matrices are camera-to-world in OpenGL axes ([right, up, back]), the frame e
 length is ``0.5 W / tan(0.5 camera_angle_x)`` with W the width of the images as loaded (the
 field of view does not change with the resolution). Rays run from near 2 to far 6 without
 NDC; the object lies in the box [-1.5, 1.5]^3 (``Scene.aabb``, nerfacc's examples).
+
+A folder with ``transforms_train.json`` alone (some exporters write only that) holds out every
+``llffhold``-th of its frames (0, 8, 16, ...) for testing, as the LLFF and nerfstudio loaders do.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from .llff import area_downscale, checked_factor, read_json_object
 from .images import Images
 from .scene import Scene
 
-__all__ = ["load_blender", "orbit_path", "read_rgba", "read_rgba_codes", "BLENDER_NEAR", "BLENDER_FAR", "BLENDER_AABB"]
+__all__ = ["load_blender", "blender_cameras", "orbit_path", "read_rgba", "read_rgba_codes", "BLENDER_NEAR", "BLENDER_FAR", "BLENDER_AABB"]
 
 BLENDER_NEAR, BLENDER_FAR = 2.0, 6.0
 BLENDER_AABB = (-1.5, -1.5, -1.5, 1.5, 1.5, 1.5)
@@ -104,7 +107,7 @@ def _read_split(datadir: Path, split: str) -> dict:
     return meta
 
 
-def _frame(datadir: Path, split: str, index: int, frame) -> tuple[Path, np.ndarray]:
+def _frame(datadir: Path, split: str, index: int, frame, check_file: bool = True) -> tuple[Path, np.ndarray]:
     where = f"{datadir / f'transforms_{split}.json'}: frame {index}"
     if not isinstance(frame, dict) or "file_path" not in frame or "transform_matrix" not in frame:
         raise DataError(f"{where} needs file_path and transform_matrix")
@@ -118,13 +121,37 @@ def _frame(datadir: Path, split: str, index: int, frame) -> tuple[Path, np.ndarr
     path = datadir / rel
     if path.suffix.lower() != ".png":
         path = path.with_name(path.name + ".png")
-    if not path.is_file():
+    if check_file and not path.is_file():
         raise DataError(f"{path}: frame file not found (listed as {rel!r} in transforms_{split}.json)")
     return path, matrix
 
 
+def blender_cameras(datadir: Path) -> np.ndarray:
+    """The camera-to-world poses of ``transforms_train.json`` (no image read).
+
+    Returns:
+        np.ndarray  # [N, 3, 4] OpenGL axes
+    """
+    frames = _read_split(Path(datadir), "train")["frames"]
+    return np.stack([_frame(Path(datadir), "train", k, f, check_file=False)[1][:3, :4] for k, f in enumerate(frames)])
+
+
+def _split_frames(datadir: Path, testskip: int, llffhold: int) -> tuple[dict, dict[str, list[tuple[str, int, dict]]]]:
+    """The metas of the json files read and, per split, (json split, index in its list, frame)."""
+    metas = {"train": _read_split(datadir, "train")}
+    train = [("train", k, f) for k, f in enumerate(metas["train"]["frames"])]
+    if (datadir / "transforms_test.json").is_file() or llffhold <= 0:
+        metas["test"] = _read_split(datadir, "test")
+        test = [("test", k, f) for k, f in enumerate(metas["test"]["frames"])][::testskip]
+        return metas, {"train": train, "test": test}
+    if len(train) < 2:
+        raise DataError(f"{datadir / 'transforms_train.json'}: {len(train)} frame(s) and no transforms_test.json leave "
+                        "no training frames; add frames or a transforms_test.json")
+    return metas, {"train": [e for k, e in enumerate(train) if k % llffhold], "test": train[::llffhold]}
+
+
 def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, testskip: int = 1,
-                 white_bkgd: bool = True) -> Scene:
+                 white_bkgd: bool = True, llffhold: int = 8) -> Scene:
     """Load a Blender-layout scene (module docstring) as a :class:`Scene`.
 
     Args:
@@ -133,6 +160,7 @@ def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, t
             composited before they are averaged (nerf-pytorch resizes RGBA, then composites),
             so a downscaled pixel is the mean colour of the pixels it covers.
         testskip: keep every ``testskip``-th frame of val and test (train keeps all).
+        llffhold: without ``transforms_test.json``, every ``llffhold``-th train frame is a test frame.
         white_bkgd: composite RGBA on white (``rgb * a + 1 - a``), else on black (``rgb * a``).
 
     Splits: ``i_train`` = the train frames, ``i_test`` = the test frames; val frames are not loaded.
@@ -148,20 +176,19 @@ def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, t
         raise DataError(f"{datadir}: scene folder not found")
     scale = int(factor) * (2 if half_res else 1)
     background = 1.0 if white_bkgd else 0.0
-    metas = {"train": _read_split(datadir, "train"), "test": _read_split(datadir, "test")}
-    counts = {"train": len(metas["train"]["frames"]), "test": len(metas["test"]["frames"][::testskip])}
+    metas, splits = _split_frames(datadir, testskip, llffhold)
+    counts = {split: len(entries) for split, entries in splits.items()}
     n_frames = counts["train"] + counts["test"]
     # 8-bit frames at full size stay RGBA codes (composited when read, Images); others become float32 values.
     codes, values, poses, fov, first = None, None, [], None, None
-    for split in ("train", "test"):
-        meta = metas[split]
+    for split, meta in metas.items():
         if fov is not None and not math.isclose(meta["camera_angle_x"], fov, rel_tol=1e-6):
             raise DataError(f"{datadir / f'transforms_{split}.json'}: camera_angle_x {meta['camera_angle_x']} differs "
                             f"from transforms_train.json's {fov}; all frames must share one camera")
         fov = meta["camera_angle_x"] if fov is None else fov
-        frames = meta["frames"] if split == "train" else meta["frames"][::testskip]
-        for k, frame in enumerate(frames):
-            path, matrix = _frame(datadir, split, k * (1 if split == "train" else testskip), frame)
+    for split in ("train", "test"):
+        for json_split, k, frame in splits[split]:
+            path, matrix = _frame(datadir, json_split, k, frame)
             raw = read_rgba_codes(path)
             if first is None:
                 first = (path, raw.shape)

@@ -18,17 +18,19 @@ __all__ = ["LOADERS", "dataset_type_of", "load_scene", "with_far"]
 
 
 def _load_llff(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
+    around = cfg.scene_kind == "walkaround"  # world-space rays, cameras spherified around what they look at
     return load_llff(scene_dir, factor=cfg.factor or 8, recenter=cfg.recenter, bd_factor=cfg.bd_factor,
-                     spherify=cfg.spherify, llffhold=cfg.llffhold, use_ndc=cfg.use_ndc)
+                     spherify=cfg.spherify or around, llffhold=cfg.llffhold, use_ndc=cfg.use_ndc and not around)
 
 
 def _load_blender(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
     return load_blender(scene_dir, half_res=cfg.half_res, factor=cfg.factor or 1, testskip=cfg.testskip,
-                        white_bkgd=white_bkgd)
+                        white_bkgd=white_bkgd, llffhold=cfg.llffhold)
 
 
 def _load_nerfstudio(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
-    return load_nerfstudio(scene_dir, factor=cfg.factor or 1, llffhold=cfg.llffhold, white_bkgd=white_bkgd)
+    return load_nerfstudio(scene_dir, factor=cfg.factor, llffhold=cfg.llffhold, white_bkgd=white_bkgd,
+                           ndc=cfg.scene_kind == "forward")
 
 
 # dataset_type -> loader(cfg, scene folder, white_bkgd); "auto" looks at the folder's files.

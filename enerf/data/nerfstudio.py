@@ -34,6 +34,15 @@ and ``enerf data colmap --layout nerfstudio`` write)::
   the same; its fox lists 67 frames and ships 50 images).
 * Bounded rendering: the scene box is ``[-CAPTURE_BOX, CAPTURE_BOX]^3`` (``Scene.aabb``), three
   times the cameras' box; rays run from ``CAPTURE_NEAR`` to the farthest box corner of any camera.
+* Forward-facing captures (``ndc=True``; ``--scene_kind forward``): NDC rays as in an LLFF scene.
+  The poses are scaled so that the point the cameras look at (``enerf.data.scene_kind.focus_depth``)
+  lies ``NDC_FOCUS_DEPTH`` in front of them, NDC's near plane at depth 1, then recentred on their
+  average pose (LLFF's ``recenter_poses``); the video path is LLFF's spiral.
+* ``factor`` 0: the smallest factor that brings the photos' long side to ``AUTO_MAX_SIDE`` pixels
+  or less.
+* ``w`` / ``h`` that disagree with the images (some tools write the original photos' size next to
+  downscaled copies): the intrinsics are scaled to the images when the aspect ratio agrees, with
+  one warning; another aspect ratio is refused.
 """
 
 from __future__ import annotations
@@ -47,20 +56,23 @@ import numpy as np
 
 from ..errors import DataError
 from .blender import read_rgba
-from .camera_paths import interpolated_path
+from .camera_paths import interpolated_path, llff_spiral_path
 from .lens import Camera, Resampler, pinhole_canvas, source_pixels
-from .llff import IMAGE_SUFFIXES, area_downscale, checked_scene, read_json_object
+from .llff import IMAGE_SUFFIXES, area_downscale, checked_scene, read_json_object, recenter_poses
 from .normalize import orient_and_center, scale_to_box
 from .scene import Scene
+from .scene_kind import focus_depth
 
-__all__ = ["load_nerfstudio", "read_transforms", "parse_frames", "split_frames", "CAMERA_MODELS", "CAPTURE_BOX",
-           "CAPTURE_NEAR"]
+__all__ = ["load_nerfstudio", "read_transforms", "parse_frames", "split_frames", "auto_factor", "CAMERA_MODELS",
+           "CAPTURE_BOX", "CAPTURE_NEAR", "NDC_FOCUS_DEPTH", "AUTO_MAX_SIDE"]
 
 # camera_model -> lens model of enerf.data.lens (perspective models read whatever coefficients are given)
 CAMERA_MODELS = {"PINHOLE": "OPENCV", "SIMPLE_PINHOLE": "OPENCV", "SIMPLE_RADIAL": "OPENCV", "RADIAL": "OPENCV",
                  "OPENCV": "OPENCV", "OPENCV_FISHEYE": "OPENCV_FISHEYE"}
 CAPTURE_BOX = 3.0  # half-size of the scene box, in units of the cameras' box [-1, 1]^3
 CAPTURE_NEAR = 0.05
+NDC_FOCUS_DEPTH = 3.0  # forward-facing captures: depth of the look-at point, in units of NDC's near plane
+AUTO_MAX_SIDE = 512  # factor 0: the photos' long side after the downscale, at most (pixels)
 N_RENDER_FRAMES = 120
 _COEFFICIENTS = ("k1", "k2", "k3", "k4", "p1", "p2")
 _ANY_SUFFIX = IMAGE_SUFFIXES + tuple(s.upper() for s in IMAGE_SUFFIXES)
@@ -191,13 +203,36 @@ def _number(where: str, key: str, value, positive: bool = False) -> float:
     return float(value)
 
 
-def frame_camera(meta: dict, frame: Frame, json_path: Path, image_size: tuple[int, int]) -> Camera:
+def _declared_scale(image: Path, json_path: Path, declared: tuple[float, float],
+                    size: tuple[int, int]) -> tuple[float, float]:
+    """(sx, sy) from the ``w`` / ``h`` a json declares to an image's real size (some tools write
+    the original photos' size next to downscaled copies): accepted when the aspect ratio agrees,
+    i.e. scaling the declared height by the widths' ratio gives the image's height to within a
+    pixel (and the other way round).
+
+    Raises:
+        DataError: another aspect ratio, with what to do.
+    """
+    (w, h), (width, height) = declared, size
+    if abs(h * width / w - height) > 1.0 or abs(w * height / h - width) > 1.0:
+        raise DataError(f"{image}: image is {width}x{height} but {json_path.name} says w = {w:g}, h = {h:g}, another "
+                        "aspect ratio; point file_path at the photos the poses were made from, or fix w / h and the "
+                        "intrinsics")
+    return width / w, height / h
+
+
+def frame_camera(meta: dict, frame: Frame, json_path: Path, image_size: tuple[int, int],
+                 notes: set[str] | None = None) -> Camera:
     """The camera of ``frame`` (its own intrinsics over the json's top-level ones) for its image of
     ``image_size`` (width, height), the full-resolution photo the intrinsics describe.
 
+    When the json's ``w`` / ``h`` differ from the image's size with the same aspect ratio, ``fl_x``,
+    ``fl_y``, ``cx``, ``cy`` are scaled to the image (``fl_x * width / w``, ``cy * height / h``, ...)
+    and one line saying so is added to ``notes``.
+
     Raises:
-        DataError: no focal length, an unknown camera_model, non-numeric values, or w / h that
-            differ from the image's size.
+        DataError: no focal length, an unknown camera_model, non-numeric values, or w / h of
+            another aspect ratio than the image's.
     """
     where = f"{json_path}"
 
@@ -209,15 +244,18 @@ def frame_camera(meta: dict, frame: Frame, json_path: Path, image_size: tuple[in
         raise DataError(f"{where}: camera_model {name!r} is not supported; use one of {', '.join(CAMERA_MODELS)} "
                         "(or undistort the images to PINHOLE first)")
     width, height = image_size
+    sx = sy = 1.0  # declared pixels -> the image's pixels (fl_x, fl_y, cx, cy are in declared pixels)
     declared = (get("w"), get("h"))
     if declared != (None, None):
         w = _number(where, "w", declared[0], positive=True) if declared[0] is not None else width
         h = _number(where, "h", declared[1], positive=True) if declared[1] is not None else height
         if (round(w), round(h)) != (width, height):
-            raise DataError(f"{frame.path}: image is {width}x{height} but {json_path.name} says w = {w:g}, h = {h:g}; "
-                            "fix w / h or the image")
+            sx, sy = _declared_scale(frame.path, json_path, (w, h), (width, height))
+            if notes is not None:
+                notes.add(f"{json_path}: w = {w:g}, h = {h:g} but the images are {width}x{height} (same aspect ratio); "
+                          f"fl_x, fl_y, cx, cy scaled by {width / w:.4g}")
     if get("fl_x") is not None:
-        fx = _number(where, "fl_x", get("fl_x"), positive=True)
+        fx = _number(where, "fl_x", get("fl_x"), positive=True) * sx
     elif get("camera_angle_x") is not None:
         angle = _number(where, "camera_angle_x", get("camera_angle_x"), positive=True)
         if angle >= math.pi:
@@ -227,13 +265,13 @@ def frame_camera(meta: dict, frame: Frame, json_path: Path, image_size: tuple[in
         raise DataError(f"{where}: no intrinsics; give fl_x (and fl_y, cx, cy) or camera_angle_x, at the top level "
                         "or per frame")
     if get("fl_y") is not None:
-        fy = _number(where, "fl_y", get("fl_y"), positive=True)
+        fy = _number(where, "fl_y", get("fl_y"), positive=True) * sy
     elif get("camera_angle_y") is not None and get("fl_x") is None:
         fy = 0.5 * height / math.tan(0.5 * _number(where, "camera_angle_y", get("camera_angle_y"), positive=True))
     else:
         fy = fx
-    cx = _number(where, "cx", get("cx")) if get("cx") is not None else 0.5 * width
-    cy = _number(where, "cy", get("cy")) if get("cy") is not None else 0.5 * height
+    cx = _number(where, "cx", get("cx")) * sx if get("cx") is not None else 0.5 * width
+    cy = _number(where, "cy", get("cy")) * sy if get("cy") is not None else 0.5 * height
     coefficients = {k: _number(where, k, get(k)) if get(k) is not None else 0.0 for k in _COEFFICIENTS}
     if CAMERA_MODELS[name] == "OPENCV_FISHEYE":
         coefficients.update(p1=0.0, p2=0.0)
@@ -278,23 +316,51 @@ def _capture_bounds(poses: np.ndarray) -> tuple[float, float]:
     return CAPTURE_NEAR, far
 
 
+def auto_factor(frames: list[Frame], max_side: int = AUTO_MAX_SIDE) -> int:
+    """The smallest downscale factor that brings the first frame's long side to ``max_side`` or less."""
+    return max(1, math.ceil(max(_image_size(frames[0].path)) / max_side))
+
+
+def _forward_frame(c2w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A forward-facing capture's NDC frame (module docstring).
+
+    Args:
+        c2w: np.ndarray  # [N, 4, 4] camera-to-world as stored (after applied_transform)
+    Returns:
+        poses: np.ndarray  # [N, 3, 4] scene frame
+        transform: np.ndarray  # [4, 4] stored frame -> scene frame
+        bounds: np.ndarray  # [N, 2] near / far depths of the spiral path, scene units
+    """
+    scale = NDC_FOCUS_DEPTH / focus_depth(c2w)
+    scaled = np.array(c2w[:, :3, :4], np.float64)
+    scaled[:, :3, 3] *= scale
+    poses, average = recenter_poses(scaled)
+    transform = np.linalg.inv(average) @ np.diag([scale, scale, scale, 1.0])
+    bounds = np.tile([[0.5 * NDC_FOCUS_DEPTH, 2.0 * NDC_FOCUS_DEPTH]], (len(poses), 1))
+    return poses, transform, bounds
+
+
 def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, white_bkgd: bool = False,
-                    orientation: str = "up", say=None) -> Scene:
+                    orientation: str = "up", say=None, ndc: bool = False) -> Scene:
     """Load a nerfstudio / instant-ngp capture (module docstring) as a :class:`Scene`.
 
     Args:
         factor: downscale; ``images_<factor>/`` (ns-process-data's copies) when every frame has
-            one, else the photos are undistorted at full size and block-averaged in process.
+            one, else the photos are undistorted at full size and block-averaged in process;
+            0: ``auto_factor``.
         llffhold: every ``llffhold``-th frame (sorted by name) is held out, unless the json lists
             its own splits; 0: none.
         white_bkgd: RGBA photos are composited on white, else on black.
         orientation: ``up`` (nerfstudio's default), ``pca`` or ``none`` (``enerf.data.normalize``).
-        say: where the missing-frames warning goes (default: stderr, prefixed "enerf: warning:").
+        say: where the warnings go (default: stderr, prefixed "enerf: warning:").
+        ndc: a forward-facing capture: NDC rays (module docstring), ``orientation`` unused.
 
     Raises:
         DataError: a missing or malformed file, with one line naming it.
     """
-    datadir, factor = checked_scene(datadir, factor, llffhold)
+    say = say or (lambda m: print(f"enerf: warning: {m}", file=sys.stderr))
+    datadir, checked = checked_scene(datadir, factor or 1, llffhold)
+    factor = checked if factor else 0
     json_path = datadir / "transforms.json"
     meta = read_transforms(json_path)
     frames, missing = parse_frames(meta, json_path)
@@ -306,7 +372,9 @@ def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, whi
     if missing:
         message = (f"{json_path}: {missing} of {n_listed} frames have no image and are skipped; "
                    f"{len(frames)} are used")
-        (say or (lambda m: print(f"enerf: warning: {m}", file=sys.stderr)))(message)
+        say(message)
+    if factor == 0:
+        factor = auto_factor(frames)
     i_train, i_test = split_frames(frames, meta, json_path, llffhold)
     if i_train.size == 0:
         raise DataError(f"{json_path}: {len(frames)} frame(s) with llffhold={llffhold} leave no training frames; "
@@ -321,17 +389,19 @@ def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, whi
     small = _downscaled_files(frames, datadir, factor)
     files = small or [f.path for f in frames]
     resize = 1 if small else factor
-    cameras = []
+    cameras, notes = [], set()
     for frame, path in zip(frames, files):
         size = _image_size(path)
         if small is None:
-            cameras.append(frame_camera(meta, frame, json_path, size))
+            cameras.append(frame_camera(meta, frame, json_path, size, notes))
             continue
-        full = frame_camera(meta, frame, json_path, (_image_size(frame.path)))
+        full = frame_camera(meta, frame, json_path, _image_size(frame.path), notes)
         if abs(size[0] * factor - full.width) > factor or abs(size[1] * factor - full.height) > factor:
             raise DataError(f"{path}: image is {size[0]}x{size[1]}, not 1/{factor} of {full.width}x{full.height}; "
                             f"remove images_{factor}/ or remake it")
         cameras.append(full.scaled(size[0] / full.width, size[1] / full.height, *size))
+    for note in sorted(notes):
+        say(note)
     # Undistorted after the downscale (as nerfstudio does with images_<f>/): one small map per camera.
     read_sizes = [(c.height, c.width) for c in cameras]
     cameras = [c.downscaled(resize) for c in cameras]
@@ -362,10 +432,19 @@ def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, whi
         images[k] = np.clip(np.round(rgb * 255.0), 0, 255)
 
     c2w = np.stack([f.c2w for f in frames])
-    poses, transform = orient_and_center(c2w[:, :3, :4], orientation)
-    poses, scale = scale_to_box(poses)
-    world_to_scene = np.diag([scale, scale, scale, 1.0]) @ np.concatenate([transform, [[0, 0, 0, 1.0]]], 0) @ applied
-    near, far = _capture_bounds(poses)
+    if ndc:
+        poses, transform, bounds = _forward_frame(c2w)
+        near, far, aabb = 0.0, 1.0, None
+        render_poses = llff_spiral_path(poses, bounds, N_RENDER_FRAMES)
+    else:
+        poses, transform3 = orient_and_center(c2w[:, :3, :4], orientation)
+        poses, scale = scale_to_box(poses)
+        transform = np.diag([scale, scale, scale, 1.0]) @ np.concatenate([transform3, [[0, 0, 0, 1.0]]], 0)
+        near, far = _capture_bounds(poses)
+        bounds = np.tile(np.array([[near, far]]), (len(frames), 1))
+        aabb = (-CAPTURE_BOX,) * 3 + (CAPTURE_BOX,) * 3
+        render_poses = interpolated_path(poses[i_train], N_RENDER_FRAMES)
+    world_to_scene = transform @ applied
     return Scene(
         name=datadir.resolve().name,
         images=images,
@@ -373,15 +452,15 @@ def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, whi
         height=int(images.shape[1]),
         width=int(images.shape[2]),
         focal=focal,
-        bounds=np.tile(np.array([[near, far]], np.float32), (len(frames), 1)),
+        bounds=bounds.astype(np.float32),
         near=near,
         far=far,
-        use_ndc=False,
+        use_ndc=ndc,
         i_train=i_train,
         i_test=i_test,
-        render_poses=interpolated_path(poses[i_train], N_RENDER_FRAMES).astype(np.float32),
+        render_poses=render_poses.astype(np.float32),
         scene_to_world=np.linalg.inv(world_to_scene),
-        aabb=(-CAPTURE_BOX,) * 3 + (CAPTURE_BOX,) * 3,
+        aabb=aabb,
     )
 
 

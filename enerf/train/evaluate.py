@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -17,12 +18,13 @@ from ..errors import ConfigError
 from ..export.images import render_view
 from ..fields.nerf import NeRFField
 from ..metrics import LPIPS_MIN_SIZE, image_metrics, make_lpips
-from ..progress import progress_bar
+from ..progress import progress_bar, stderr_is_terminal
+from .estimate import duration_text
 from ..render import Renderer
 from ..loaded_run import load_run
 from ..runfolder import RunLock, check_output_dir
 
-__all__ = ["evaluate_views", "summarize", "write_metrics", "read_metrics", "evaluate_checkpoint"]
+__all__ = ["evaluate_views", "ViewReport", "summarize", "write_metrics", "read_metrics", "evaluate_checkpoint"]
 
 
 def evaluate_views(
@@ -38,6 +40,7 @@ def evaluate_views(
     desc: str = "held-out views",
     leave: bool = True,
     stride: int = 1,
+    report: bool = False,
 ) -> list[dict]:
     """Per-view metrics; optionally saves each rendering as ``image_dir/view_NNN.png``.
 
@@ -48,19 +51,42 @@ def evaluate_views(
     ``progress``: a bar (``enerf.progress``; on a terminal) counting the rays of all views,
     advanced after every chunk, its postfix the view being rendered; ``leave=False`` clears it
     when done (periodic evaluations, under the training bar).
+    ``report``: where no bar is shown (stderr not a terminal: a log file), one line on stdout
+    before the first view and one after each (``ViewReport``): its PSNR and the time left.
     """
     per_image = []
     rows, cols = -(-scene.height // stride), -(-scene.width // stride)
+    lines = ViewReport(desc, len(views), cols, rows) if report and not stderr_is_terminal() else None
     with progress_bar(len(views) * rows * cols, desc, progress, unit="ray", leave=leave) as bar:
         for k, index in enumerate(views):
             bar.set_postfix_str(f"view {k + 1}/{len(views)}", refresh=False)
             pred = render_view(scene, int(index), fields, cfg, device, renderer=renderer, bar=bar, stride=stride)
             scores = image_metrics(pred, scene.image(int(index), stride), lpips_metric)
             per_image.append({"view": int(index), **scores})
+            if lines is not None:
+                lines.view_done(k + 1, scores["psnr"])
             if image_dir is not None:
                 png = iio.imwrite("<bytes>", (pred * 255 + 0.5).astype(np.uint8), extension=".png")
                 atomic_write_bytes(image_dir / f"view_{int(index):03d}.png", png)
     return per_image
+
+
+class ViewReport:
+    """Progress of an evaluation as lines (for log files): one when it starts, one per view with
+    its PSNR and the time left (the mean time per view so far times the views left)."""
+
+    def __init__(self, desc: str, n_views: int, width: int, height: int, say=None) -> None:
+        self.desc, self.n_views = desc, n_views
+        self.say = say or (lambda line: print(line, flush=True))
+        self.tic = time.perf_counter()
+        self.say(f"{desc}: rendering {n_views} view{'' if n_views == 1 else 's'} of {width} x {height}")
+
+    def view_done(self, done: int, psnr: float) -> None:
+        """After the ``done``-th view (1-based), scored ``psnr`` dB."""
+        elapsed = time.perf_counter() - self.tic
+        left = elapsed / done * (self.n_views - done)
+        tail = f", about {duration_text(left)} left" if done < self.n_views else f", {duration_text(elapsed)} in all"
+        self.say(f"{self.desc}: view {done}/{self.n_views} scored {psnr:.2f} dB{tail}")
 
 
 def summarize(per_image: list[dict], lpips_error: str | None) -> dict:

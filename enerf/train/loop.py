@@ -7,10 +7,16 @@ rest, the same for all tasks:
   the one backward pass and the update; then the divergence guard (``FiniteGuard``);
 * cadences: logging (``log_every``: progress bar, TensorBoard ``train/*``), condition numbers
   (``kappa_every``: ``kappa_W/*``, ``kappa_EW/*`` and ``kappa_history``), held-out evaluation
-  (``eval_every``: ``history``), checkpoints (``ckpt_every``, and one at the end);
+  (``eval_every``: ``history``), checkpoints (every ``ckpt_every`` steps, every
+  ``ckpt_every_seconds`` of training, and one at the end);
+* interruptions: Ctrl-C or SIGTERM while training lets the current step finish, writes the
+  checkpoint and raises ``RunInterrupted`` (exit code 130 / 143), so ``--resume`` continues
+  exactly; a second one acts at once;
 * time: ``train_seconds`` counts training only (the clock pauses for evaluations and
-  checkpoints), ``time_budget`` stops a run once it is spent, and after the first few timed
-  steps one line says how long the rest will take (``enerf.train.estimate``);
+  checkpoints), ``time_budget`` stops a run once it is spent (the progress bar then counts
+  training seconds toward it, so its ETA is the budget's), and after the first few timed
+  steps one line says how long the rest will take (``enerf.train.estimate``); the loop's wall
+  time is ``LoopState.wall_seconds``;
 * the cooldown (``lrate_cooldown``): over the run's last fraction, measured in steps or in
   training time, whichever is further along, the task's learning rate is annealed to a tenth;
 * the run folder: locked while written (``RunLock``), stale temp files removed, ``config.json``,
@@ -23,6 +29,8 @@ Data-parallel hooks go in two places: ``take_step`` (the one backward pass) and
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +43,7 @@ from tqdm import tqdm
 
 from ..atomic import atomic_write_json, json_safe
 from ..checkpoint import save_checkpoint
+from ..errors import RunInterrupted
 from ..distributed import any_rank, average_gradients, is_writer, max_over_ranks
 from ..nn.conditioning import condition_numbers
 from ..runfolder import RunLock, remove_stale_temp_files
@@ -42,8 +51,8 @@ from .divergence import FiniteGuard
 from .estimate import StepEstimate
 from .state import LoopState
 
-__all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "cooldown_factor", "training_progress", "take_step",
-           "train_loop", "writes_outputs"]
+__all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "TrainingBar", "cooldown_factor", "training_progress",
+           "take_step", "stop_signals", "train_loop", "writes_outputs"]
 
 
 @dataclass
@@ -175,6 +184,65 @@ class Stopwatch:
             self._tic = time.perf_counter()
 
 
+class TrainingBar:
+    """The training progress bar: steps toward ``iters``, or, with a time budget, seconds of
+    training toward ``time_budget`` (its total is the budget, its ETA the budget's remaining
+    training time at the wall-clock pace so far), the step count in its postfix."""
+
+    def __init__(self, iters: int, time_budget: float, step: int, seconds: float, desc: str, enabled: bool) -> None:
+        self.budget = time_budget
+        self.postfix: dict[str, str] = {}
+        if time_budget > 0:
+            self.bar = tqdm(total=time_budget, initial=min(seconds, time_budget), unit="s", disable=not enabled,
+                            dynamic_ncols=True, desc=desc, bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s of training "
+                            "[{elapsed}<{remaining}{postfix}]")
+        else:
+            self.bar = tqdm(total=iters, initial=step, disable=not enabled, dynamic_ncols=True, desc=desc)
+
+    def advance(self, done: int, seconds: float) -> None:
+        """After step ``done`` (1-based) with ``seconds`` of training counted."""
+        if self.budget > 0:
+            self.postfix["step"] = str(done)
+            self.bar.set_postfix(self.postfix, refresh=False)
+            self.bar.update(min(seconds, self.budget) - self.bar.n)
+        else:
+            self.bar.update(1)
+
+    def set_postfix(self, **postfix: str) -> None:
+        self.postfix.update(postfix)
+        self.bar.set_postfix(self.postfix)
+
+    def write(self, line: str) -> None:
+        self.bar.write(line)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+@contextmanager
+def stop_signals() -> Iterator[list[int]]:
+    """While in the block, SIGINT and SIGTERM are caught: the list yielded gets the signal's number
+    and that signal's previous handler is put back (a second one acts at once). Outside the main
+    thread (where handlers cannot be set) nothing is caught."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    previous = {}
+
+    def handler(signum, frame) -> None:
+        caught.append(signum)
+        signal.signal(signum, previous[signum])
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, handler)
+    try:
+        yield caught
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
 class _NoWriter:
     """Stands in for the SummaryWriter in a process that writes no outputs."""
 
@@ -204,6 +272,13 @@ def train_loop(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: boo
         return _train_locked(task, Path(out_dir), Path(ckpt_path), progress, on_step)
 
 
+def _interrupted(caught: list[int], step: int, ckpt_path: Path) -> RunInterrupted:
+    signum = caught[0] if caught else signal.SIGTERM  # distributed: another rank caught it
+    name = signal.Signals(signum).name
+    return RunInterrupted(f"interrupted by {name} at step {step}; checkpoint written to {ckpt_path}, continue with "
+                          "--resume", 128 + int(signum))
+
+
 def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool,
                   on_step: StepHook | None = None) -> dict | None:
     cfg, t, state = task.cfg, task.cfg.train, task.loop
@@ -225,59 +300,17 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
                                    **task.checkpoint_extras()})
         saved_step = step
 
-    bar = tqdm(range(state.step, t.iters), initial=state.step, total=t.iters, disable=not (progress and writes),
-               dynamic_ncols=True, desc=cfg.expname)
-    say = bar.write if writes else (lambda line: None)
-    estimate = StepEstimate(t.iters, t.time_budget)  # one line, after the first few timed steps
-    cooldown = t.lrate_cooldown
-    for step in bar:
-        lr_factor = 1.0
-        if cooldown > 0:  # distributed: the furthest rank's clock, so that all ranks share one rate
-            lr_factor = cooldown_factor(max_over_ranks(training_progress(step, t.iters, clock.seconds, t.time_budget)),
-                                        cooldown)
-        result = take_step(task, step, lr_factor)
-        done = state.step = step + 1
-        guard.check(done, result.loss, ckpt_path, saved_step)
-        line = estimate.after_step(done, clock.seconds)
-        if line:
-            say(line)
-        if writes and (done % t.log_every == 0 or done == t.iters):
-            postfix, scalars = task.log(done, result.losses, result.loss)
-            bar.set_postfix(**postfix)
-            for name, value in result.losses.items():
-                writer.add_scalar(f"train/{name}", value.item(), done)
-            for tag, value in {**scalars, "train/lr": result.lr}.items():
-                writer.add_scalar(tag, value, done)
-        if writes and t.kappa_every > 0 and (done % t.kappa_every == 0 or done == 1):
-            kappas = condition_numbers(task.kappa_module())
-            state.kappa_history.append({"step": done, "layers": {k: json_safe(v) for k, v in kappas.items()}})
-            for layer, (kappa_w, kappa_ew) in kappas.items():
-                writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
-                writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
-        # distributed: the other ranks evaluate too when the result may stop the run (the same on every rank)
-        if (t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters
-                and (writes or task.evaluation_may_stop)):
-            with clock.paused():
-                evaluation = task.evaluate(done)
-                state.history.append({"step": done, "train_seconds": clock.seconds, **evaluation.record})
-                for tag, value in evaluation.scalars.items():
-                    writer.add_scalar(tag, value, done)
-                say(f"step {done}: {evaluation.message}")
-            if evaluation.stop:
-                say(evaluation.stop)
-                break
-        if t.ckpt_every > 0 and done % t.ckpt_every == 0 and done < t.iters:
-            with clock.paused():
-                checkpoint(done)
-        if on_step is not None and writes:
-            with clock.paused():
-                on_step(task, done)
-        if t.time_budget > 0 and any_rank(clock.seconds >= t.time_budget):  # distributed: all stop at one step
-            say(f"time budget of {t.time_budget:.0f} s reached at step {done}")
-            break
-    bar.close()
+    tic = time.perf_counter()
+    try:
+        with stop_signals() as caught:
+            _steps(task, state, clock, writer, guard, checkpoint, lambda: saved_step, caught, progress and writes,
+                   ckpt_path, on_step)
+    except RunInterrupted:
+        writer.close()  # the scalars logged so far stay in tb/
+        raise
     clock.stop()
     checkpoint(state.step)
+    state.wall_seconds = time.perf_counter() - tic
     if not writes:  # distributed: rank 0 evaluates and writes metrics.json
         return None
     metrics = task.finish(state, out_dir, ckpt_path)
@@ -285,3 +318,83 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
     writer.add_scalar(tag, metrics[key], state.step)
     writer.close()
     return metrics
+
+
+def _steps(task: TrainingTask, state: LoopState, clock: Stopwatch, writer, guard: FiniteGuard,
+           checkpoint: Callable[[int], None], saved_step: Callable[[], int | None], caught: list[int], show: bool,
+           ckpt_path: Path, on_step: StepHook | None) -> None:
+    """The steps from ``state.step`` to the last (or an early stop), with their cadences; a caught
+    signal (``stop_signals``) writes the checkpoint after the current step and raises RunInterrupted."""
+    cfg, t, writes = task.cfg, task.cfg.train, writes_outputs()
+    bar = TrainingBar(t.iters, t.time_budget, state.step, clock.seconds, cfg.expname, show)
+    say = bar.write if writes else (lambda line: None)
+    estimate = StepEstimate(t.iters, t.time_budget)  # one line, after the first few timed steps
+    cooldown = t.lrate_cooldown
+    last_saved = clock.seconds  # training seconds at the last checkpoint (or the start)
+    try:
+        for step in range(state.step, t.iters):
+            if _step(task, state, step, clock, writer, guard, bar, say, estimate, cooldown, saved_step(), ckpt_path):
+                break
+            done = state.step
+            if done < t.iters and ((t.ckpt_every > 0 and done % t.ckpt_every == 0) or (
+                    t.ckpt_every_seconds > 0 and clock.seconds - last_saved >= t.ckpt_every_seconds)):
+                with clock.paused():
+                    checkpoint(done)
+                last_saved = clock.seconds
+            if on_step is not None and writes:
+                with clock.paused():
+                    on_step(task, done)
+            if any_rank(bool(caught)):  # distributed: every rank stops at the same step
+                with clock.paused():
+                    checkpoint(done)
+                raise _interrupted(caught, done, ckpt_path)
+            if t.time_budget > 0 and any_rank(clock.seconds >= t.time_budget):  # distributed: all stop at one step
+                say(f"time budget of {t.time_budget:.0f} s reached at step {done}")
+                break
+    finally:
+        bar.close()
+
+
+def _step(task: TrainingTask, state: LoopState, step: int, clock: Stopwatch, writer, guard: FiniteGuard,
+          bar: TrainingBar, say: Callable[[str], None], estimate: StepEstimate, cooldown: float,
+          saved_step: int | None, ckpt_path: Path) -> bool:
+    """Step ``step`` with its logging, condition numbers and periodic evaluation; True when an
+    evaluation stops the run."""
+    t, writes = task.cfg.train, writes_outputs()
+    lr_factor = 1.0
+    if cooldown > 0:  # distributed: the furthest rank's clock, so that all ranks share one rate
+        lr_factor = cooldown_factor(max_over_ranks(training_progress(step, t.iters, clock.seconds, t.time_budget)),
+                                    cooldown)
+    result = take_step(task, step, lr_factor)
+    done = state.step = step + 1
+    guard.check(done, result.loss, ckpt_path, saved_step)
+    bar.advance(done, clock.seconds)
+    line = estimate.after_step(done, clock.seconds)
+    if line:
+        say(line)
+    if writes and (done % t.log_every == 0 or done == t.iters):
+        postfix, scalars = task.log(done, result.losses, result.loss)
+        bar.set_postfix(**postfix)
+        for name, value in result.losses.items():
+            writer.add_scalar(f"train/{name}", value.item(), done)
+        for tag, value in {**scalars, "train/lr": result.lr}.items():
+            writer.add_scalar(tag, value, done)
+    if writes and t.kappa_every > 0 and (done % t.kappa_every == 0 or done == 1):
+        kappas = condition_numbers(task.kappa_module())
+        state.kappa_history.append({"step": done, "layers": {k: json_safe(v) for k, v in kappas.items()}})
+        for layer, (kappa_w, kappa_ew) in kappas.items():
+            writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
+            writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
+    # distributed: the other ranks evaluate too when the result may stop the run (the same on every rank)
+    if (t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters
+            and (writes or task.evaluation_may_stop)):
+        with clock.paused():
+            evaluation = task.evaluate(done)
+            state.history.append({"step": done, "train_seconds": clock.seconds, **evaluation.record})
+            for tag, value in evaluation.scalars.items():
+                writer.add_scalar(tag, value, done)
+            say(f"step {done}: {evaluation.message}")
+        if evaluation.stop:
+            say(evaluation.stop)
+            return True
+    return False

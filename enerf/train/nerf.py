@@ -7,7 +7,7 @@ One run writes into ``<basedir>/<expname>/``::
 
     config.json            the resolved RunConfig
     checkpoints/latest.pt  self-describing checkpoint (atomic write)
-    metrics.json           held-out psnr / ssim / lpips, per_image, steps, train_seconds, ...
+    metrics.json           held-out psnr / ssim / lpips, per_image, steps, train_seconds, wall_seconds, ...
     test_views/            held-out renderings
     tb/                    TensorBoard scalars (loss, psnr, lr, kappa per layer)
 """
@@ -15,6 +15,7 @@ One run writes into ``<basedir>/<expname>/``::
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +100,7 @@ class NerfTask:
     batch_share: float = 1.0  # distributed: this rank's share of the last step's global ray batch
     progress: bool = True  # progress bars of the evaluations (on a terminal; --quiet: off)
     logged_psnr: list[float] = field(default_factory=list)  # training PSNRs logged since the last evaluation
+    load_seconds: float = 0.0  # wall-clock seconds prepare_run took (scene, fields, renderer)
 
     command = "enerf train"
     final_scalar = ("test/psnr", "psnr")
@@ -173,10 +175,12 @@ class NerfTask:
         """Render and score every held-out view (test_views/), write metrics.json."""
         cfg, scene, device, renderer, ray_batch = self.cfg, self.scene, self.device, self.renderer, self.ray_batch
         steps, train_seconds = state.step, state.train_seconds
+        tic = time.perf_counter()
         lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
         per_image = evaluate_views(scene, scene.i_test, self.fields, cfg.render, device, lpips_metric,
                                    out_dir / "test_views", renderer=renderer, progress=self.progress,
-                                   stride=cfg.train.eval_stride)
+                                   stride=cfg.train.eval_stride, report=self.progress)
+        wall = {"load": self.load_seconds, "train": state.wall_seconds, "eval": time.perf_counter() - tic}
         summary = summarize(per_image, lpips_error)
         black = black_level_psnr(scene.images[scene.i_test], 1.0 if cfg.render.white_bkgd else 0.0) if len(per_image) else None
         warning = black_warning(summary["psnr"], black, self.warmup_psnr, self.warmup_steps) if black is not None else None
@@ -185,6 +189,9 @@ class NerfTask:
             "per_image": per_image,
             "steps": steps,
             "train_seconds": train_seconds,
+            # wall-clock seconds of this process: loading, the training loop (steps, periodic evaluations,
+            # checkpoints), the final evaluation; a resumed run counts from its resume
+            "wall_seconds": {**wall, "total": sum(wall.values())},
             "eval_stride": cfg.train.eval_stride,
             "conditioning": cfg.field.conditioning,
             "precond": cfg.train.precond,
@@ -210,6 +217,7 @@ class NerfTask:
 def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfTask:
     """Seed, load the scene, build fields, optimizer, ray sampler, renderer (and its grid) and
     ray batch for ``cfg``; restored from a checkpoint ``payload`` when given."""
+    tic = time.perf_counter()
     device = rank_device(select_device(cfg.train.device))  # distributed: cuda:LOCAL_RANK
     generator = seed_everything(cfg.train.seed)
     scene = load_scene(cfg.data, data_root, cfg.render.white_bkgd)
@@ -228,7 +236,8 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     ray_batch = RaysPerStep.for_run(cfg, len(sampler), renderer.name)
     ray_batch.load_state_dict(saved_extra.get("ray_batch"))
     return NerfTask(cfg, device, scene, fields, optimizer, generator, sampler, renderer, ray_batch,
-                   list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"))
+                   list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"),
+                   load_seconds=time.perf_counter() - tic)
 
 
 def step_run(run: NerfTask, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:

@@ -38,6 +38,7 @@ class LoopState:
     history: list = field(default_factory=list)  # periodic evaluations
     kappa_history: list = field(default_factory=list)  # [{step, layers: {name: [kappa_W, kappa_EW]}}]
     train_seconds: float = 0.0
+    wall_seconds: float = 0.0  # wall-clock seconds of the loop in this process (steps, evaluations, checkpoints)
 
 
 def restore_loop_state(payload: dict | None, models: dict[str, nn.Module], optimizer, generator: torch.Generator) -> LoopState:
