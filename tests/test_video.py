@@ -151,3 +151,28 @@ def test_bad_input_gives_one_line_and_exit_2(ckpt, args, fragment, capsys):
     assert main(["render", *argv, "--quiet"]) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in lines[0]
+
+
+def test_train_with_video_auto_renders_a_preview_along_the_scenes_default_path(scene_dir, tmp_path):
+    """``--video auto`` on a forward-facing (NDC) scene: after training, 60 frames of the spiral at
+    half the training size in <run>/video_spiral/ (frames counted by imageio); a walk-around
+    capture (no NDC, no Blender box) gets ``interp``."""
+    import dataclasses
+
+    import imageio.v3 as iio
+
+    from enerf.cli import main
+    from enerf.export.video import PREVIEW, default_path
+    from enerf.loaded_run import load_run
+
+    argv = ["train", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--expname", "v", "--factor", "1",
+            "--iters", "10", "--netdepth", "2", "--netwidth", "16", "--N_samples", "8", "--no_lpips", "--quiet",
+            "--video", "auto"]
+    assert main(argv) == 0
+    frames = list(iio.imiter(tmp_path / "v" / "video_spiral" / "rgb.mp4"))
+    assert len(frames) == PREVIEW["frames"] == 60
+    assert frames[0].shape[:2] == (15 + 1, 20)  # 30 x 40 halved; the odd height padded by one row
+
+    run = load_run(tmp_path / "v" / "checkpoints" / "latest.pt", scene_dir.parent)
+    assert default_path(run.scene) == "spiral"
+    assert default_path(dataclasses.replace(run.scene, use_ndc=False)) == "interp"

@@ -121,14 +121,18 @@ def main() -> int:
             cmd += ["--eval_every", str(args.eval_every)]
         cmd += [a for a in args.extra if a != "--"]
         print("+ " + " ".join(cmd), flush=True)
+        load_before = os.getloadavg()
         start = time.perf_counter()
         if subprocess.run(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
             print(f"bench_real: training failed ({' '.join(cmd)})", file=sys.stderr)
             return 1
         wall_seconds = time.perf_counter() - start
+        load = {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]}
+        cmd = " ".join(["python", *cmd[1:]])  # the enerf train command it ran
     else:  # the run's own record, if an earlier bench_real wrote one
         old = config_run_folder / "bench_real.json"
-        wall_seconds = json.loads(old.read_text()).get("wall_seconds") if old.is_file() else None
+        earlier = json.loads(old.read_text()) if old.is_file() else {}
+        wall_seconds, load, cmd = earlier.get("wall_seconds"), earlier.get("load"), earlier.get("command")
     metrics = json.loads((config_run_folder / "metrics.json").read_text())
     target = args.target if args.target is not None else TARGETS.get(args.scene)
     peer = read_peer(Path(args.peer_log)) if args.peer_log else None
@@ -145,6 +149,8 @@ def main() -> int:
                "wall_parts": metrics.get("wall_seconds"), "eval_views": eval_views,
                "target": target, "time_to_target": time_to(metrics["history"], target) if target else None,
                "psnr_at": {f"{m:g}s": psnr_at(metrics["history"], m) for m in MARKS},
+               "per_view_psnr": {str(p["view"]): p["psnr"] for p in metrics["per_image"]},
+               "command": cmd, "load": load,  # 1 / 5 / 15-minute load averages before and after the run
                "history": metrics["history"], "peer": peer}
     write_report_files(config_run_folder, "bench_real", summary, text)
     return 0

@@ -180,4 +180,11 @@ def cmd_train(argv: list[str]) -> int:
             viewer.close()
     if metrics is not None:  # distributed: None on the ranks other than 0
         print_metrics(metrics, Path(cfg.basedir) / cfg.expname / "metrics.json")
+        if cfg.train.video != "none":
+            from ..export.video import render_preview
+
+            info = render_preview(metrics["checkpoint"], cfg.train.video, DATA_ROOT, cfg.train.device,
+                                  progress=not args.quiet)
+            print(f"preview video: {info['frames']} frames of {info['width']}x{info['height']} ({info['path']} path) "
+                  f"-> {info['rgb']}, {info['depth']}")
     return 0

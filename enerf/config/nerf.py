@@ -29,6 +29,8 @@ RendererName = Literal["auto", "nerfacc", "torch_grid", "hierarchical", "proposa
 Precond = Literal["none", "bnp"]  # gradient preconditioners (enerf.optim)
 DecaySpace = Literal["p", "z"]  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
 Device = Literal["auto", "cpu", "cuda"]
+# after training: none, auto (enerf.data.camera_paths.default_path) or one of enerf render's --path names
+FinalVideo = Literal["none", "auto", "spiral", "orbit", "test", "train", "interp", "ellipse"]
 DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SPACES, DEVICES, CONTRACTIONS = (
     get_args(t) for t in (DatasetType, Encoding, Conditioning, RendererName, Precond, DecaySpace, Device,
                           ContractionKind))
@@ -249,6 +251,10 @@ class TrainConfig(Cadence, Regularization):
                               "view (PSNR over that regular subset of the pixels; for slow networks on a CPU)", lo=1)
     stop_at_psnr: float = option(0.0, "stop once a periodic held-out evaluation (--eval_every) reaches this PSNR "
                                  "(0: never)", lo=0.0)
+    video: FinalVideo = option("none", "after training, render a preview video (60 frames at half size, "
+                               "<run>/video_<path>/rgb.mp4 and depth.mp4) along this camera path: none, auto (spiral on "
+                               "forward-facing scenes and Blender's orbit, interp through the training cameras on "
+                               "walk-around captures) or a path of enerf render --path")
     compute_lpips: bool = option(True, "skip LPIPS", flag="no_lpips", flag_type=bool, from_flag=operator.not_)
 
     def __post_init__(self) -> None:

@@ -37,7 +37,7 @@ _CPU_LLFF = {
     "netdepth": 2, "netwidth": 64, "view_width": 64, "multires_views": 4,
     "n_samples": 64, "n_importance": 0, "rgb_weight_threshold": 1e-4, "raw_noise_std": 1.0,
     "n_rand": 1024, "lrate": 4e-3, "encoding_lrate": 4e-2, "lrate_decay": 10.0, "lrate_cooldown": 0.3,
-    "iters": 100000, "time_budget": 600.0, "eval_every": 500, "eval_views": 1, "log_every": 100, "kappa_every": 500,
+    "iters": 100000, "time_budget": 600.0, "eval_every": 500, "eval_views": 1, "log_every": 100, "kappa_every": 500, "video": "auto",
 }
 # The 10-minute CPU settings of Blender scenes (configs/lego_cpu.txt without the scene's identity).
 _CPU_BLENDER = {
@@ -48,16 +48,17 @@ _CPU_BLENDER = {
     "renderer": "torch_grid", "render_step_size": 0.01, "grid_resolution": 128, "early_stop_eps": 1e-3,
     "target_sample_batch_size": 65536, "raw_noise_std": 0.0,
     "n_rand": 1024, "lrate": 2e-3, "encoding_lrate": 2e-2, "lrate_decay": 10.0,
-    "iters": 100000, "time_budget": 600.0, "eval_every": 500, "eval_views": 5, "log_every": 100, "kappa_every": 500,
+    "iters": 100000, "time_budget": 600.0, "eval_every": 500, "eval_views": 5, "log_every": 100, "kappa_every": 500, "video": "auto",
 }
 # The 10-minute CPU settings of walk-around captures (configs/capture_cpu.txt without the scene's identity).
 _CPU_CAPTURE = {
-    "contraction": "linf", "far": 1000.0, "lindisp_from": 1.0, "renderer": "hierarchical",
+    "contraction": "linf", "far": 1000.0, "lindisp_from": 1.0, "renderer": "proposal",
+    "proposal_samples": (128,), "proposal_resolutions": (64,), "proposal_components": 8, "distortion_weight": 0.002,
     "encoding": "triplane", "grid_resolutions": (64, 256), "grid_components": 16,
     "netdepth": 2, "netwidth": 64, "view_width": 64, "multires_views": 4,
-    "n_samples": 64, "n_importance": 0, "rgb_weight_threshold": 1e-4, "raw_noise_std": 1.0,
+    "n_samples": 48, "n_importance": 0, "rgb_weight_threshold": 1e-4, "raw_noise_std": 1.0,
     "n_rand": 1024, "lrate": 4e-3, "encoding_lrate": 4e-2, "lrate_decay": 10.0, "lrate_cooldown": 0.3,
-    "iters": 100000, "time_budget": 600.0, "eval_every": 500, "eval_views": 2, "log_every": 100, "kappa_every": 500,
+    "iters": 100000, "time_budget": 600.0, "eval_every": 500, "eval_views": 2, "log_every": 100, "kappa_every": 500, "video": "auto",
 }
 # nerf-pytorch's LLFF settings (configs/fern.txt without the scene's identity).
 _PAPER_LLFF = {
@@ -95,7 +96,7 @@ PRESETS: dict[tuple[str, str], Preset] = {
     ("cpu", "blender"): Preset("cpu", "blender", "configs/lego_cpu.txt", "10-minute CPU settings (triplane + 2 x 64 "
                                "MLP, torch_grid renderer, --time_budget 600)", _CPU_BLENDER),
     ("cpu", "capture"): Preset("cpu", "capture", "configs/capture_cpu.txt", "10-minute CPU settings (triplane + "
-                               "2 x 64 MLP, scene contraction, 64 samples, --time_budget 600)", _CPU_CAPTURE),
+                               "2 x 64 MLP, scene contraction, proposal sampler, 48 samples, --time_budget 600)", _CPU_CAPTURE),
     ("paper", "llff"): Preset("paper", "llff", "configs/fern.txt", "the paper's settings (8 x 256 MLP, 64 + 64 "
                               "samples, 200,000 steps)", _PAPER_LLFF),
     ("paper", "blender"): Preset("paper", "blender", "nerf-pytorch's configs/lego.txt", "the paper's settings "

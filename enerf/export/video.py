@@ -49,7 +49,12 @@ __all__ = [
     "Mp4Writer",
     "render_video",
     "render_video_from_checkpoint",
+    "default_path",
+    "render_preview",
 ]
+
+# What ``--video`` renders after training: a preview, short and small (``enerf render`` for more).
+PREVIEW = {"frames": 60, "downscale": 2}
 
 
 def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) -> np.ndarray:
@@ -284,3 +289,21 @@ def render_video_from_checkpoint(
     check_output_dir(target, "--out")
     return render_video(run, target, cfg, progress)
 
+
+
+def default_path(scene: Scene) -> str:
+    """The camera path ``--video auto`` renders for ``scene``: ``spiral`` on forward-facing (NDC)
+    scenes and on Blender scenes (their orbit), ``interp`` through the training cameras on
+    walk-around captures (every frame near a view that was photographed)."""
+    return "spiral" if scene.use_ndc or scene.aabb is not None else "interp"
+
+
+def render_preview(ckpt_path: str | Path, path: str, data_root: Path, device_name: str | None = None,
+                   progress: bool = True) -> dict:
+    """``enerf train --video PATH``: after training, ``PREVIEW`` frames along ``path`` (``auto``:
+    ``default_path``) into ``<run>/video_<path>/``; returns ``render_video``'s dict."""
+    run = load_run(ckpt_path, data_root, device_name, task="nerf")
+    name = default_path(run.scene) if path == "auto" else path
+    target = run.folder / f"video_{name}"
+    check_output_dir(target, "--out")
+    return render_video(run, target, VideoConfig(path=name, **PREVIEW), progress)
