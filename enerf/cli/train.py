@@ -152,6 +152,9 @@ def cmd_train(argv: list[str]) -> int:
     from ..train.nerf import train_nerf
 
     args = build_train_parser().parse_args(argv)
+    datadir = getattr(args, "data.datadir", None)
+    if args.expname is None and datadir:  # a scene folder given, no run name: the run takes the folder's
+        args.expname = Path(datadir).resolve().name
     preset, cuda = train_preset(args)
     if preset is not None and is_writer():
         print(preset_line(preset, args.preset, cuda), flush=True)

@@ -266,7 +266,8 @@ class RunFolderConfig:
     """Where a run writes (``<basedir>/<expname>/``); the first fields of ``RunConfig`` and
     ``ShapeRunConfig``, whose sections follow."""
 
-    expname: str = option("demo", "run name: the run folder is <basedir>/<expname>")
+    expname: str = option("demo", "run name: the run folder is <basedir>/<expname> (default: the --datadir folder's name "
+                          "when one is given, else demo)")
     basedir: str = option("runs", "folder of the run folders")
 
     def __post_init__(self) -> None:
