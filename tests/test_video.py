@@ -156,7 +156,7 @@ def test_bad_input_gives_one_line_and_exit_2(ckpt, args, fragment, capsys):
 def test_train_with_video_auto_renders_a_preview_along_the_scenes_default_path(scene_dir, tmp_path):
     """``--video auto`` on a forward-facing (NDC) scene: after training, 60 frames of the spiral at
     half the training size in <run>/video_spiral/ (frames counted by imageio); a walk-around
-    capture (no NDC, no Blender box) gets ``interp``."""
+    capture (world-space rays, a contraction) gets ``interp``, a bounded world-space scene the spiral."""
     import dataclasses
 
     import imageio.v3 as iio
@@ -174,5 +174,6 @@ def test_train_with_video_auto_renders_a_preview_along_the_scenes_default_path(s
     assert frames[0].shape[:2] == (15 + 1, 20)  # 30 x 40 halved; the odd height padded by one row
 
     run = load_run(tmp_path / "v" / "checkpoints" / "latest.pt", scene_dir.parent)
-    assert default_path(run.scene) == "spiral"
-    assert default_path(dataclasses.replace(run.scene, use_ndc=False)) == "interp"
+    assert default_path(run.scene, run.cfg.field.contraction) == "spiral"
+    world = dataclasses.replace(run.scene, use_ndc=False)
+    assert default_path(world, "linf") == "interp" and default_path(world, "none") == "spiral"  # capture, Blender

@@ -58,7 +58,7 @@ _CPU_CAPTURE = {
     "netdepth": 2, "netwidth": 64, "view_width": 64, "multires_views": 4,
     "n_samples": 48, "n_importance": 0, "rgb_weight_threshold": 1e-4, "raw_noise_std": 1.0,
     "n_rand": 1024, "lrate": 4e-3, "encoding_lrate": 4e-2, "lrate_decay": 10.0, "lrate_cooldown": 0.3,
-    "iters": 100000, "time_budget": 600.0, "eval_every": 500, "eval_views": 2, "log_every": 100, "kappa_every": 500, "video": "auto",
+    "iters": 100000, "time_budget": 600.0, "eval_every": 500, "eval_views": 1, "log_every": 100, "kappa_every": 500, "video": "auto",
 }
 # nerf-pytorch's LLFF settings (configs/fern.txt without the scene's identity).
 _PAPER_LLFF = {

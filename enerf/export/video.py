@@ -291,11 +291,12 @@ def render_video_from_checkpoint(
 
 
 
-def default_path(scene: Scene) -> str:
-    """The camera path ``--video auto`` renders for ``scene``: ``spiral`` on forward-facing (NDC)
-    scenes and on Blender scenes (their orbit), ``interp`` through the training cameras on
-    walk-around captures (every frame near a view that was photographed)."""
-    return "spiral" if scene.use_ndc or scene.aabb is not None else "interp"
+def default_path(scene: Scene, contraction: str) -> str:
+    """The camera path ``--video auto`` renders for ``scene`` trained with ``contraction``:
+    ``interp`` through the training cameras on walk-around captures (world-space rays and a scene
+    contraction; every frame near a view that was photographed), else ``spiral`` (forward-facing
+    NDC scenes; the orbit on Blender scenes)."""
+    return "interp" if not scene.use_ndc and contraction != "none" else "spiral"
 
 
 def render_preview(ckpt_path: str | Path, path: str, data_root: Path, device_name: str | None = None,
@@ -303,7 +304,7 @@ def render_preview(ckpt_path: str | Path, path: str, data_root: Path, device_nam
     """``enerf train --video PATH``: after training, ``PREVIEW`` frames along ``path`` (``auto``:
     ``default_path``) into ``<run>/video_<path>/``; returns ``render_video``'s dict."""
     run = load_run(ckpt_path, data_root, device_name, task="nerf")
-    name = default_path(run.scene) if path == "auto" else path
+    name = default_path(run.scene, run.cfg.field.contraction) if path == "auto" else path
     target = run.folder / f"video_{name}"
     check_output_dir(target, "--out")
     return render_video(run, target, VideoConfig(path=name, **PREVIEW), progress)
