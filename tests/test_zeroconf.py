@@ -167,3 +167,19 @@ def test_declared_size_of_another_aspect_ratio_is_refused(tmp_path, capsys):
     assert code == 2 and len(err.splitlines()) == 1, err
     assert "f_00.png: image is 16x12 but transforms.json says w = 64, h = 64, another aspect ratio" in err
     assert not basedir.exists()
+
+
+def test_a_folder_of_unposed_photos_says_how_to_pose_them(tmp_path):
+    """``enerf train --datadir PHOTOS`` on photos without cameras: one line naming enerf data images,
+    exit 2."""
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    Image.new("RGB", (8, 6)).save(tmp_path / "a.jpg")
+    done = subprocess.run([sys.executable, "-m", "enerf", "train", "--datadir", str(tmp_path), "--iters", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and f"enerf data images {tmp_path} --out SCENE" in errors[0]

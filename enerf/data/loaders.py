@@ -57,6 +57,9 @@ def dataset_type_of(scene_dir: Path, dataset_type: str) -> str:
         p.is_dir() and p.name.startswith("images") for p in scene_dir.iterdir()
     ):
         return "llff"
+    if any(p.suffix.lower() in (".jpg", ".jpeg", ".png") for p in scene_dir.iterdir()):  # photos, no cameras yet
+        raise DataError(f"{scene_dir}: photos without camera poses; pose them first: enerf data images {scene_dir} "
+                        "--out SCENE, then enerf train --datadir SCENE")
     raise DataError(f"{scene_dir}: none of transforms_train.json (Blender), transforms.json (nerfstudio) or "
                     "poses_bounds.npy (LLFF) found; is this the scene folder?")
 
