@@ -18,7 +18,7 @@ from .data.scene import Scene
 from .errors import CheckpointError, ConfigError
 from .fields.build import build_fields
 from .fields.shape import ShapeField
-from .render import Renderer, build_renderer
+from .render import Renderer, build_renderer, keeps_grid
 from .runfolder import checkpoint_run_folder
 
 __all__ = [
@@ -62,7 +62,7 @@ def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device
     the field).
     """
     state = (payload.get("extra") or {}).get("estimator")
-    if state is None and cfg.render.renderer not in ("hierarchical", "proposal"):
+    if state is None and keeps_grid(cfg.render.renderer):
         return None
     return build_renderer(cfg.render, device, state=state, fallback=True)
 

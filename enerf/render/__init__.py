@@ -9,7 +9,7 @@
   ``build_renderer`` is the one way to make one (``build.py``).
 """
 
-from .build import RENDERERS, build_renderer, resolve_renderer
+from .build import RENDERERS, build_renderer, keeps_grid, resolve_renderer
 from .compositing import composite, composite_packed, composite_samples
 from .estimator import DensityFn, Estimator, RadianceField, Samples
 from .grid_estimator import OccupancyGridEstimator, TorchGridEstimator
@@ -23,6 +23,7 @@ from .sampling import sample_pdf, stratified_samples
 __all__ = [
     "RENDERERS",
     "build_renderer",
+    "keeps_grid",
     "resolve_renderer",
     "Renderer",
     "Estimator",

@@ -32,7 +32,7 @@ from . import nerfacc_backend
 from .occupancy_grid import OccupancyGrid
 from .renderer import Renderer, density_fn
 
-__all__ = ["RENDERERS", "resolve_renderer", "build_renderer"]
+__all__ = ["RENDERERS", "resolve_renderer", "build_renderer", "keeps_grid"]
 
 _warned: set[str] = set()
 
@@ -41,6 +41,12 @@ def _warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
         print(f"enerf: warning: {message}", file=sys.stderr)
+
+
+def keeps_grid(name: str) -> bool:
+    """Whether renderer ``name`` (a ``--renderer`` value, ``auto`` included) marches an occupancy
+    grid, whose state a checkpoint then carries."""
+    return name not in ("hierarchical", "proposal")
 
 
 def resolve_renderer(name: str, device: torch.device, warn: Callable[[str], None] = _warn_once) -> str:

@@ -98,9 +98,13 @@ def midpoints(rays: Rays, ray_indices: Tensor, t_starts: Tensor, t_ends: Tensor)
 class Estimator(Protocol):
     """What a renderer asks of an estimator.
 
-    name: ``hierarchical``, ``torch_grid`` or ``nerfacc``.
+    name: ``hierarchical``, ``torch_grid``, ``nerfacc`` or ``proposal``.
     cfg: the render settings it was built with.
-    grid: its occupancy grid (None: it keeps no grid).
+    grid: its occupancy grid (None: it keeps no grid; a grid also means a varying number of
+        samples per ray, so the training batch is sized by samples, not rays).
+    density_field: the run's network whose density ``sample`` reads: None for the radiance
+        field's own (``density_fn``), ``"proposal"`` for the proposal networks
+        (``fields["proposal"]``).
     proposes: True when ``sample``'s intervals are a proposal: the renderer shades them with the
         coarse field, then asks ``propose`` for the intervals of the final pass (NeRF's coarse +
         fine); False when ``sample``'s intervals are the final ones.
@@ -109,6 +113,7 @@ class Estimator(Protocol):
     name: str
     cfg: RenderConfig
     grid: object | None
+    density_field: str | None
     proposes: bool
 
     def sample(self, rays: Rays, density_fn: DensityFn, train: bool,
@@ -121,6 +126,11 @@ class Estimator(Protocol):
 
     def update(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
         """Training step ``step``: refresh the estimator's own state from the field's density."""
+
+    def loss_terms(self, weights: Tensor) -> dict[str, Tensor]:
+        """The estimator's own named losses for the training batch just rendered, given the final
+        pass's compositing ``weights`` (the proposal estimator's proposal and distortion losses;
+        {} for the others)."""
 
     def state_dict(self) -> dict | None:
         """The state to save in a checkpoint (None: nothing to save)."""

@@ -38,6 +38,7 @@ class OccupancyGridEstimator:
 
     name = "grid"
     proposes = False
+    density_field = None
     culls_occluded = False  # whether ``--cull_occluded`` is implemented
 
     def __init__(self, cfg: RenderConfig, grid: OccupancyGrid, occ_scale: float = 1.0) -> None:
@@ -107,6 +108,9 @@ class OccupancyGridEstimator:
 
     def update(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
         raise NotImplementedError
+
+    def loss_terms(self, weights: Tensor) -> dict[str, Tensor]:
+        return {}
 
 
 class TorchGridEstimator(OccupancyGridEstimator):

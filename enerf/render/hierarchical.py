@@ -32,6 +32,7 @@ class HierarchicalEstimator:
 
     name = "hierarchical"
     grid = None
+    density_field = None
 
     def __init__(self, cfg: RenderConfig) -> None:
         self.cfg = cfg
@@ -58,6 +59,9 @@ class HierarchicalEstimator:
 
     def update(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
         return None
+
+    def loss_terms(self, weights: Tensor) -> dict[str, Tensor]:
+        return {}
 
     def state_dict(self) -> dict | None:
         return None

@@ -191,6 +191,7 @@ class ProposalEstimator:
 
     name = "proposal"
     grid = None
+    density_field = "proposal"
     proposes = False
 
     def __init__(self, cfg: RenderConfig) -> None:

@@ -78,7 +78,7 @@ class Renderer:
     Args:
         cfg: render settings (``white_bkgd``, ``chunk``, ``raw_noise_std``, ``rgb_weight_threshold``;
             the estimator reads the rest).
-        estimator: hierarchical, torch_grid or nerfacc (``estimator.Estimator``).
+        estimator: hierarchical, torch_grid, nerfacc or proposal (``estimator.Estimator``).
     """
 
     def __init__(self, cfg: RenderConfig, estimator: Estimator) -> None:
@@ -122,16 +122,16 @@ class Renderer:
 
         Returns:
             dict with rgb [n_rays, 3], depth [n_rays], acc [n_rays]; after a proposal pass also
-            rgb_coarse, depth_coarse, acc_coarse; while training with the proposal estimator,
-            loss_terms (dict of named scalar losses); n_samples (int, points rendered with
+            rgb_coarse, depth_coarse, acc_coarse; while training, loss_terms
+            (the estimator's own named scalar losses: the proposal estimator's, else {}); n_samples (int, points rendered with
             gradients), n_queries (int, all points sent to the field, the estimator's density
             queries included) and n_colour_skipped (int, rendered points whose colour
             ``rgb_weight_threshold`` skipped).
         """
         cfg, noise = self.cfg, self.noise_std(train)
         field = fields["coarse"]
-        # the proposal estimator's density functions are the proposal networks (fields["proposal"])
-        density = fields["proposal"] if self.estimator.name == "proposal" else density_fn(field, noise)
+        named = self.estimator.density_field  # the proposal networks, for the proposal estimator
+        density = fields[named] if named is not None else density_fn(field, noise)
         samples = self.estimator.sample(rays, density, train, generator)
         n_queries, n_samples, skipped, extras = samples.n_queries, 0, 0, {}
         if self.estimator.proposes:
@@ -142,7 +142,7 @@ class Renderer:
             field = fields.get("fine", field)
         out, skipped_here = shade(samples, rays, field, noise, cfg.white_bkgd, cfg.rgb_weight_threshold)
         n_samples += samples.count
-        if train and hasattr(self.estimator, "loss_terms"):  # the proposal estimator's proposal / distortion losses
+        if train:
             extras["loss_terms"] = self.estimator.loss_terms(out["weights"])
         return {**{key: out[key] for key in _COARSE}, **extras, "n_samples": n_samples,
                 "n_queries": n_queries + n_samples, "n_colour_skipped": skipped + skipped_here}

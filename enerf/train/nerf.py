@@ -233,7 +233,7 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     saved_extra = payload["extra"] if payload is not None else {}
     renderer = build_renderer(cfg.render, device, state=saved_extra.get("estimator"), extent=sampler.extent,
                               aabb=scene.aabb)
-    ray_batch = RaysPerStep.for_run(cfg, len(sampler), renderer.name)
+    ray_batch = RaysPerStep.for_run(cfg, len(sampler), renderer.estimator.grid is not None)
     ray_batch.load_state_dict(saved_extra.get("ray_batch"))
     return NerfTask(cfg, device, scene, fields, optimizer, generator, sampler, renderer, ray_batch,
                    list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"),

@@ -39,10 +39,11 @@ class RaysPerStep:
         self.steps = 0
 
     @classmethod
-    def for_run(cls, cfg: RunConfig, n_pixels: int, renderer_name: str) -> "RaysPerStep":
-        """The run's batch rule: dynamic for grid renderers (not hierarchical, proposal) unless ``target_sample_batch_size`` is -1."""
+    def for_run(cls, cfg: RunConfig, n_pixels: int, marches_grid: bool) -> "RaysPerStep":
+        """The run's batch rule: dynamic when the estimator marches an occupancy grid
+        (``marches_grid``: samples per ray vary) unless ``target_sample_batch_size`` is -1."""
         target = cfg.render.target_sample_batch_size
-        if renderer_name in ("hierarchical", "proposal") or target < 0:
+        if not marches_grid or target < 0:
             target = 0
         elif target == 0:
             target = cfg.train.n_rand * cfg.render.n_samples
