@@ -217,15 +217,15 @@ def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> tr
 
 def mesh_from_checkpoint(
     ckpt_path: str | Path, cfg: MeshConfig, data_root: Path, out: str | Path | None = None,
-    device_name: str | None = None, progress: bool = True,
+    device_name: str | None = None, progress: bool = True, datadir: str | Path | None = None,
 ) -> tuple[trimesh.Trimesh, Path, LoadedRun]:
-    """``enerf mesh``: load, extract (a bar over the density grid on a terminal), write ``out``
-    (default ``<run>/mesh.ply``)."""
+    """``enerf mesh``: load (``datadir``: the scene folder instead of the recorded one), extract (a
+    bar over the density grid on a terminal), write ``out`` (default ``<run>/mesh.ply``)."""
     if out is not None and Path(out).suffix.lower() not in MESH_FORMATS:
         raise ConfigError(f"--out {out}: mesh format must be one of {', '.join(MESH_FORMATS)}")
     if out is not None:
         check_output_file(out, "--out")
-    run = load_run(ckpt_path, data_root, device_name, task="nerf")
+    run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir)
     path = Path(out) if out else run.folder / "mesh.ply"
     check_output_file(path, "--out")
     mesh = mesh_from_run(run, cfg, progress)
@@ -233,17 +233,19 @@ def mesh_from_checkpoint(
     return mesh, path, run
 
 
-def distance_to_true_surfaces(run: LoadedRun, mesh: trimesh.Trimesh, frame: str, data_root: Path) -> np.ndarray | None:
-    """Distance of every vertex to the exact surfaces of a synthetic scene (None for other scenes).
+def distance_to_true_surfaces(run: LoadedRun, mesh: trimesh.Trimesh, frame: str) -> np.ndarray | None:
+    """Distance of every vertex to the exact surfaces of a synthetic scene (None for other scenes,
+    and where the scene folder is not reachable).
 
     Vertices are taken to the world frame of poses_bounds.npy first when ``frame == "scene"``.
     """
     import json
 
-    from ..data.resolve import resolve_scene_dir
     from ..data.surface_distance import surface_distance
 
-    scene_json = resolve_scene_dir(run.cfg.data.scene, run.cfg.data.datadir, data_root) / "scene.json"
+    if run.scene_dir is None:
+        return None
+    scene_json = run.scene_dir / "scene.json"
     if not scene_json.is_file():
         return None
     spec = json.loads(scene_json.read_text()).get("geometry")
