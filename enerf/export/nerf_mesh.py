@@ -1,4 +1,5 @@
-"""Meshes from a trained NeRF: density on a grid, marching cubes, coloured vertices, clean-up.
+"""Meshes from a trained NeRF: density on a grid, marching cubes, coloured vertices, clean-up
+(``--method tsdf``: fused rendered depth instead, ``enerf.export.tsdf``).
 
 ``enerf mesh --ckpt PATH`` queries the density ``sigma`` on a ``resolution``^3 grid (chunked),
 runs marching cubes at ``threshold`` (``enerf.export.isosurface``), keeps the connected
@@ -200,6 +201,10 @@ def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> tr
     lo, hi = (np.asarray(cfg.bbox[:3]), np.asarray(cfg.bbox[3:])) if cfg.bbox else default_bbox(scene, unbounded)
     if scene.use_ndc and hi[2] >= 1.0:
         raise ConfigError(f"bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)", ("bbox",))
+    if cfg.method == "tsdf":
+        from .tsdf import tsdf_mesh
+
+        return tsdf_mesh(run, lo, hi, cfg, _similarity(scene.scene_to_world) if cfg.frame == "world" else None, progress)
     field = run.models.get(cfg.field) or run.models["coarse"]
 
     def density_fn(points: Tensor) -> Tensor:
