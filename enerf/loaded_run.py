@@ -7,10 +7,12 @@ Where the scene comes from (``load_run``'s ``datadir`` is the commands' ``--data
 
 * ``datadir`` given: that folder, loaded (images and cameras).
 * a checkpoint that carries its cameras (``enerf.data.cameras``, written by training), for a
-  command that needs no images (render, mesh, export, view): the cameras, the folder is not read.
-* otherwise the folder recorded at training (``cfg.data``); a command that needs the images and
-  does not find it says so in one line naming ``--datadir``. Old checkpoints without cameras load
-  as before.
+  command that needs no images (``images=False``: render, mesh, export, view): the cameras; the
+  folder is not read.
+* otherwise the folder recorded at training (``cfg.data``), when it is there; else (``images``
+  None) the checkpoint's cameras. A command that needs the images (``images=True``: eval) and
+  does not find the folder says so in one line naming ``--datadir``. Old checkpoints without
+  cameras load as before.
 """
 
 from __future__ import annotations
@@ -115,12 +117,12 @@ def _build_models(cfg: RunConfig | ShapeRunConfig, models: dict, device: torch.d
 
 
 def _load_scene(cfg: RunConfig, payload: dict, data_root: Path, datadir: str | Path | None,
-                need_images: bool) -> tuple[Scene, Path | None]:
+                images: bool | None) -> tuple[Scene, Path | None]:
     """(scene, its folder or None) by the rules of the module docstring."""
     record = (payload.get("extra") or {}).get("cameras")
     data = dataclasses.replace(cfg.data, datadir=str(datadir)) if datadir else cfg.data
     folder = find_scene_dir(data.scene, data.datadir, data_root)
-    if record is not None and not datadir and not need_images:
+    if record is not None and not datadir and (images is False or (images is None and folder is None)):
         return scene_from_cameras(record), folder
     if folder is None and record is not None and not datadir:
         where = data.datadir or f"scene {data.scene!r} under {data_root}"
@@ -138,7 +140,7 @@ def _load_scene(cfg: RunConfig, payload: dict, data_root: Path, datadir: str | P
 
 
 def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str | None = None,
-             task: str | None = None, datadir: str | Path | None = None, need_images: bool = False) -> LoadedRun:
+             task: str | None = None, datadir: str | Path | None = None, images: bool | None = None) -> LoadedRun:
     """Rebuild a run from its checkpoint: config, models with their weights, the renderer with its
     state, the run folder, and (NeRF, with ``data_root``) the scene (module docstring).
 
@@ -146,8 +148,9 @@ def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str |
         device_name: ``auto`` / ``cpu`` / ``cuda``; None: the device the run was trained on.
         task: ``nerf`` or ``shape`` to refuse the other task's checkpoints; None: either.
         datadir: the scene folder, instead of the one recorded at training (``--datadir``).
-        need_images: the command reads the scene's images (``enerf eval``): load them from the
-            folder even when the checkpoint carries its cameras.
+        images: True: the images are needed (``enerf eval``), the folder must be found; False:
+            the checkpoint's cameras suffice (the folder is not read when it carries them); None:
+            the folder when it is there, else the checkpoint's cameras.
 
     Raises:
         CheckpointError: missing, unreadable or foreign checkpoint, the other task's checkpoint,
@@ -166,7 +169,7 @@ def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str |
     for module in models.values():
         module.eval()
     nerf = kind == "nerf"
-    scene, scene_dir = (_load_scene(cfg, payload, Path(data_root), datadir, need_images) if nerf and data_root is not None
+    scene, scene_dir = (_load_scene(cfg, payload, Path(data_root), datadir, images) if nerf and data_root is not None
                         else (None, None))
     return LoadedRun(cfg, int(payload["step"]), models, renderer_from_checkpoint(payload, cfg, device) if nerf else None,
                      checkpoint_run_folder(ckpt_path, cfg), ckpt_path, device, payload.get("extra") or {}, scene,

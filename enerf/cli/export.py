@@ -65,7 +65,7 @@ def cmd_export(argv: list[str]) -> int:
     args = parser.parse_args(argv[1:])
     cfg = config_from_args(cfg_cls, args)
     out = check_out(args.out, folder=action == "depth")
-    run = load_run(args.ckpt, DATA_ROOT, args.device, task="nerf", datadir=args.datadir)
+    run = load_run(args.ckpt, DATA_ROOT, args.device, task="nerf", datadir=args.datadir, images=False)
     if action == "depth":
         info = export_depth(run, out, cfg, progress=not args.quiet)
         print(f"wrote depth, z-depth, accumulation and normals of {info['views']} {cfg.cameras} views "

@@ -230,7 +230,7 @@ def mesh_from_checkpoint(
         raise ConfigError(f"--out {out}: mesh format must be one of {', '.join(MESH_FORMATS)}")
     if out is not None:
         check_output_file(out, "--out")
-    run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir)
+    run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
     path = Path(out) if out else run.folder / "mesh.ply"
     check_output_file(path, "--out")
     mesh = mesh_from_run(run, cfg, progress)

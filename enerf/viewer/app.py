@@ -38,7 +38,7 @@ def open_view(ckpts: list[str | Path], cfg: ViewerConfig, data_root: Path = Path
     import_viser()
     viewer = Viewer(cfg, title="enerf view")
     try:
-        runs = [load_run(ckpt, data_root, device_name, task="nerf", datadir=datadir) for ckpt in ckpts]
+        runs = [load_run(ckpt, data_root, device_name, task="nerf", datadir=datadir, images=False) for ckpt in ckpts]
         if len(runs) == 2:
             check_same_scene(*runs)
         metrics = [read_metrics(run.folder / "metrics.json") for run in runs]
