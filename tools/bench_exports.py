@@ -126,11 +126,13 @@ def main() -> int:
     args = parser.parse_args()
     record_path = ROOT / args.out
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
-    record.update({"command": "python tools/bench_exports.py " + shlex.join(sys.argv[1:]), "machine": MACHINE})
+    command = "python tools/bench_exports.py " + shlex.join(sys.argv[1:])
+    record.update({"machine": MACHINE})
     for item in args.ckpt:
         name, path, *datadir = item.split("=")
         folder = Path(args.work).resolve() / name
         entry = record.setdefault("scenes", {}).setdefault(name, {})
+        entry["command"] = command  # the last invocation for this scene (--only: the exports it ran)
         entry["checkpoint"] = portable_copy(Path(path), folder / "checkpoints" / "latest.pt", datadir[0] if datadir else None)
         ckpt = "checkpoints/latest.pt"
         refused = run(["eval", "--ckpt", ckpt, "--quiet"], folder)

@@ -10,7 +10,7 @@ output folder gets (depths in the units of ``--frame``; see ``enerf.export.views
     NAME_depth.json     {"scale": ..., ...} for NAME_depth.png
     NAME_z.png, NAME_z.json   the same for the z-depth
     NAME_acc.npy        [H, W] float32 accumulated opacity
-    NAME_normal.npy     [H, W, 3] float32 unit normals from the density's gradient (0: no surface)
+    NAME_normal.npy     [H, W, 3] float32 unit normals from the depth map (0: none)
     transforms.json     the cameras rendered, nerfstudio format (``enerf.data.nerfstudio`` reads it)
 
 The files are written into a temporary folder beside ``--out`` and moved into it at the end: a

@@ -5,7 +5,7 @@ opacity is at least ``min_acc`` becomes its surface point (``enerf.export.views`
 depth along its ray, metric, NDC mapped back), kept when it lies inside the box (field
 coordinates, as ``enerf mesh --bbox``; default ``default_bbox``: the cube around the point the
 cameras look at for contracted captures, the content box of Blender scenes, the NDC frustum of
-forward-facing ones). Each point has the pixel's rendered colour and the density-gradient normal
+forward-facing ones). Each point has the pixel's rendered colour and the normal of the depth map
 there. When more than ``points`` are kept, an even subsample of them (every k-th, in view and
 pixel order) is written: a binary PLY (trimesh) with x y z, nx ny nz, red green blue alpha, in the
 frame ``--frame``.

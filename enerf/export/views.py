@@ -13,9 +13,10 @@ world coordinates (the contraction is inside the field), so their ``t`` is metri
 
 Pixels with ``acc < MIN_ACC`` hit nothing: their depths, points and normals are 0.
 
-Normals come from the density's gradient: ``n = -grad sigma / |grad sigma|`` at ``p`` (the
-field's ``fine`` network, else ``coarse``), differentiated with respect to scene-space points
-(through the NDC warp for NDC scenes), so they point from the solid into free space.
+Normals come from the depth map (``depth_normals``): the cross product of the surface points'
+differences to their neighbours along the image's rows and columns (central differences; at a
+depth edge, the one-sided difference on the near side of it), turned towards the camera (the density's gradient follows the high-frequency noise of trained
+grid fields).
 
 ``OutputFrame`` takes scene-space values to the frame written (``--frame``): ``scene`` is the
 loader's normalised frame, ``world`` the capture's own (``Scene.scene_to_world``, a similarity:
@@ -41,7 +42,7 @@ from .images import render_rays_image
 from .video import camera_path, frame_rays, frame_size
 
 __all__ = ["MIN_ACC", "Cameras", "select_cameras", "ViewDepth", "render_views", "OutputFrame", "world_to_ndc",
-           "density_normals"]
+           "depth_normals"]
 
 MIN_ACC = 1e-3  # accumulated opacity below which a pixel hit nothing
 
@@ -101,7 +102,7 @@ class ViewDepth:
     ray_depth: np.ndarray  # [H, W] |p - c| (0 where no hit)
     z_depth: np.ndarray  # [H, W] (p - c) . forward (0 where no hit)
     points: np.ndarray  # [H, W, 3] surface points p (0 where no hit)
-    normals: np.ndarray | None  # [H, W, 3] unit normals (0 where no hit); None when not asked for
+    normals: np.ndarray | None  # [H, W, 3] unit normals (depth_normals; 0 where none); None when not asked for
 
 
 def world_to_ndc(points: Tensor, height: int, width: int, focal: float, near: float = 1.0) -> Tensor:
@@ -111,23 +112,46 @@ def world_to_ndc(points: Tensor, height: int, width: int, focal: float, near: fl
     return torch.stack([-2.0 * focal / width * x / z, -2.0 * focal / height * y / z, 1.0 + 2.0 * near / z], -1)
 
 
-def density_normals(field, points: np.ndarray, chunk: int, device, ndc: tuple[int, int, float] | None = None) -> np.ndarray:
-    """``-grad sigma / |grad sigma|`` of ``field.density`` at scene-space ``points`` [n, 3]; with
-    ``ndc`` (height, width, focal of the NDC warp) the field reads NDC coordinates.
+def _neighbour_difference(points: np.ndarray, hit: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per pixel, the difference of ``points`` [H, W, 3] to the next pixel along ``axis`` (0: rows,
+    1: columns): central where both neighbours hit and the two steps are within a factor 2 of
+    each other, else the shorter of the one-sided ones that hit (not across a depth edge); [H, W]
+    bool: one exists."""
+    fwd = np.zeros_like(points)
+    bwd = np.zeros_like(points)
+    ok_f = np.zeros(hit.shape, bool)
+    ok_b = np.zeros(hit.shape, bool)
+    a, b = [slice(None)] * 2, [slice(None)] * 2
+    a[axis], b[axis] = slice(0, -1), slice(1, None)
+    a, b = tuple(a), tuple(b)
+    diff = points[b] - points[a]
+    both = hit[a] & hit[b]
+    fwd[a], ok_f[a] = diff, both
+    bwd[b], ok_b[b] = diff, both
+    len_f, len_b = np.linalg.norm(fwd, axis=-1), np.linalg.norm(bwd, axis=-1)
+    use_b = ok_b & (~ok_f | (len_b < len_f))
+    out = np.where(use_b[..., None], bwd, fwd)
+    central = ok_f & ok_b & (len_f <= 2.0 * len_b) & (len_b <= 2.0 * len_f)
+    return np.where(central[..., None], 0.5 * (fwd + bwd), out), ok_f | ok_b
 
+
+def depth_normals(points: np.ndarray, hit: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    """Unit normals of a depth map's surface points (module docstring).
+
+    Args:
+        points: np.ndarray  # [H, W, 3] surface points (scene space)
+        hit: np.ndarray  # [H, W] bool: the pixel has a surface
+        centre: np.ndarray  # [3] the camera centre (normals face it)
     Returns:
-        np.ndarray  # [n, 3] float32 unit normals (0 where the gradient vanishes)
+        np.ndarray  # [H, W, 3] float32 (0 where no hit or no neighbour hit along a row or column)
     """
-    out = np.zeros((len(points), 3), np.float32)
-    with torch.enable_grad():
-        for lo in range(0, len(points), chunk):
-            p = torch.as_tensor(points[lo : lo + chunk], dtype=torch.float32, device=device).requires_grad_(True)
-            q = world_to_ndc(p, *ndc) if ndc is not None else p
-            sigma = field.density(q)[0].reshape(-1)
-            (grad,) = torch.autograd.grad(sigma.sum(), p)
-            norm = grad.norm(dim=-1, keepdim=True)
-            out[lo : lo + chunk] = torch.where(norm > 0, -grad / norm.clamp_min(1e-12), 0.0).detach().cpu().numpy()
-    return out
+    du, ok_u = _neighbour_difference(points, hit, 1)
+    dv, ok_v = _neighbour_difference(points, hit, 0)
+    n = np.cross(du, dv)
+    n = np.where((np.sum(n * (centre - points), -1) < 0)[..., None], -n, n)
+    norm = np.linalg.norm(n, axis=-1, keepdims=True)
+    good = (hit & ok_u & ok_v)[..., None] & (norm > 0)
+    return np.where(good, n / np.where(good, norm, 1.0), 0.0).astype(np.float32)
 
 
 def _surface(scene: Scene, rays, t: Tensor, cams: Cameras) -> np.ndarray:
@@ -146,13 +170,11 @@ def render_views(run: LoadedRun, cams: Cameras, normals: bool = True, chunk: int
     evaluation and videos), one ``ViewDepth`` at a time; a bar over all their rays with the time left.
 
     Args:
-        normals: compute density-gradient normals at the hit points (one more density pass each).
+        normals: compute the normals (``depth_normals``).
         chunk: rays per forward pass (0: the checkpoint's).
     """
     scene = run.scene
     chunk = chunk or run.cfg.render.chunk
-    field = run.models.get("fine") or run.models["coarse"]
-    ndc = (cams.height, cams.width, cams.focal) if scene.use_ndc else None
     with progress_bar(len(cams.poses) * cams.width * cams.height, desc, progress, unit="ray") as bar:
         for k, (name, c2w) in enumerate(zip(cams.names, cams.poses)):
             bar.set_postfix_str(f"view {k + 1}/{len(cams.poses)}", refresh=False)
@@ -170,10 +192,7 @@ def render_views(run: LoadedRun, cams: Cameras, normals: bool = True, chunk: int
             offset = points - pose[:3, 3]
             ray_depth = np.where(hit, np.linalg.norm(offset, axis=-1), 0.0).astype(np.float32)
             z_depth = np.where(hit, offset @ forward, 0.0).astype(np.float32)
-            view_normals = None
-            if normals:
-                view_normals = np.zeros(points.shape, np.float32)
-                view_normals[hit] = density_normals(field, points[hit], chunk, run.device, ndc)
+            view_normals = depth_normals(points, hit, pose[:3, 3]) if normals else None
             yield ViewDepth(name, pose, cams.focal, out["rgb"].clamp(0.0, 1.0).numpy().astype(np.float32),
                             acc.numpy().astype(np.float32), hit, ray_depth, z_depth, points, view_normals)
 
