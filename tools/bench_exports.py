@@ -127,7 +127,9 @@ def main() -> int:
     record_path = ROOT / args.out
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     command = "python tools/bench_exports.py " + shlex.join(sys.argv[1:])
-    record.update({"machine": MACHINE})
+    record.update({"what": "enerf export depth, enerf export pointcloud and enerf mesh --method tsdf from a portable "
+                           "copy of each checkpoint whose recorded scene folder does not exist; each output loaded "
+                           "back (trimesh, Open3D, enerf's nerfstudio loader); wall seconds", "machine": MACHINE})
     for item in args.ckpt:
         name, path, *datadir = item.split("=")
         folder = Path(args.work).resolve() / name
