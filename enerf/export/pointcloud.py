@@ -55,7 +55,7 @@ def collect_points(run: LoadedRun, cfg: PointCloudConfig, progress: bool = True)
     """Render the cameras and keep the points of the module docstring (scene space).
 
     Returns:
-        dict: points [n, 3] float64, normals [n, 3] float32, colors [n, 3] float32 in [0, 1],
+        dict: points [n, 3] float32, normals [n, 3] float32, colors [n, 3] float32 in [0, 1],
         candidates (int: the pixels kept before the subsample).
     """
     scene = run.scene
@@ -67,7 +67,7 @@ def collect_points(run: LoadedRun, cfg: PointCloudConfig, progress: bool = True)
         keep = view.hit & (view.acc >= cfg.min_acc)
         points = view.points[keep]
         inside = _inside(run, points, lo, hi, ndc)
-        parts["points"].append(points[inside])
+        parts["points"].append(points[inside].astype(np.float32))  # PLY stores float32
         parts["normals"].append(view.normals[keep][inside])
         parts["colors"].append(view.rgb[keep][inside])
     out = {k: np.concatenate(v) for k, v in parts.items()}
