@@ -269,7 +269,7 @@ def enerf_problems(tokens: list[str], helps: dict[tuple[str, ...], str]) -> list
     rest = tokens[tokens.index("enerf") + 1:]
     if not rest or rest[0] in ("--version", "--help", "..."):
         return []
-    two_word = rest[0] in ("shape", "data") and len(rest) > 1 and not rest[1].startswith("-")
+    two_word = rest[0] in ("shape", "data", "export") and len(rest) > 1 and not rest[1].startswith("-")
     command = tuple(rest[:2] if two_word else rest[:1])
     run_command = ("shape", "train") if "--task shape" in " ".join(rest) else ("train",)  # what compare runs
     for key in (command, run_command):

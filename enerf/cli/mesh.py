@@ -15,9 +15,10 @@ def cmd_mesh(argv: list[str]) -> int:
 
     args, cfg = parse_export_args("enerf mesh", "Extract a coloured mesh from a NeRF checkpoint.",
                                   "mesh file, .ply or .obj (default <run>/mesh.ply)", MeshConfig, argv)
-    mesh, path, run = mesh_from_checkpoint(args.ckpt, cfg, DATA_ROOT, args.out, args.device, progress=not args.quiet)
+    mesh, path, run = mesh_from_checkpoint(args.ckpt, cfg, DATA_ROOT, args.out, args.device, progress=not args.quiet,
+                                           datadir=args.datadir)
     print(f"wrote mesh with {len(mesh.vertices)} vertices, {len(mesh.faces)} faces -> {path}")
-    dist = distance_to_true_surfaces(run, mesh, cfg.frame, DATA_ROOT)
+    dist = distance_to_true_surfaces(run, mesh, cfg.frame)
     if dist is not None:
         print(f"distance of the vertices to the scene's true surfaces (world units): median {np.median(dist):.4f}, "
               f"mean {np.mean(dist):.4f}, 90th percentile {np.percentile(dist, 90):.4f}")

@@ -1,4 +1,5 @@
-"""Meshes from a trained NeRF: density on a grid, marching cubes, coloured vertices, clean-up.
+"""Meshes from a trained NeRF: density on a grid, marching cubes, coloured vertices, clean-up
+(``--method tsdf``: fused rendered depth instead, ``enerf.export.tsdf``).
 
 ``enerf mesh --ckpt PATH`` queries the density ``sigma`` on a ``resolution``^3 grid (chunked),
 runs marching cubes at ``threshold`` (``enerf.export.isosurface``), keeps the connected
@@ -200,6 +201,10 @@ def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> tr
     lo, hi = (np.asarray(cfg.bbox[:3]), np.asarray(cfg.bbox[3:])) if cfg.bbox else default_bbox(scene, unbounded)
     if scene.use_ndc and hi[2] >= 1.0:
         raise ConfigError(f"bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)", ("bbox",))
+    if cfg.method == "tsdf":
+        from .tsdf import tsdf_mesh
+
+        return tsdf_mesh(run, lo, hi, cfg, _similarity(scene.scene_to_world) if cfg.frame == "world" else None, progress)
     field = run.models.get(cfg.field) or run.models["coarse"]
 
     def density_fn(points: Tensor) -> Tensor:
@@ -217,15 +222,15 @@ def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> tr
 
 def mesh_from_checkpoint(
     ckpt_path: str | Path, cfg: MeshConfig, data_root: Path, out: str | Path | None = None,
-    device_name: str | None = None, progress: bool = True,
+    device_name: str | None = None, progress: bool = True, datadir: str | Path | None = None,
 ) -> tuple[trimesh.Trimesh, Path, LoadedRun]:
-    """``enerf mesh``: load, extract (a bar over the density grid on a terminal), write ``out``
-    (default ``<run>/mesh.ply``)."""
+    """``enerf mesh``: load (``datadir``: the scene folder instead of the recorded one), extract (a
+    bar over the density grid on a terminal), write ``out`` (default ``<run>/mesh.ply``)."""
     if out is not None and Path(out).suffix.lower() not in MESH_FORMATS:
         raise ConfigError(f"--out {out}: mesh format must be one of {', '.join(MESH_FORMATS)}")
     if out is not None:
         check_output_file(out, "--out")
-    run = load_run(ckpt_path, data_root, device_name, task="nerf")
+    run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
     path = Path(out) if out else run.folder / "mesh.ply"
     check_output_file(path, "--out")
     mesh = mesh_from_run(run, cfg, progress)
@@ -233,17 +238,19 @@ def mesh_from_checkpoint(
     return mesh, path, run
 
 
-def distance_to_true_surfaces(run: LoadedRun, mesh: trimesh.Trimesh, frame: str, data_root: Path) -> np.ndarray | None:
-    """Distance of every vertex to the exact surfaces of a synthetic scene (None for other scenes).
+def distance_to_true_surfaces(run: LoadedRun, mesh: trimesh.Trimesh, frame: str) -> np.ndarray | None:
+    """Distance of every vertex to the exact surfaces of a synthetic scene (None for other scenes,
+    and where the scene folder is not reachable).
 
     Vertices are taken to the world frame of poses_bounds.npy first when ``frame == "scene"``.
     """
     import json
 
-    from ..data.resolve import resolve_scene_dir
     from ..data.surface_distance import surface_distance
 
-    scene_json = resolve_scene_dir(run.cfg.data.scene, run.cfg.data.datadir, data_root) / "scene.json"
+    if run.scene_dir is None:
+        return None
+    scene_json = run.scene_dir / "scene.json"
     if not scene_json.is_file():
         return None
     spec = json.loads(scene_json.read_text()).get("geometry")
