@@ -1,4 +1,4 @@
-"""``enerf mesh --ckpt PATH``: a coloured mesh from a NeRF checkpoint's density."""
+"""``enerf mesh --ckpt PATH``: a coloured or textured mesh from a NeRF checkpoint's density."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ def cmd_mesh(argv: list[str]) -> int:
     from ..export.nerf_mesh import distance_to_true_surfaces, mesh_from_checkpoint
 
     args, cfg = parse_export_args("enerf mesh", "Extract a coloured mesh from a NeRF checkpoint.",
-                                  "mesh file, .ply or .obj (default <run>/mesh.ply)", MeshConfig, argv)
+                                  "mesh file: .ply (vertex colours), .obj (with .mtl and .png when textured) or .glb "
+                                  "(default <run>/mesh.ply, <run>/mesh.glb with --texture)", MeshConfig, argv)
     mesh, path, run = mesh_from_checkpoint(args.ckpt, cfg, DATA_ROOT, args.out, args.device, progress=not args.quiet)
     print(f"wrote mesh with {len(mesh.vertices)} vertices, {len(mesh.faces)} faces -> {path}")
     dist = distance_to_true_surfaces(run, mesh, cfg.frame, DATA_ROOT)
