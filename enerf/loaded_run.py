@@ -1,10 +1,21 @@
 """A trained run loaded from its checkpoint alone (``load_run`` -> ``LoadedRun``: config, models
 with their weights, the renderer with its state, the run folder, the scene), and the device a
-run computes on (``select_device``). ``enerf eval`` / ``render`` / ``mesh`` / ``view`` start here.
+run computes on (``select_device``). ``enerf eval`` / ``render`` / ``mesh`` / ``view`` / ``export``
+start here.
+
+Where the scene comes from (``load_run``'s ``datadir`` is the commands' ``--datadir``):
+
+* ``datadir`` given: that folder, loaded (images and cameras).
+* a checkpoint that carries its cameras (``enerf.data.cameras``, written by training), for a
+  command that needs no images (render, mesh, export, view): the cameras, the folder is not read.
+* otherwise the folder recorded at training (``cfg.data``); a command that needs the images and
+  does not find it says so in one line naming ``--datadir``. Old checkpoints without cameras load
+  as before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,9 +24,11 @@ from torch import nn
 
 from .checkpoint import load_checkpoint
 from .config import RunConfig, ShapeRunConfig
+from .data.cameras import scene_from_cameras
 from .data.loaders import load_scene
+from .data.resolve import find_scene_dir
 from .data.scene import Scene
-from .errors import CheckpointError, ConfigError
+from .errors import CheckpointError, ConfigError, DataError
 from .fields.build import build_fields
 from .fields.shape import ShapeField
 from .render import Renderer, build_renderer
@@ -80,6 +93,7 @@ class LoadedRun:
     device: torch.device
     extra: dict  # the training loop's records: history, train_seconds, kappa_history, ...
     scene: Scene | None = None  # NeRF runs loaded with a data_root: the scene
+    scene_dir: Path | None = None  # the scene's folder when it is reachable (else None)
 
     @property
     def task(self) -> str:
@@ -100,18 +114,46 @@ def _build_models(cfg: RunConfig | ShapeRunConfig, models: dict, device: torch.d
     return build_fields(cfg.field, with_fine="fine" in models, device=device, render=cfg.render)
 
 
+def _load_scene(cfg: RunConfig, payload: dict, data_root: Path, datadir: str | Path | None,
+                need_images: bool) -> tuple[Scene, Path | None]:
+    """(scene, its folder or None) by the rules of the module docstring."""
+    record = (payload.get("extra") or {}).get("cameras")
+    data = dataclasses.replace(cfg.data, datadir=str(datadir)) if datadir else cfg.data
+    folder = find_scene_dir(data.scene, data.datadir, data_root)
+    if record is not None and not datadir and not need_images:
+        return scene_from_cameras(record), folder
+    if folder is None and record is not None and not datadir:
+        where = data.datadir or f"scene {data.scene!r} under {data_root}"
+        raise DataError(f"this command needs the scene's images: {where} (the folder recorded at training) not "
+                        "found; pass --datadir SCENE_FOLDER")
+    scene = load_scene(data, data_root, cfg.render.white_bkgd)
+    if record is not None:
+        trained = (len(record["poses"]), int(record["width"]), int(record["height"]))
+        found = (scene.n_views, scene.width, scene.height)
+        if trained != found:
+            raise DataError(f"{data.datadir or data.scene}: {found[0]} views of {found[1]}x{found[2]}, but the "
+                            f"checkpoint was trained on {trained[0]} views of {trained[1]}x{trained[2]}; is --datadir "
+                            "the run's scene?")
+    return scene, folder or find_scene_dir(data.scene, data.datadir, data_root)  # the demo is written on first use
+
+
 def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str | None = None,
-             task: str | None = None) -> LoadedRun:
+             task: str | None = None, datadir: str | Path | None = None, need_images: bool = False) -> LoadedRun:
     """Rebuild a run from its checkpoint: config, models with their weights, the renderer with its
-    state, the run folder, and (NeRF, with ``data_root``) the scene.
+    state, the run folder, and (NeRF, with ``data_root``) the scene (module docstring).
 
     Args:
         device_name: ``auto`` / ``cpu`` / ``cuda``; None: the device the run was trained on.
         task: ``nerf`` or ``shape`` to refuse the other task's checkpoints; None: either.
+        datadir: the scene folder, instead of the one recorded at training (``--datadir``).
+        need_images: the command reads the scene's images (``enerf eval``): load them from the
+            folder even when the checkpoint carries its cameras.
 
     Raises:
         CheckpointError: missing, unreadable or foreign checkpoint, the other task's checkpoint,
             or weights that do not fit the network its config describes.
+        DataError: the scene folder is needed and not found (one line naming ``--datadir``), or
+            ``datadir`` holds another scene.
     """
     ckpt_path = Path(ckpt)
     payload, cfg = load_checkpoint(ckpt_path)
@@ -124,6 +166,8 @@ def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str |
     for module in models.values():
         module.eval()
     nerf = kind == "nerf"
+    scene, scene_dir = (_load_scene(cfg, payload, Path(data_root), datadir, need_images) if nerf and data_root is not None
+                        else (None, None))
     return LoadedRun(cfg, int(payload["step"]), models, renderer_from_checkpoint(payload, cfg, device) if nerf else None,
-               checkpoint_run_folder(ckpt_path, cfg), ckpt_path, device, payload.get("extra") or {},
-               load_scene(cfg.data, data_root, cfg.render.white_bkgd) if nerf and data_root is not None else None)
+                     checkpoint_run_folder(ckpt_path, cfg), ckpt_path, device, payload.get("extra") or {}, scene,
+                     scene_dir)

@@ -80,6 +80,7 @@ def world(tmp_path_factory) -> dict[str, Path]:
         else:
             (bad / "poses_bounds.npy").write_bytes(b"garbage")
         w[name] = bad
+    w["other_scene"] = make_synthetic_scene(root / "other_scene", n_views=6, width=24, height=18, seed=4)
     (root / "garbage.obj").write_text("v 1 2\nf 1 2 9\nthis is not a mesh\n")
     (root / "empty.ply").write_bytes(b"")
     (root / "bad.txt").write_text("netdepth = 2\nno_such_key = 3\n")
@@ -214,6 +215,23 @@ CASES = [
     ("view_port_out_of_range", ["view", "--ckpt", "{ckpt}", "--port", "70000"]),
     ("view_three_ckpts", ["view", "--ckpt", "{ckpt}", "--ckpt", "{ckpt}", "--ckpt", "{ckpt}", "--port", "0"]),
     ("render_path_file_missing", ["render", "--ckpt", "{ckpt}", "--path", "{out}/nope.json"]),
+    # exports: the other task's checkpoint, outputs nowhere to go, counts of nothing
+    ("export_pointcloud_shape_ckpt", ["export", "pointcloud", "--ckpt", "{shape_ckpt}", "--out", "{out}/p.ply"]),
+    ("export_depth_shape_ckpt", ["export", "depth", "--ckpt", "{shape_ckpt}", "--out", "{out}/d"]),
+    ("mesh_tsdf_shape_ckpt", ["mesh", "--method", "tsdf", "--ckpt", "{shape_ckpt}", "--out", "{out}/m.ply"]),
+    ("export_points_0", ["export", "pointcloud", "--ckpt", "{ckpt}", "--out", "{out}/p.ply", "--points", "0"]),
+    ("export_min_acc_0", ["export", "pointcloud", "--ckpt", "{ckpt}", "--out", "{out}/p.ply", "--min_acc", "0"]),
+    ("export_out_missing_folder", ["export", "pointcloud", "--ckpt", "{ckpt}", "--out", "{out}/no/such/p.ply"]),
+    ("export_depth_out_missing_parent", ["export", "depth", "--ckpt", "{ckpt}", "--out", "{out}/no/such/d"]),
+    ("export_depth_out_is_a_file", ["export", "depth", "--ckpt", "{ckpt}", "--out", "{file}"]),
+    ("export_out_not_ply", ["export", "pointcloud", "--ckpt", "{ckpt}", "--out", "{out}/p.txt"]),
+    ("export_cameras_bogus", ["export", "depth", "--ckpt", "{ckpt}", "--out", "{out}/d", "--cameras", "bogus"]),
+    ("export_bbox_short", ["export", "pointcloud", "--ckpt", "{ckpt}", "--out", "{out}/p.ply", "--bbox", "0", "1"]),
+    ("export_action_bogus", ["export", "bogus"]),
+    ("export_missing_ckpt", ["export", "depth", "--ckpt", "{out}/nope.pt", "--out", "{out}/d"]),
+    ("mesh_method_bogus", ["mesh", "--ckpt", "{ckpt}", "--method", "bogus", "--out", "{out}/m.ply"]),
+    ("eval_datadir_missing", ["eval", "--ckpt", "{ckpt}", "--datadir", "{out}/nope"]),
+    ("eval_datadir_other_scene", ["eval", "--ckpt", "{ckpt}", "--datadir", "{other_scene}"]),
 ]
 
 

@@ -2,7 +2,7 @@
 in closed form.
 
 Writes the embedded synthetic scene (``enerf data synth``'s defaults: 24 views of 1008 x 756),
-trains ``configs/demo.txt`` on it (3,000 steps, about 4 minutes on 2 idle cores), and extracts a
+trains ``configs/demo_grid.txt`` on it (``--iters`` steps; 3,000 take about 2 minutes on 2 idle cores), and extracts a
 mesh with each method:
 
 * ``density``          marching cubes of the density at ``--threshold`` (today's default)
@@ -22,8 +22,9 @@ and scores it against the analytic surfaces (``enerf.metrics.reference_metrics``
   ways), F-score at ``--tau`` world units. The scene spans depths 2.5 to 10; its balls have
   radii 1 and 1.3.
 
-The density grid is queried once and shared by the density variants (the same values
-``enerf mesh`` would compute again for each). Waits while /work/BENCH_LOCK exists (another
+The density grid and the fused TSDF surface are computed once and shared by the variants of
+their method (the same values ``enerf mesh`` would compute again for each); a variant's
+``seconds`` is then what follows them (decimation, colours), the shared part is recorded apart. Waits while /work/BENCH_LOCK exists (another
 timed benchmark), records the load average beside the times.
 
     python tools/bench_mesh_accuracy.py                         # -> benchmarks/mesh_accuracy.json
@@ -107,22 +108,34 @@ def in_some_view(meta: dict, views: list[int]):
     return region
 
 
-class GridCache:
-    """``nerf_mesh.query_grid`` computed once per box and resolution, then reused."""
+class Memo:
+    """``module.name`` computed once per distinct key of its arguments, then reused (the density
+    grid, the fused TSDF surface): the variants of one method differ only after it."""
 
-    def __init__(self) -> None:
-        self.original = nerf_mesh.query_grid
+    def __init__(self, module, name: str, key) -> None:
+        self.module, self.name, self.key = module, name, key
+        self.original = getattr(module, name)
         self.values: dict = {}
         self.seconds: dict = {}
 
-    def __call__(self, fn, bbox_min, bbox_max, resolution, *args, **kwargs):
-        key = (tuple(np.round(np.asarray(bbox_min, float), 9)), tuple(np.round(np.asarray(bbox_max, float), 9)),
-               int(resolution), kwargs.get("desc"))
+    def __call__(self, *args, **kwargs):
+        key = self.key(*args, **kwargs)
         if key not in self.values:
             start = time.perf_counter()
-            self.values[key] = self.original(fn, bbox_min, bbox_max, resolution, *args, **kwargs)
+            self.values[key] = self.original(*args, **kwargs)
             self.seconds[key] = time.perf_counter() - start
         return self.values[key]
+
+    def __enter__(self) -> "Memo":
+        setattr(self.module, self.name, self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        setattr(self.module, self.name, self.original)
+
+
+def _box_key(lo, hi) -> tuple:
+    return tuple(np.round(np.asarray(lo, float), 9)), tuple(np.round(np.asarray(hi, float), 9))
 
 
 def methods(faces: list[int]) -> list[tuple[str, dict]]:
@@ -137,8 +150,8 @@ def methods(faces: list[int]) -> list[tuple[str, dict]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_mesh_accuracy", help="scene and run folder")
-    parser.add_argument("--config", default=str(ROOT / "configs" / "demo.txt"))
-    parser.add_argument("--iters", type=int, default=3000)
+    parser.add_argument("--config", default=str(ROOT / "configs" / "demo_grid.txt"))
+    parser.add_argument("--iters", type=int, default=1500)
     parser.add_argument("--resolution", type=int, default=256, help="mesh grid points per axis")
     parser.add_argument("--threshold", type=float, default=MeshConfig().threshold, help="density iso-level")
     parser.add_argument("--faces", type=int, nargs="*", default=[100000, 20000, 5000])
@@ -173,10 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     def gt_closest(points):
         return surface_closest(meta["geometry"], points)
 
-    cache = GridCache()
-    nerf_mesh.query_grid = cache
+    from enerf.export import tsdf
+
+    grid = Memo(nerf_mesh, "query_grid", lambda fn, lo, hi, res, *a, **k: (*_box_key(lo, hi), res))
+    fused = Memo(tsdf, "tsdf_surface", lambda run, lo, hi, cfg, *a, **k: (*_box_key(lo, hi), cfg.resolution))
     rows = []
-    try:
+    with grid, fused:
         for name, overrides in methods(args.faces):
             wait_for_lock()
             cfg = MeshConfig(resolution=args.resolution, threshold=args.threshold, **overrides)
@@ -187,13 +202,11 @@ def main(argv: list[str] | None = None) -> int:
                                        region=region)
             rows.append({"method": name, "faces": len(mesh.faces), "vertices": len(mesh.vertices),
                          "seconds": round(seconds, 2), **{k: round(v, 5) for k, v in scores.items()}})
-            print(json.dumps(rows[-1]))
-    finally:
-        nerf_mesh.query_grid = cache.original
+            print(json.dumps(rows[-1]), flush=True)
     load["end"] = [round(x, 2) for x in os.getloadavg()]
     record = {
         "what": "geometric accuracy of the enerf mesh methods on the synthetic scene (surfaces known in closed form), "
-                "after configs/demo.txt; reference: first hits of every stride-th pixel ray of the training views; "
+                "after a short training run; reference: first hits of every stride-th pixel ray of the training views; "
                 "mesh samples kept where a training camera sees them",
         "command": command,
         "machine": f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}, torch {torch.__version__}",
@@ -202,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                      "threshold": args.threshold, "stride": args.stride, "points": args.points,
                      "tau": args.tau, "training_views": len(views), "reference_points": len(gt_points)},
         "train_seconds": None if train_seconds is None else round(train_seconds, 1),
-        "density_grid_seconds": [round(s, 1) for s in cache.seconds.values()],
+        "density_grid_seconds": [round(t, 1) for t in grid.seconds.values()],
+        "tsdf_fusion_seconds": [round(t, 1) for t in fused.seconds.values()],
         "methods": rows,
         "tsdf": "present" if any(r["method"].startswith("tsdf") for r in rows) else
                 "absent: MeshConfig has no method field on this branch; rerun once enerf mesh --method tsdf exists",

@@ -4,7 +4,9 @@
                 [--precond none|bnp] [--weight_decay L --decay_space p|z] [--grad_reg L] ...
     enerf eval --ckpt PATH
     enerf render --ckpt PATH [--path spiral|orbit|test|train|interp]
-    enerf mesh --ckpt PATH [--resolution R]
+    enerf mesh --ckpt PATH [--resolution R] [--method density|tsdf]
+    enerf export depth --ckpt PATH --out DIR [--cameras test|train|spiral|...]
+    enerf export pointcloud --ckpt PATH --out F.ply [--points N]
     enerf view --ckpt PATH [--ckpt PATH2] [--host 127.0.0.1 --port 8080]   (the viewer extra)
     enerf compare [--scenes ...] [--modes none row ...] [--seeds 0 1 2] [-- FLAGS OF EVERY RUN]
     enerf data synth --out DIR
@@ -29,6 +31,7 @@ from .common import error_line, system_error_line
 from .compare import cmd_compare
 from .data import cmd_data
 from .eval import cmd_eval
+from .export import cmd_export
 from .mesh import cmd_mesh
 from .render import cmd_render
 from .shape import cmd_shape
@@ -38,7 +41,7 @@ from .view import cmd_view
 __all__ = ["main", "build_train_parser", "run_config_from_args", "COMMANDS"]
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "data": cmd_data, "render": cmd_render, "mesh": cmd_mesh,
-            "compare": cmd_compare, "shape": cmd_shape, "view": cmd_view}
+            "compare": cmd_compare, "shape": cmd_shape, "view": cmd_view, "export": cmd_export}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from ..config import (DEVICES, CompareConfig, MeshConfig, RunConfig, ShapeMeshCo
 from ..config.spec import choices, value_type
 from ..errors import ConfigError, EnerfError
 
-__all__ = ["DATA_ROOT", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
+__all__ = ["DATA_ROOT", "DATADIR_HELP", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
            "add_ckpt_flags", "parse_export_args", "flag_name", "error_line", "system_error_line"]
 
 DATA_ROOT = Path("data")
@@ -104,18 +104,25 @@ def config_from_args(cls, args, prefix: str = "", defaults: dict[str, Any] | Non
         raise ConfigError(str(exc)) from None
 
 
-def add_ckpt_flags(parser, what: str = "a checkpoint (.pt)") -> None:
-    """--ckpt and --device, the flags of every command that reads a checkpoint."""
+DATADIR_HELP = ("the scene folder, instead of the one recorded at training (needed only where the checkpoint "
+                "carries no cameras, or to read the images)")
+
+
+def add_ckpt_flags(parser, what: str = "a checkpoint (.pt)", datadir: bool = False) -> None:
+    """--ckpt and --device, the flags of every command that reads a checkpoint (and ``datadir``:
+    --datadir, NeRF commands)."""
     parser.add_argument("--ckpt", required=True, help=f"path to {what}")
     parser.add_argument("--device", choices=DEVICES, default=None,
                         help="auto (CUDA if available), cpu or cuda (default: the run's device setting)")
+    if datadir:
+        parser.add_argument("--datadir", default=None, help=DATADIR_HELP)
 
 
 def parse_export_args(prog: str, description: str, out_help: str, cfg_cls, argv: list[str]):
-    """The arguments of a command that exports from a checkpoint (``enerf render``, ``enerf mesh``):
-    --ckpt, --device, --out, --quiet and the flags of ``cfg_cls``. Returns (args, the config)."""
+    """The arguments of a command that exports from a NeRF checkpoint (``enerf render``, ``enerf mesh``):
+    --ckpt, --device, --datadir, --out, --quiet and the flags of ``cfg_cls``. Returns (args, the config)."""
     parser = OneLineParser(prog=prog, description=description)
-    add_ckpt_flags(parser)
+    add_ckpt_flags(parser, datadir=True)
     parser.add_argument("--out", default=None, help=out_help)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_flags(parser, cfg_cls)

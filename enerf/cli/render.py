@@ -13,7 +13,8 @@ def cmd_render(argv: list[str]) -> int:
 
     args, video = parse_export_args("enerf render", "Render rgb.mp4 / depth.mp4 from a checkpoint.",
                                     "output folder (default <run>/video_<path>)", VideoConfig, argv)
-    info = render_video_from_checkpoint(args.ckpt, video, DATA_ROOT, args.out, args.device, progress=not args.quiet)
+    info = render_video_from_checkpoint(args.ckpt, video, DATA_ROOT, args.out, args.device, progress=not args.quiet,
+                                        datadir=args.datadir)
     print(f"wrote {info['frames']} frames of {info['width']}x{info['height']} ({info['path']} path, "
           f"{info['depth_kind']} colour-mapped) -> {info['rgb']}, {info['depth']}")
     return 0

@@ -6,7 +6,7 @@ import sys
 import time
 
 from ..config import DEVICES, ViewerConfig
-from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args
+from .common import DATA_ROOT, DATADIR_HELP, OneLineParser, add_config_flags, config_from_args
 
 __all__ = ["cmd_view", "add_viewer_flags"]
 
@@ -33,10 +33,11 @@ def cmd_view(argv: list[str]) -> int:
                         help="a NeRF checkpoint (.pt); give it twice to compare two runs of one scene")
     parser.add_argument("--device", choices=DEVICES, default=None,
                         help="auto (CUDA if available), cpu or cuda (default: the run's device setting)")
+    parser.add_argument("--datadir", default=None, help=DATADIR_HELP)
     add_viewer_flags(parser)
     args = parser.parse_args(argv)
     cfg = config_from_args(ViewerConfig, args)
-    viewer = open_view(args.ckpt, cfg, DATA_ROOT, args.device)
+    viewer = open_view(args.ckpt, cfg, DATA_ROOT, args.device, datadir=args.datadir)
     print(f"enerf view: open {viewer.url} in a browser (Ctrl+C stops the viewer)", flush=True)
     if cfg.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"enerf view: note: listening on {cfg.host}, reachable from other machines", file=sys.stderr)

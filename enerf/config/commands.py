@@ -13,6 +13,7 @@ __all__ = ["CAMERA_PATHS", "VideoConfig", "MeshConfig", "CompareConfig", "SynthC
 CameraPath = Literal["spiral", "orbit", "test", "train", "interp", "ellipse"]
 MeshNetwork = Literal["fine", "coarse"]
 MeshFrame = Literal["world", "scene"]
+MeshMethod = Literal["density", "tsdf"]
 TaskName = Literal["nerf", "shape"]
 Launcher = Literal["local", "ray"]
 CAMERA_PATHS = get_args(CameraPath)
@@ -63,8 +64,11 @@ def _positive(name: str, value: int) -> int:
 class MeshConfig:
     """``enerf mesh``: density grid, iso-level and clean-up."""
 
+    method: MeshMethod = option("density", "density: marching cubes of the density at --threshold; tsdf: fuse the "
+                                "rendered depth of the training views (the surface the cameras saw)")
     resolution: int = option(256, "grid points per axis", lo=8, hi=MAX_GRID)
     threshold: float = option(10.0, "density iso-level (sigma, in the field's coordinates)")
+    downscale: int = option(1, "tsdf: render the training views at 1/N of their size", lo=1)
     chunk: int = option(65536, "grid points per forward pass", lo=1)
     min_component: int = option(0, "drop connected components with fewer faces (0: keep all)", lo=0)
     faces: int = option(0, "simplify to at most N faces (quadric decimation; default: keep all)", lo=0,

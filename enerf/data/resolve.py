@@ -7,7 +7,7 @@ from pathlib import Path
 from ..errors import DataError
 from .synthetic import make_synthetic_scene
 
-__all__ = ["resolve_scene_dir", "LLFF_URL"]
+__all__ = ["resolve_scene_dir", "find_scene_dir", "LLFF_URL"]
 
 # The NeRF authors' release of nerf_llff_data and nerf_synthetic.
 LLFF_URL = "https://drive.google.com/drive/folders/128yBriW1IG_3NJ5Rp7APSTZsJqdJdfc1"
@@ -44,3 +44,12 @@ def resolve_scene_dir(scene: str, datadir: str, data_root: Path) -> Path:
         f"scene {scene!r} not found in {' or '.join(str(p) + '/' for p in candidates)}: download nerf_llff_data "
         f"or nerf_synthetic ({LLFF_URL}) and unzip it under {data_root}/, or pass --datadir"
     )
+
+
+def find_scene_dir(scene: str, datadir: str, data_root: Path) -> Path | None:
+    """The folder ``resolve_scene_dir`` would load, or None when it is not there (nothing is
+    written: a missing demo scene is None too)."""
+    if datadir:
+        return Path(datadir) if Path(datadir).is_dir() else None
+    folders = ["demo"] if scene == "demo" else [f"{folder}/{scene}" for folder in RELEASE_FOLDERS]
+    return next((Path(data_root) / f for f in folders if (Path(data_root) / f).is_dir()), None)

@@ -1,4 +1,5 @@
-"""Meshes from a trained NeRF: density on a grid, marching cubes, coloured vertices, clean-up.
+"""Meshes from a trained NeRF: density on a grid, marching cubes, coloured vertices, clean-up
+(``--method tsdf``: fused rendered depth instead, ``enerf.export.tsdf``).
 
 ``enerf mesh --ckpt PATH`` queries the density ``sigma`` on a ``resolution``^3 grid (chunked),
 runs marching cubes at ``threshold`` (``enerf.export.isosurface``), keeps the connected
@@ -268,6 +269,7 @@ def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> tr
     lo, hi = (np.asarray(cfg.bbox[:3]), np.asarray(cfg.bbox[3:])) if cfg.bbox else default_bbox(scene, unbounded)
     if scene.use_ndc and hi[2] >= 1.0:
         raise ConfigError(f"bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)", ("bbox",))
+    to_output = _similarity(scene.scene_to_world) if cfg.frame == "world" else None
     field = run.models.get(cfg.field) or run.models["coarse"]
 
     def density_fn(points: Tensor) -> Tensor:
@@ -276,25 +278,32 @@ def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> tr
     def color_fn(points: Tensor, dirs: Tensor) -> Tensor:
         return field(points, dirs)[0]
 
+    if cfg.method == "tsdf":
+        from .tsdf import tsdf_mesh, tsdf_surface
+
+        if not (cfg.faces or cfg.texture):  # the fused colours of the views
+            return tsdf_mesh(run, lo, hi, cfg, to_output, progress)
+        verts, faces, _ = tsdf_surface(run, lo, hi, cfg, progress)  # simplified / textured: colours from the field
+        return finish_mesh(verts, faces, color_fn, cfg, scene_to_field(scene), to_output, run.device, progress)
     return extract_mesh(
-        density_fn, color_fn, lo, hi, cfg, to_scene=field_to_scene(scene),
-        to_output=_similarity(scene.scene_to_world) if cfg.frame == "world" else None, device=run.device,
+        density_fn, color_fn, lo, hi, cfg, to_scene=field_to_scene(scene), to_output=to_output, device=run.device,
         progress=progress, to_field=scene_to_field(scene),
     )
 
 
 def mesh_from_checkpoint(
     ckpt_path: str | Path, cfg: MeshConfig, data_root: Path, out: str | Path | None = None,
-    device_name: str | None = None, progress: bool = True,
+    device_name: str | None = None, progress: bool = True, datadir: str | Path | None = None,
 ) -> tuple[trimesh.Trimesh, Path, LoadedRun]:
-    """``enerf mesh``: load, extract (a bar over the density grid on a terminal), write ``out``
-    (default ``<run>/mesh.ply``, ``<run>/mesh.glb`` with a texture). Bad output paths and a missing
-    xatlas are refused before any work."""
+    """``enerf mesh``: load (``datadir``: the scene folder instead of the recorded one), extract (a
+    bar over the density grid on a terminal), write ``out`` (default ``<run>/mesh.ply``,
+    ``<run>/mesh.glb`` with a texture). Bad output paths and a missing xatlas are refused before
+    any work."""
     if out is not None:
         check_mesh_output(out, cfg.texture)
     if cfg.texture:
         require_xatlas()
-    run = load_run(ckpt_path, data_root, device_name, task="nerf")
+    run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir)
     path = Path(out) if out else run.folder / ("mesh.glb" if cfg.texture else "mesh.ply")
     check_mesh_output(path, cfg.texture)
     mesh = mesh_from_run(run, cfg, progress)
@@ -302,17 +311,19 @@ def mesh_from_checkpoint(
     return mesh, path, run
 
 
-def distance_to_true_surfaces(run: LoadedRun, mesh: trimesh.Trimesh, frame: str, data_root: Path) -> np.ndarray | None:
-    """Distance of every vertex to the exact surfaces of a synthetic scene (None for other scenes).
+def distance_to_true_surfaces(run: LoadedRun, mesh: trimesh.Trimesh, frame: str) -> np.ndarray | None:
+    """Distance of every vertex to the exact surfaces of a synthetic scene (None for other scenes,
+    and where the scene folder is not reachable).
 
     Vertices are taken to the world frame of poses_bounds.npy first when ``frame == "scene"``.
     """
     import json
 
-    from ..data.resolve import resolve_scene_dir
     from ..data.surface_distance import surface_distance
 
-    scene_json = resolve_scene_dir(run.cfg.data.scene, run.cfg.data.datadir, data_root) / "scene.json"
+    if run.scene_dir is None:
+        return None
+    scene_json = run.scene_dir / "scene.json"
     if not scene_json.is_file():
         return None
     spec = json.loads(scene_json.read_text()).get("geometry")

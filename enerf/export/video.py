@@ -277,14 +277,15 @@ def render_video(
 
 def render_video_from_checkpoint(
     ckpt_path: str | Path, cfg: VideoConfig, data_root: Path, out_dir: str | Path | None = None,
-    device_name: str | None = None, progress: bool = True,
+    device_name: str | None = None, progress: bool = True, datadir: str | Path | None = None,
 ) -> dict:
-    """``enerf render``: load the checkpoint, render, write into ``out_dir`` (default ``<run>/video_<path>``)."""
+    """``enerf render``: load the checkpoint, render, write into ``out_dir`` (default ``<run>/video_<path>``);
+    ``datadir``: the scene folder instead of the recorded one (``enerf.loaded_run``)."""
     if out_dir:
         check_output_dir(out_dir, "--out")
     if cfg.path.lower().endswith(".json"):
         read_camera_path(cfg.path)  # a missing or malformed file: one line before the checkpoint loads
-    run = load_run(ckpt_path, data_root, device_name, task="nerf")
+    run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir)
     target = Path(out_dir) if out_dir else run.folder / f"video_{Path(cfg.path).stem if cfg.path.lower().endswith('.json') else cfg.path}"
     check_output_dir(target, "--out")
     return render_video(run, target, cfg, progress)

@@ -126,9 +126,10 @@ def read_metrics(path: Path) -> dict:
 
 
 def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str | None = None,
-                        progress: bool = True) -> dict:
-    """Recompute metrics.json for a run from its checkpoint alone (``enerf eval``)."""
-    run = load_run(ckpt_path, data_root, device_name, task="nerf")
+                        progress: bool = True, datadir: str | Path | None = None) -> dict:
+    """Recompute metrics.json for a run from its checkpoint and its scene's images (``enerf eval``;
+    ``datadir``: the scene folder instead of the one recorded at training)."""
+    run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, need_images=True)
     cfg, scene, device, out_dir = run.cfg, run.scene, run.device, run.folder
     check_output_dir(out_dir, "--ckpt's run folder")
     metrics_path = out_dir / "metrics.json"

@@ -24,6 +24,7 @@ import torch
 
 from ..checkpoint import load_checkpoint
 from ..config import RunConfig, TrainConfig
+from ..data.cameras import cameras_record
 from ..data.loaders import load_scene
 from ..data.normalize import transform_record
 from ..data.sampler import RaySampler
@@ -169,7 +170,8 @@ class NerfTask:
     def checkpoint_extras(self) -> dict:
         return {"sampler": self.sampler.state_dict(), "estimator": self.renderer.state_dict(),
                 "ray_batch": self.ray_batch.state_dict(), "warmup_psnr": self.warmup_psnr,
-                "scene_transform": transform_record(self.scene.scene_to_world)}  # scene space -> capture frame
+                "scene_transform": transform_record(self.scene.scene_to_world),  # scene space -> capture frame
+                "cameras": cameras_record(self.scene)}  # render / mesh / export without the scene folder
 
     def finish(self, state: LoopState, out_dir: Path, ckpt_path: Path) -> dict:
         """Render and score every held-out view (test_views/), write metrics.json."""

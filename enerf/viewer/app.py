@@ -29,16 +29,16 @@ def check_same_scene(a: LoadedRun, b: LoadedRun) -> None:
 
 
 def open_view(ckpts: list[str | Path], cfg: ViewerConfig, data_root: Path = Path("data"),
-              device_name: str | None = None, worker: bool = True) -> Viewer:
+              device_name: str | None = None, worker: bool = True, datadir: str | Path | None = None) -> Viewer:
     """Serve ``ckpts`` (one, or two of one scene) at ``cfg.host:cfg.port``; returns the running Viewer
-    (``close()`` it). The port is checked before the checkpoints load; nothing is written but the
+    (``close()`` it); ``datadir``: the scene folder instead of the recorded one. The port is checked before the checkpoints load; nothing is written but the
     camera paths the panel saves (into ``<first run>/camera_paths/``)."""
     if not 1 <= len(ckpts) <= 2:
         raise ConfigError(f"enerf view shows one or two checkpoints, got {len(ckpts)} --ckpt")
     import_viser()
     viewer = Viewer(cfg, title="enerf view")
     try:
-        runs = [load_run(ckpt, data_root, device_name, task="nerf") for ckpt in ckpts]
+        runs = [load_run(ckpt, data_root, device_name, task="nerf", datadir=datadir) for ckpt in ckpts]
         if len(runs) == 2:
             check_same_scene(*runs)
         metrics = [read_metrics(run.folder / "metrics.json") for run in runs]
