@@ -2,7 +2,8 @@
 in closed form.
 
 Writes the embedded synthetic scene (``enerf data synth``'s defaults: 24 views of 1008 x 756),
-trains ``configs/demo_grid.txt`` on it (``--iters`` steps; 3,000 take about 2 minutes on 2 idle cores), and extracts a
+trains ``configs/demo_grid.txt`` on it (``--iters`` steps, 800 by default; a checkpoint already in
+``--work`` is reused), and extracts a
 mesh with each method:
 
 * ``density``          marching cubes of the density at ``--threshold`` (today's default)
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_mesh_accuracy", help="scene and run folder")
     parser.add_argument("--config", default=str(ROOT / "configs" / "demo_grid.txt"))
-    parser.add_argument("--iters", type=int, default=1500)
+    parser.add_argument("--iters", type=int, default=800)
     parser.add_argument("--resolution", type=int, default=256, help="mesh grid points per axis")
     parser.add_argument("--threshold", type=float, default=MeshConfig().threshold, help="density iso-level")
     parser.add_argument("--faces", type=int, nargs="*", default=[100000, 20000, 5000])
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {"iters": args.iters, "config": Path(args.config).name, "resolution": args.resolution,
                      "threshold": args.threshold, "stride": args.stride, "points": args.points,
                      "tau": args.tau, "training_views": len(views), "reference_points": len(gt_points)},
+        "steps_trained": run.step,
         "train_seconds": None if train_seconds is None else round(train_seconds, 1),
         "density_grid_seconds": [round(t, 1) for t in grid.seconds.values()],
         "tsdf_fusion_seconds": [round(t, 1) for t in fused.seconds.values()],
