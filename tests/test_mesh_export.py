@@ -142,3 +142,10 @@ def test_bad_mesh_flags_give_one_line_exit_2_and_write_nothing(tmp_path, capsys,
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in lines[0]
     assert not any(out.iterdir())
+
+
+def test_texture_without_xatlas_names_the_extra(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "xatlas", None)  # import xatlas -> ImportError
+    assert main(["mesh", "--ckpt", str(tmp_path / "any.pt"), "--texture", "--out", str(tmp_path / "m.glb")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and '.[mesh]' in err and not any(tmp_path.iterdir())

@@ -148,6 +148,17 @@ def methods(faces: list[int]) -> list[tuple[str, dict]]:
     return out
 
 
+def summarize(rows: list[dict]) -> dict:
+    """The best method by each score (Chamfer-L1 and accuracy / completeness lowest, normal
+    consistency and F-score highest) and its value."""
+    out = {}
+    for key, best in (("chamfer_l1", min), ("accuracy", min), ("completeness", min),
+                      ("normal_consistency", max), ("fscore", max)):
+        row = best(rows, key=lambda r: r[key])
+        out[key] = {"method": row["method"], "value": row[key]}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_mesh_accuracy", help="scene and run folder")
@@ -219,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_seconds": None if train_seconds is None else round(train_seconds, 1),
         "density_grid_seconds": [round(t, 1) for t in grid.seconds.values()],
         "tsdf_fusion_seconds": [round(t, 1) for t in fused.seconds.values()],
+        "summary": summarize(rows),
         "methods": rows,
         "tsdf": "present" if any(r["method"].startswith("tsdf") for r in rows) else
                 "absent: MeshConfig has no method field on this branch; rerun once enerf mesh --method tsdf exists",
