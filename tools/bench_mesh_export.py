@@ -2,7 +2,8 @@
 
 For each ``NAME=CHECKPOINT`` it runs the command as a user would (a subprocess, wall time
 measured around it, the load average beside it), then loads the file with ``trimesh.load`` and
-records its faces, vertices, UV range and texture size. Waits while /work/BENCH_LOCK exists.
+records its faces, vertices, UV range and texture size; CPU time (user + sys) and peak memory
+of the command beside the wall time, since the wall time depends on what else runs. Waits while /work/BENCH_LOCK exists.
 
     python tools/bench_mesh_export.py --ckpt lego_cpu=/work/ckpts/lego/checkpoints/latest.pt \\
         fox=runs/bench_proposal/fox-s0/checkpoints/latest.pt --outdir /tmp/meshes   # -> benchmarks/mesh_export.json
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -26,6 +28,13 @@ from enerf.atomic import atomic_write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = Path("/work/BENCH_LOCK")
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per run: faces, vertices, the output's size in MiB and the wall time in minutes."""
+    return {r["name"]: {"faces": r.get("faces"), "vertices": r.get("vertices"),
+                        "mib": round(sum(r.get("files", {}).values()) / 2**20, 2), "minutes": round(r["seconds"] / 60, 1)}
+            for r in rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,11 +53,15 @@ def main(argv: list[str] | None = None) -> int:
         while LOCK.exists():
             time.sleep(20)
         load_before = os.getloadavg()
+        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "enerf", *cmd[1:]], capture_output=True, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
         seconds = time.perf_counter() - start
+        cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_seconds = (cpu.ru_utime - cpu_before.ru_utime) + (cpu.ru_stime - cpu_before.ru_stime)
         row = {"name": name, "command": " ".join(cmd), "returncode": proc.returncode, "seconds": round(seconds, 1),
+               "cpu_seconds": round(cpu_seconds, 1), "peak_rss_gib": round(cpu.ru_maxrss / 2**20, 2),
                "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
                "stdout": proc.stdout.strip().splitlines()[-2:], "stderr": proc.stderr.strip().splitlines()[-1:]}
         if proc.returncode == 0:
@@ -66,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(row))
     record = {"what": "enerf mesh on trained checkpoints: wall time, files and what trimesh.load reads back",
               "command": "python tools/bench_mesh_export.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "machine": f"{os.cpu_count()} CPU cores", "runs": rows}
+              "machine": f"{os.cpu_count()} CPU cores", "summary": summarize(rows), "runs": rows}
     atomic_write_json(args.out, record)
     print(f"wrote {args.out}")
     return 0 if all(r["returncode"] == 0 for r in rows) else 1
