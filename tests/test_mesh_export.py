@@ -149,3 +149,16 @@ def test_texture_without_xatlas_names_the_extra(tmp_path, capsys, monkeypatch):
     assert main(["mesh", "--ckpt", str(tmp_path / "any.pt"), "--texture", "--out", str(tmp_path / "m.glb")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and '.[mesh]' in err and not any(tmp_path.iterdir())
+
+
+def test_a_mesh_of_many_tiny_pieces_still_reaches_the_face_count():
+    """300 separate tetrahedra (1,200 faces) cannot collapse below 4 faces each: the smallest pieces go."""
+    tet = trimesh.creation.icosahedron().convex_hull  # 20 faces
+    rng = np.random.default_rng(0)
+    pieces = [trimesh.Trimesh(tet.vertices * 0.01 + rng.uniform(-1, 1, 3), tet.faces) for _ in range(60)]
+    big = trimesh.creation.icosphere(4)  # 5,120 faces
+    mesh = trimesh.util.concatenate([big, *pieces])
+    vertices, faces = decimate(mesh.vertices, mesh.faces, 200)
+    assert 0 < len(faces) <= 200
+    kept = trimesh.Trimesh(vertices, faces)
+    assert np.abs(np.linalg.norm(kept.vertices, axis=1) - 1.0).max() < 0.1  # the sphere stays, pieces go first
