@@ -51,6 +51,7 @@ from enerf.atomic import atomic_write_json  # noqa: E402
 from enerf.cli import main as enerf_main  # noqa: E402
 from enerf.config import MeshConfig  # noqa: E402
 from enerf.data.surface_distance import surface_closest  # noqa: E402
+from enerf.errors import EnerfError  # noqa: E402
 from enerf.data.synthetic import geometry_from_dict, make_synthetic_scene, trace_rays  # noqa: E402
 from enerf.export import nerf_mesh  # noqa: E402
 from enerf.loaded_run import load_run  # noqa: E402
@@ -154,7 +155,7 @@ def summarize(rows: list[dict]) -> dict:
     out = {}
     for key, best in (("chamfer_l1", min), ("accuracy", min), ("completeness", min),
                       ("normal_consistency", max), ("fscore", max)):
-        row = best(rows, key=lambda r: r[key])
+        row = best((r for r in rows if "error" not in r), key=lambda r: r[key])
         out[key] = {"method": row["method"], "value": row[key]}
     return out
 
@@ -208,7 +209,12 @@ def main(argv: list[str] | None = None) -> int:
             wait_for_lock()
             cfg = MeshConfig(resolution=args.resolution, threshold=args.threshold, **overrides)
             start = time.perf_counter()
-            mesh = nerf_mesh.mesh_from_run(run, cfg)
+            try:
+                mesh = nerf_mesh.mesh_from_run(run, cfg)
+            except EnerfError as err:  # e.g. a face count the decimation cannot reach
+                rows.append({"method": name, "error": str(err)})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
             seconds = time.perf_counter() - start
             scores = reference_metrics(mesh, gt_points, gt_normals, gt_closest, n_points=args.points, tau=args.tau,
                                        region=region)
