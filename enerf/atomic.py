@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["publish", "atomic_replace", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json_safe"]
+__all__ = ["publish", "atomic_replace", "atomic_write_bytes", "atomic_write_files", "atomic_write_text", "atomic_write_json", "json_safe"]
 
 
 def _read_umask() -> int:
@@ -55,6 +55,35 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
 
     atomic_replace(path, write)
+
+
+def atomic_write_files(files: dict[Path, bytes]) -> None:
+    """Write several files that belong together (an OBJ, its .mtl and texture) all or none.
+
+    Every file is written to a temp file beside its target first; only when all are complete are
+    they renamed, in the order given (put the file that names the others last). A rename that
+    fails removes the files already renamed, so a failure leaves none of them.
+    """
+    temps: list[tuple[str, Path]] = []
+    done: list[Path] = []
+    try:
+        for path, data in files.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        for tmp, path in temps:
+            publish(tmp, path)
+            done.append(path)
+    except BaseException:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        for path in done:
+            path.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "volumetric_iou",
     "surface_samples",
     "shape_metrics",
+    "reference_metrics",
 ]
 
 # torchvision.models.AlexNet_Weights.IMAGENET1K_V1.url; torch.hub caches it under its basename.
@@ -182,6 +183,27 @@ def surface_samples(mesh, count: int, seed: int) -> tuple[np.ndarray, np.ndarray
     return points, np.asarray(mesh.face_normals)[face]
 
 
+def _two_sided(d_pred, cos_pred, d_gt, cos_gt, tau: float) -> dict:
+    """The scores of ``shape_metrics`` from both directions' distances and |normal cosines|."""
+    accuracy, completeness = float(np.mean(d_pred)), float(np.mean(d_gt))
+    precision, recall = float((d_pred < tau).mean()), float((d_gt < tau).mean())
+    fscore = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+    return {
+        "chamfer_l1": 0.5 * (accuracy + completeness),
+        "accuracy": accuracy,
+        "completeness": completeness,
+        "normal_consistency": float(0.5 * (np.mean(cos_pred) + np.mean(cos_gt))),
+        "fscore": float(fscore),
+        "precision": precision,
+        "recall": recall,
+        "fscore_tau": float(tau),
+    }
+
+
+def _abs_cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.abs(np.einsum("ij,ij->i", a, b))
+
+
 def shape_metrics(pred_mesh, gt_mesh, n_points: int = 100_000, tau: float = 0.01, seed: int = 0) -> dict:
     """Surface metrics of ``pred_mesh`` against ``gt_mesh`` (trimesh meshes, same frame).
 
@@ -201,18 +223,33 @@ def shape_metrics(pred_mesh, gt_mesh, n_points: int = 100_000, tau: float = 0.01
     gt_pts, gt_n = surface_samples(gt_mesh, n_points, seed + 1)
     d_pred, n_at_gt = point_mesh_distance(pred_pts, gt_mesh)  # accuracy direction
     d_gt, n_at_pred = point_mesh_distance(gt_pts, pred_mesh)  # completeness direction
-    accuracy, completeness = float(d_pred.mean()), float(d_gt.mean())
-    nc_pred = np.abs(np.einsum("ij,ij->i", pred_n, n_at_gt)).mean()
-    nc_gt = np.abs(np.einsum("ij,ij->i", gt_n, n_at_pred)).mean()
-    precision, recall = float((d_pred < tau).mean()), float((d_gt < tau).mean())
-    fscore = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
-    return {
-        "chamfer_l1": 0.5 * (accuracy + completeness),
-        "accuracy": accuracy,
-        "completeness": completeness,
-        "normal_consistency": float(0.5 * (nc_pred + nc_gt)),
-        "fscore": float(fscore),
-        "precision": precision,
-        "recall": recall,
-        "fscore_tau": float(tau),
-    }
+    return _two_sided(d_pred, _abs_cos(pred_n, n_at_gt), d_gt, _abs_cos(gt_n, n_at_pred), tau)
+
+
+def reference_metrics(pred_mesh, gt_points, gt_normals, gt_closest, n_points: int = 100_000, tau: float = 0.01,
+                      seed: int = 0, region=None) -> dict:
+    """``shape_metrics``' scores of ``pred_mesh`` against a reference surface known in closed form.
+
+    Args:
+        gt_points, gt_normals: [m, 3] points on the reference surface and its unit normals there
+            (e.g. the first hits of the cameras' rays: the surface that was seen).
+        gt_closest: points [n, 3] -> (distance [n] to the reference surface, unit normal [n, 3] at
+            the closest point on it).
+        region: points [n, 3] -> bool [n], the part of space scored (e.g. inside a camera's view);
+            samples of the prediction outside it are dropped. None: all of them.
+
+    Returns:
+        the dict of ``shape_metrics`` plus ``scored_fraction``, the share of the prediction's samples
+        inside ``region`` (``accuracy`` etc. are NaN when none is).
+    """
+    from .data.mesh import point_mesh_distance
+
+    pred_pts, pred_n = surface_samples(pred_mesh, n_points, seed)
+    keep = np.ones(len(pred_pts), bool) if region is None else np.asarray(region(pred_pts), bool)
+    pred_pts, pred_n = pred_pts[keep], pred_n[keep]
+    d_pred, n_at_gt = gt_closest(pred_pts) if len(pred_pts) else (np.full(1, np.nan), np.zeros((1, 3)))
+    d_gt, n_at_pred = point_mesh_distance(np.asarray(gt_points, np.float64), pred_mesh)
+    cos_pred = _abs_cos(pred_n, n_at_gt) if len(pred_pts) else np.full(1, np.nan)
+    out = _two_sided(d_pred, cos_pred, d_gt, _abs_cos(np.asarray(gt_normals, np.float64), n_at_pred), tau)
+    out["scored_fraction"] = float(keep.mean())
+    return out

@@ -285,3 +285,20 @@ def test_export_refuses_a_read_only_folder(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert "not writable" in err and len(err.splitlines()) == 1
     assert not any(tmp_path.iterdir())
+
+
+def test_tsdf_mesh_simplified_and_textured_from_the_field(sphere_run):
+    """--method tsdf --faces N --texture: at most N faces, still on the sphere, and the texture read at
+    every vertex's UV (nearest texel) is the field's colour there (sigmoid of the scene position)."""
+    pytest.importorskip("xatlas")
+    cfg = MeshConfig(method="tsdf", resolution=40, bbox=(-1, -1, -1, 1, 1, 1), frame="scene", faces=400, texture=True,
+                     texture_size=128)
+    mesh = mesh_from_run(sphere_run, cfg)
+    assert len(mesh.faces) <= 400
+    assert np.abs(np.linalg.norm(mesh.vertices, axis=-1) - RADIUS).max() < 2 * 2.0 / 40
+    image = np.asarray(mesh.visual.material.baseColorTexture.convert("RGB"), np.float64) / 255.0
+    uv = np.asarray(mesh.visual.uv)
+    col = np.clip((uv[:, 0] * 128).astype(int), 0, 127)
+    row = np.clip(((1.0 - uv[:, 1]) * 128).astype(int), 0, 127)
+    expected = 1.0 / (1.0 + np.exp(-np.asarray(mesh.vertices)))
+    assert np.abs(image[row, col] - expected).mean() < 0.01

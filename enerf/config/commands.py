@@ -53,6 +53,13 @@ class VideoConfig:
                               fields=("colormap",))
 
 
+def _positive(name: str, value: int) -> int:
+    """A flag that must be at least 1 where the field's default (0) means "off"."""
+    if value < 1:
+        raise ConfigError(f"{name} must be at least 1, got {value}", fields=(name,))
+    return value
+
+
 @config_class
 class MeshConfig:
     """``enerf mesh``: density grid, iso-level and clean-up."""
@@ -64,6 +71,11 @@ class MeshConfig:
     downscale: int = option(1, "tsdf: render the training views at 1/N of their size", lo=1)
     chunk: int = option(65536, "grid points per forward pass", lo=1)
     min_component: int = option(0, "drop connected components with fewer faces (0: keep all)", lo=0)
+    faces: int = option(0, "simplify to at most N faces (quadric decimation; default: keep all)", lo=0,
+                        from_flag=lambda n: _positive("faces", n))
+    texture: bool = option(False, "unwrap UVs (xatlas) and bake the field's colour into a texture image "
+                           "(--out .obj or .glb)")
+    texture_size: int = option(2048, "texture width and height in pixels", lo=64, hi=16384)
     bbox: tuple[float, ...] = option((), "xmin ymin zmin xmax ymax zmax in the field's coordinates (NDC for "
                                      "forward-facing scenes; default: from the scene; a field with --contraction: a cube around "
                                      "the point the cameras look at)")

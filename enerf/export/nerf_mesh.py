@@ -3,8 +3,11 @@
 
 ``enerf mesh --ckpt PATH`` queries the density ``sigma`` on a ``resolution``^3 grid (chunked),
 runs marching cubes at ``threshold`` (``enerf.export.isosurface``), keeps the connected
-components with at least ``min_component`` faces, colours every vertex with the radiance
-branch looking at it along its inverted normal, and writes ``.ply`` or ``.obj`` (trimesh).
+components with at least ``min_component`` faces, optionally simplifies to ``faces`` faces
+(``enerf.export.simplify``), colours every vertex with the radiance branch looking at it along
+its inverted normal, or with ``texture`` bakes that colour into a UV texture
+(``enerf.export.texture``), and writes ``.ply``, ``.obj`` or ``.glb``
+(``enerf.export.mesh_files``).
 
 The grid lives in the field's own coordinates. For NDC (forward-facing) scenes these are NDC
 coordinates (x, y in [-1, 1] across the reference frustum, z = -1 at the near plane and
@@ -30,15 +33,19 @@ from ..data.rays import ndc_to_world
 from ..data.scene import Scene
 from ..errors import ConfigError, EnerfError
 from ..loaded_run import LoadedRun, load_run
-from ..runfolder import check_output_file
-from .isosurface import isosurface, query_grid, save_mesh
+from .isosurface import isosurface, query_grid
+from .mesh_files import MESH_FORMATS, check_mesh_output, textured_mesh, write_mesh_files
+from .simplify import decimate
+from .texture import bake_texture, require_xatlas, unwrap
 
 __all__ = [
     "MESH_FORMATS",
     "default_bbox",
     "field_to_scene",
+    "scene_to_field",
     "keep_large_components",
     "extract_mesh",
+    "finish_mesh",
     "write_mesh",
     "mesh_from_run",
     "mesh_from_checkpoint",
@@ -46,7 +53,6 @@ __all__ = [
     "reverses_orientation",
 ]
 
-MESH_FORMATS = (".ply", ".obj")
 DensityFn = Callable[[Tensor], Tensor]  # points [n, 3] -> sigma [n]
 ColorFn = Callable[[Tensor, Tensor], Tensor]  # points [n, 3], unit dirs [n, 3] -> rgb [n, 3]
 PointMap = Callable[[np.ndarray], np.ndarray]  # [n, 3] -> [n, 3]
@@ -83,6 +89,19 @@ def field_to_scene(scene: Scene) -> PointMap:
     if not scene.use_ndc:
         return lambda p: p
     return lambda p: ndc_to_world(p, scene.height, scene.width, scene.focal, 1.0)
+
+
+def scene_to_field(scene: Scene) -> PointMap:
+    """Map the loader's scene space to field coordinates (the NDC warp of ``ndc_rays``, near 1)."""
+    if not scene.use_ndc:
+        return lambda p: p
+
+    def to_ndc(p: np.ndarray) -> np.ndarray:
+        x, y, z = p[..., 0], p[..., 1], p[..., 2]
+        return np.stack([-2.0 * scene.focal / scene.width * x / z, -2.0 * scene.focal / scene.height * y / z,
+                         1.0 + 2.0 / z], -1)
+
+    return to_ndc
 
 
 def keep_large_components(vertices: np.ndarray, faces: np.ndarray, min_faces: int) -> tuple[np.ndarray, np.ndarray]:
@@ -138,8 +157,10 @@ def extract_mesh(
     to_output: PointMap | None = None,
     device: torch.device | str = "cpu",
     progress: bool = False,
+    to_field: PointMap | None = None,
 ) -> trimesh.Trimesh:
-    """Isosurface ``density = cfg.threshold`` of a field, with per-vertex colours.
+    """Isosurface ``density = cfg.threshold`` of a field, simplified, coloured or textured
+    (``finish_mesh``).
 
     Args:
         density_fn, color_fn: the field's callables in field coordinates; ``color_fn`` gets
@@ -148,9 +169,11 @@ def extract_mesh(
         to_scene: field coordinates -> scene space (identity by default; inverse NDC).
         to_output: scene space -> the coordinates written (identity by default).
         progress: a bar over the density grid's points (``enerf.progress``; on a terminal).
+        to_field: scene space -> field coordinates (the inverse of ``to_scene``), needed to colour
+            the new vertices of ``cfg.faces`` and the texels of ``cfg.texture`` when ``to_scene`` is given.
 
     Returns:
-        trimesh.Trimesh with outward-wound faces and RGBA uint8 vertex colours.
+        trimesh.Trimesh with outward-wound faces and RGBA uint8 vertex colours, or a UV texture.
     """
     values = query_grid(density_fn, bbox_min, bbox_max, cfg.resolution, cfg.chunk, device, progress,
                         desc=f"density {cfg.resolution}^3")
@@ -167,26 +190,71 @@ def extract_mesh(
             faces = np.ascontiguousarray(faces[:, ::-1])
     else:
         verts_scene = verts_field
-    mesh = trimesh.Trimesh(verts_scene, faces, process=False)
-    if color_fn is not None:
-        rgb = _colors(color_fn, verts_field, -np.asarray(mesh.vertex_normals), cfg.chunk, device)
+    if to_field is None and to_scene is not None and (cfg.faces or cfg.texture):
+        raise ValueError("extract_mesh: to_field is needed with to_scene to colour new vertices or texels")
+    return finish_mesh(verts_scene, faces, color_fn, cfg, to_field, to_output, device, progress,
+                       field_points=verts_field)
+
+
+def finish_mesh(
+    vertices: np.ndarray,
+    faces: np.ndarray,
+    color_fn: ColorFn | None,
+    cfg: MeshConfig,
+    to_field: PointMap | None = None,
+    to_output: PointMap | None = None,
+    device: torch.device | str = "cpu",
+    progress: bool = False,
+    field_points: np.ndarray | None = None,
+) -> trimesh.Trimesh:
+    """Simplify (``cfg.faces``), colour the vertices or bake a texture (``cfg.texture``), and map
+    to the output frame: what every surface extractor's mesh goes through.
+
+    Args:
+        vertices: [V, 3] scene space; faces: [F, 3] wound outwards.
+        color_fn: points in field coordinates [n, 3], unit scene-space directions [n, 3] -> rgb;
+            None: no colour (a texture is then not possible).
+        to_field: scene space -> field coordinates (identity when None).
+        field_points: [V, 3] the vertices in field coordinates if already known (exact; used
+            while the vertices are unchanged).
+
+    Returns:
+        trimesh.Trimesh in the output frame: RGBA uint8 vertex colours, or a UV texture
+        (``mesh_files.textured_mesh``) when ``cfg.texture``.
+    """
+    vertices, faces = np.asarray(vertices, np.float64), np.asarray(faces, np.int64)
+    field_fn = to_field if to_field is not None else (lambda p: p)
+    if cfg.faces and len(faces) > cfg.faces:
+        vertices, faces = decimate(vertices, faces, cfg.faces)
+        field_points = None
+    mesh = trimesh.Trimesh(vertices, faces, process=False)
+    normals = np.asarray(mesh.vertex_normals)
+    if color_fn is not None and cfg.texture:
+        index, faces, uv = unwrap(vertices, faces, cfg.texture_size)
+
+        def color_at(points: np.ndarray, dirs: np.ndarray) -> np.ndarray:
+            return _colors(color_fn, field_fn(points), dirs, cfg.chunk, device)
+
+        image = bake_texture(vertices[index], normals[index], faces, uv, color_at, cfg.texture_size,
+                             chunk=cfg.chunk, progress=progress)
+        mesh = textured_mesh(vertices[index], faces, uv, image)
+    elif color_fn is not None:
+        points = field_points if field_points is not None else field_fn(vertices)
+        rgb = _colors(color_fn, points, -normals, cfg.chunk, device)
         alpha = np.ones((len(rgb), 1))
         mesh.visual.vertex_colors = (np.concatenate([rgb, alpha], 1) * 255.0 + 0.5).astype(np.uint8)
     if to_output is not None:
-        colors = mesh.visual.vertex_colors.copy() if color_fn is not None else None
-        if reverses_orientation(to_output, verts_scene[0]):
-            faces = np.ascontiguousarray(faces[:, ::-1])
-        mesh = trimesh.Trimesh(to_output(verts_scene), faces, vertex_colors=colors, process=False)
+        flip = reverses_orientation(to_output, vertices[0])
+        mesh.vertices = to_output(np.asarray(mesh.vertices))
+        if flip:
+            mesh.faces = np.ascontiguousarray(np.asarray(mesh.faces)[:, ::-1])
     return mesh
 
 
-def write_mesh(mesh: trimesh.Trimesh, path: Path) -> None:
-    """Write ``.ply`` (binary) or ``.obj`` (with vertex colours) atomically."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in MESH_FORMATS:
-        raise ConfigError(f"{path}: mesh format {suffix or '(none)'} is not one of {', '.join(MESH_FORMATS)}")
-    save_mesh(path, mesh)
+def write_mesh(mesh: trimesh.Trimesh, path: Path) -> list[Path]:
+    """Write ``.ply`` (binary), ``.obj`` (vertex colours, or .mtl + .png) or ``.glb`` atomically;
+    returns the files written (``mesh_files.write_mesh_files``)."""
+    return write_mesh_files(mesh, Path(path))
 
 
 def _similarity(matrix: np.ndarray) -> PointMap:
@@ -201,10 +269,7 @@ def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> tr
     lo, hi = (np.asarray(cfg.bbox[:3]), np.asarray(cfg.bbox[3:])) if cfg.bbox else default_bbox(scene, unbounded)
     if scene.use_ndc and hi[2] >= 1.0:
         raise ConfigError(f"bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)", ("bbox",))
-    if cfg.method == "tsdf":
-        from .tsdf import tsdf_mesh
-
-        return tsdf_mesh(run, lo, hi, cfg, _similarity(scene.scene_to_world) if cfg.frame == "world" else None, progress)
+    to_output = _similarity(scene.scene_to_world) if cfg.frame == "world" else None
     field = run.models.get(cfg.field) or run.models["coarse"]
 
     def density_fn(points: Tensor) -> Tensor:
@@ -213,10 +278,16 @@ def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> tr
     def color_fn(points: Tensor, dirs: Tensor) -> Tensor:
         return field(points, dirs)[0]
 
+    if cfg.method == "tsdf":
+        from .tsdf import tsdf_mesh, tsdf_surface
+
+        if not (cfg.faces or cfg.texture):  # the fused colours of the views
+            return tsdf_mesh(run, lo, hi, cfg, to_output, progress)
+        verts, faces, _ = tsdf_surface(run, lo, hi, cfg, progress)  # simplified / textured: colours from the field
+        return finish_mesh(verts, faces, color_fn, cfg, scene_to_field(scene), to_output, run.device, progress)
     return extract_mesh(
-        density_fn, color_fn, lo, hi, cfg, to_scene=field_to_scene(scene),
-        to_output=_similarity(scene.scene_to_world) if cfg.frame == "world" else None, device=run.device,
-        progress=progress,
+        density_fn, color_fn, lo, hi, cfg, to_scene=field_to_scene(scene), to_output=to_output, device=run.device,
+        progress=progress, to_field=scene_to_field(scene),
     )
 
 
@@ -225,14 +296,16 @@ def mesh_from_checkpoint(
     device_name: str | None = None, progress: bool = True, datadir: str | Path | None = None,
 ) -> tuple[trimesh.Trimesh, Path, LoadedRun]:
     """``enerf mesh``: load (``datadir``: the scene folder instead of the recorded one), extract (a
-    bar over the density grid on a terminal), write ``out`` (default ``<run>/mesh.ply``)."""
-    if out is not None and Path(out).suffix.lower() not in MESH_FORMATS:
-        raise ConfigError(f"--out {out}: mesh format must be one of {', '.join(MESH_FORMATS)}")
+    bar over the density grid on a terminal), write ``out`` (default ``<run>/mesh.ply``,
+    ``<run>/mesh.glb`` with a texture). Bad output paths and a missing xatlas are refused before
+    any work."""
     if out is not None:
-        check_output_file(out, "--out")
+        check_mesh_output(out, cfg.texture)
+    if cfg.texture:
+        require_xatlas()
     run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
-    path = Path(out) if out else run.folder / "mesh.ply"
-    check_output_file(path, "--out")
+    path = Path(out) if out else run.folder / ("mesh.glb" if cfg.texture else "mesh.ply")
+    check_mesh_output(path, cfg.texture)
     mesh = mesh_from_run(run, cfg, progress)
     write_mesh(mesh, path)
     return mesh, path, run
