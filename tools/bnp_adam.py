@@ -171,13 +171,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sgd_lrate", type=float, default=0.01, help="learning rate of the probed SGD run")
     parser.add_argument("--train", action="store_true", help="also train {none, bnp} x {adam, sgd} and score them")
+    parser.add_argument("--skip_probes", action="store_true", help="keep the task's recorded probes, only --train")
     parser.add_argument("--sgd_lrates", type=float, nargs="+", default=[0.001, 0.01, 0.1])
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "bnp_adam.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     base = ["--seed", str(args.seed), "--iters", str(args.steps)]
-    result: dict = {"probes": {}, "training": {}}
-    for opt, lr in (("adam", None), ("sgd", args.sgd_lrate)):
+    out_path = Path(args.out)
+    record = json.loads(out_path.read_text()) if out_path.is_file() else {}
+    earlier = record.get(args.task, {})
+    result: dict = {"probes": earlier.get("probes", {}) if args.skip_probes else {}, "training": {}}
+    if args.skip_probes:
+        result["probes_command"] = earlier.get("probes_command", earlier.get("command"))
+    for opt, lr in () if args.skip_probes else (("adam", None), ("sgd", args.sgd_lrate)):
         flags = [*base, "--precond", "bnp", "--optimizer", opt] + (["--lrate", str(lr)] if lr else [])
         task = make_task(args.task, flags)
         probe = Probe(task.optimizer)
@@ -202,8 +208,6 @@ def main(argv: list[str] | None = None) -> int:
                 key = f"{precond}+{opt}" + (f"@{lr:g}" if lr else "")
                 result["training"][key] = {"flags": flags, "psnr" if args.task == "demo" else "iou": score}
                 print(f"{args.task} {key}: {score:.4f}", flush=True)
-    out_path = Path(args.out)
-    record = json.loads(out_path.read_text()) if out_path.is_file() else {}
     record["what"] = ("BNP's transform split into centring and scaling; cosine and norm ratio of the updates the run's "
                       "optimizer (shadow state) would take with the full transform vs centring only / scaling only / "
                       "plain gradients, median and 5th-95th percentiles over steps; and final scores of {none, bnp} x "

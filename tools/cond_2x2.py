@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setting", nargs="+", required=True, help="NAME=compare output folder")
     parser.add_argument("--command", nargs="*", default=[], help="NAME=the enerf compare command that made it")
     parser.add_argument("--from_record", nargs="*", default=[], help="NAME=earlier record with its none / row runs")
+    parser.add_argument("--plot", default="", help="NAME=PNG: the four cells' curves of that setting (seeds in all cells)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "conditioning_2x2.json"))
     args = parser.parse_args(argv)
     commands = dict(item.split("=", 1) for item in args.command)
@@ -136,15 +137,55 @@ def main(argv: list[str] | None = None) -> int:
         sources = {m: folder for m, runs in found.items() if runs}
         if name in earlier:
             sources.update(add_from_record(found, Path(earlier[name]), name))
+        common = set.intersection(*[set(runs) for runs in found.values()]) if all(found.values()) else set()
         record[name] = {"command": commands.get(name, ""), "folder": folder, "cell_sources": sources,
-                        "load_1min_at_record": os.getloadavg()[0], **summarize(found)}
+                        "load_1min_at_record": os.getloadavg()[0], **summarize(found),
+                        "common_seeds": sorted(common),
+                        "cells_common_seeds": {m: cell_summary({s: r[s] for s in common}) for m, r in found.items()}}
         for cname, c in record[name]["contrasts_psnr_db"].items():
             ci = c.get("ci95")
             text = f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "(fewer than two seeds: no interval)"
             mean = "n/a" if c["mean"] is None else f"{c['mean']:+.2f} dB"
             print(f"{name} {cname} ({c['of']}, seeds {c['seeds']}): {mean} {text}")
     atomic_write_json(out_path, record)
+    if args.plot:
+        name, png = args.plot.split("=", 1)
+        plot_cells(record[name], Path(png), name)
     return 0
+
+
+def plot_cells(setting: dict, png: Path, name: str) -> None:
+    """Training-batch and periodic held-out PSNR against step, one line per cell (means over the
+    seeds that every cell has)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    styles = {"none": ("tab:blue", "-"), "none~equilibrated": ("tab:blue", "--"),
+              "row": ("tab:red", "-"), "row~vanilla": ("tab:red", "--")}
+    for mode, cell in setting["cells_common_seeds"].items():
+        if not cell.get("curve"):
+            continue
+        colour, line = styles[mode]
+        steps = [c["step"] for c in cell["curve"]]
+        label = f"{mode} ({cell['n_seeds']} seed{'s' if cell['n_seeds'] > 1 else ''})"
+        axes[0].plot(steps, [c["train_psnr_mean"] for c in cell["curve"]], line, color=colour, marker="o", label=label)
+        axes[1].plot(steps, [c["psnr_mean"] for c in cell["curve"]], line, color=colour, marker="o", label=label)
+    axes[0].set_title(f"{name}: training-batch PSNR")
+    axes[1].set_title(f"{name}: held-out PSNR (periodic: first view; last: all)")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.set_ylabel("PSNR (dB)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    tmp = png.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(png)
 
 
 if __name__ == "__main__":
