@@ -60,15 +60,25 @@ def paired(diffs: list[float]) -> dict:
     return out
 
 
-def read_setting(folder: Path) -> dict:
-    """{mode: {seed: metrics}} of the finished runs under ``folder``/runs."""
+def read_setting(folder: Path, partial: bool = False) -> dict:
+    """{mode: {seed: metrics}} of the finished runs under ``folder``/runs; with ``partial`` also the
+    unfinished ones, from their last checkpoint: ``{"psnr": None, "steps": step reached, "history":
+    the periodic evaluations so far, "unfinished": True}``."""
     found: dict = {m: {} for m in CELLS}
     for record in sorted((folder / "runs").glob("*/compare_run.json")):
         info = json.loads(record.read_text())
         metrics = record.parent / "metrics.json"
         mode, seed = info["signature"]["mode"], info["signature"]["seed"]
-        if mode in found and info.get("status") == "done" and metrics.is_file():
+        if mode not in found:
+            continue
+        if info.get("status") == "done" and metrics.is_file():
             found[mode][seed] = json.loads(metrics.read_text())
+        elif partial and (record.parent / "checkpoints" / "latest.pt").is_file():
+            import torch
+
+            payload = torch.load(record.parent / "checkpoints" / "latest.pt", map_location="cpu", weights_only=False)
+            found[mode][seed] = {"psnr": None, "ssim": None, "steps": payload["step"], "unfinished": True,
+                                 "history": payload["extra"].get("history", [])}
     return found
 
 
@@ -96,11 +106,14 @@ def cell_summary(runs: dict) -> dict:
         rows = [h for m in runs.values() for h in m["history"] if h["step"] == step]
         train = [h["train_psnr"] for h in rows if h.get("train_psnr") is not None]
         held = [h["psnr"] for h in rows if h.get("psnr") is not None]
-        curve.append({"step": step, "train_psnr_mean": float(np.mean(train)), "psnr_mean": float(np.mean(held)),
-                      "n": len(rows)})
+        if len(rows) == len(runs):  # only steps every run of the cell reached
+            curve.append({"step": step, "train_psnr_mean": float(np.mean(train)), "psnr_mean": float(np.mean(held)),
+                          "n": len(rows)})
     first = next(iter(runs.values()))
+    finals = [m["psnr"] for m in runs.values() if m["psnr"] is not None]
     return {"n_seeds": len(runs), "psnr_per_seed": {str(s): m["psnr"] for s, m in sorted(runs.items())},
-            "psnr_mean": float(np.mean([m["psnr"] for m in runs.values()])),
+            "psnr_mean": float(np.mean(finals)) if len(finals) == len(runs) else None,
+            "unfinished_at_step": {str(s): m["steps"] for s, m in sorted(runs.items()) if m.get("unfinished")},
             "ssim_per_seed": {str(s): m["ssim"] for s, m in sorted(runs.items())},
             "ssim_window": first.get("ssim_window", "uniform 7x7, sample covariance"),
             "steps": sorted({m["steps"] for m in runs.values()}), "curve": curve}
@@ -109,7 +122,8 @@ def cell_summary(runs: dict) -> dict:
 def summarize(found: dict) -> dict:
     contrasts = {}
     for name, (a, b) in CONTRASTS.items():
-        seeds = sorted(set(found[a]) & set(found[b]))
+        seeds = sorted(s for s in set(found[a]) & set(found[b])
+                       if found[a][s]["psnr"] is not None and found[b][s]["psnr"] is not None)
         contrasts[name] = {"of": f"{a} - {b}", "seeds": seeds,
                            **paired([found[a][s]["psnr"] - found[b][s]["psnr"] for s in seeds])}
     return {"cells": {mode: cell_summary(runs) for mode, runs in found.items()}, "contrasts_psnr_db": contrasts}
@@ -121,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--command", nargs="*", default=[], help="NAME=the enerf compare command that made it")
     parser.add_argument("--from_record", nargs="*", default=[], help="NAME=earlier record with its none / row runs")
     parser.add_argument("--plot", default="", help="NAME=PNG: the four cells' curves of that setting (seeds in all cells)")
+    parser.add_argument("--partial", action="store_true",
+                        help="also read unfinished runs (their periodic evaluations so far, from the last checkpoint)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "conditioning_2x2.json"))
     args = parser.parse_args(argv)
     commands = dict(item.split("=", 1) for item in args.command)
@@ -133,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                       "seeds)")
     for item in args.setting:
         name, folder = item.split("=", 1)
-        found = read_setting(Path(folder))
+        found = read_setting(Path(folder), args.partial)
         sources = {m: folder for m, runs in found.items() if runs}
         if name in earlier:
             sources.update(add_from_record(found, Path(earlier[name]), name))
@@ -163,16 +179,21 @@ def plot_cells(setting: dict, png: Path, name: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    steps_common = None
+    for cell in setting["cells_common_seeds"].values():
+        steps = {c["step"] for c in cell.get("curve", [])}
+        steps_common = steps if steps_common is None else steps_common & steps
     styles = {"none": ("tab:blue", "-"), "none~equilibrated": ("tab:blue", "--"),
               "row": ("tab:red", "-"), "row~vanilla": ("tab:red", "--")}
     for mode, cell in setting["cells_common_seeds"].items():
         if not cell.get("curve"):
             continue
         colour, line = styles[mode]
-        steps = [c["step"] for c in cell["curve"]]
+        curve = [c for c in cell["curve"] if c["step"] in steps_common]
+        steps = [c["step"] for c in curve]
         label = f"{mode} ({cell['n_seeds']} seed{'s' if cell['n_seeds'] > 1 else ''})"
-        axes[0].plot(steps, [c["train_psnr_mean"] for c in cell["curve"]], line, color=colour, marker="o", label=label)
-        axes[1].plot(steps, [c["psnr_mean"] for c in cell["curve"]], line, color=colour, marker="o", label=label)
+        axes[0].plot(steps, [c["train_psnr_mean"] for c in curve], line, color=colour, marker="o", label=label)
+        axes[1].plot(steps, [c["psnr_mean"] for c in curve], line, color=colour, marker="o", label=label)
     axes[0].set_title(f"{name}: training-batch PSNR")
     axes[1].set_title(f"{name}: held-out PSNR (periodic: first view; last: all)")
     for ax in axes:
