@@ -1,4 +1,5 @@
-"""Image metrics: PSNR, SSIM (scikit-image) and LPIPS (the ``lpips`` package, AlexNet trunk).
+"""Image metrics: PSNR, SSIM (scikit-image, the field's 11x11 Gaussian window) and LPIPS (the
+``lpips`` package, AlexNet trunk).
 
 Images are ``[H, W, 3]`` arrays or tensors in [0, 1]; the data range is 1.
 
@@ -26,6 +27,7 @@ __all__ = [
     "psnr",
     "mse_to_psnr",
     "ssim",
+    "SSIM_WINDOW",
     "LpipsMetric",
     "make_lpips",
     "alexnet_weights_path",
@@ -67,12 +69,25 @@ def psnr(pred, gt) -> float:
     return mse_to_psnr(np.mean((pred - gt) ** 2))
 
 
+# How ``ssim`` weighs each pixel's neighbourhood (metrics.json records it beside the value).
+SSIM_WINDOW = "gaussian 11x11, sigma 1.5"
+
+
 def ssim(pred, gt) -> float:
-    """Mean SSIM over pixels and channels: scikit-image's ``structural_similarity`` with its
-    defaults (7x7 uniform window, sample covariance, K1=0.01, K2=0.03), data range 1."""
+    """Mean SSIM over pixels and channels, as NeRF papers, mip-NeRF 360 and nerfstudio
+    (torchmetrics) report it: an 11 x 11 Gaussian window with σ = 1.5, population (biased)
+    statistics, K1 = 0.01, K2 = 0.03, data range 1 (scikit-image's ``structural_similarity`` with
+    ``gaussian_weights=True, sigma=1.5, use_sample_covariance=False``; the mean skips the 5-pixel
+    border where the window does not fit). An image under 11 px on a side keeps the same filter
+    (edges reflected) and a border crop that fits: (s - 1) // 2 pixels for an odd side s, one more
+    for an even one (torchmetrics refuses such images).
+    scikit-image's defaults (a 7 x 7 uniform window, sample covariance) give other numbers."""
     pred, gt = _to_numpy(pred), _to_numpy(gt)
     _check_pair(pred, gt)
-    return float(structural_similarity(pred, gt, channel_axis=-1, data_range=1.0))
+    side = min(pred.shape[:2])
+    crop = {} if side >= 11 else {"win_size": side if side % 2 else side - 1}
+    return float(structural_similarity(pred, gt, channel_axis=-1, data_range=1.0, gaussian_weights=True,
+                                       sigma=1.5, use_sample_covariance=False, **crop))
 
 
 def alexnet_weights_path() -> Path:

@@ -259,3 +259,79 @@ def test_column_statistics_match_numpy():
     np.testing.assert_allclose(var.numpy(), x.var(axis=0), rtol=1e-9)
     var32, mean32 = _column_var_mean(torch.from_numpy(x).float())
     np.testing.assert_allclose(var32.numpy(), x.var(axis=0), rtol=2e-3)
+
+
+def _bnp_step(optimizer: str, steps: int = 1, momentum: float = 0.9, lr: float = 0.1):
+    """A 12 -> 3 layer trained ``steps`` steps with BNP under ``optimizer``; returns (layer, data)."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(12, 3).double()
+    opt = build_optimizer(layer, lr=lr, precond="bnp", optimizer=optimizer, momentum=momentum)
+    rng = np.random.default_rng(3)
+    h = torch.from_numpy(rng.normal(size=(8, 12)) * rng.uniform(0.1, 5, size=12) + rng.normal(size=12) * 2)
+    for _ in range(steps):
+        opt.zero_grad()
+        (layer(h) ** 3).sum().backward()
+        opt.step()
+    return layer, h.numpy()
+
+
+def test_sgd_momentum_step_applies_eq15_as_bnp_paper():
+    """SGD (the BNP paper's optimiser): two heavy-ball steps of the eq. (15) gradients, in numpy."""
+    torch.manual_seed(0)
+    w0 = torch.nn.Linear(12, 3).double()
+    w, b = w0.weight.detach().numpy().copy(), w0.bias.detach().numpy().copy()
+    layer, h = _bnp_step("sgd", steps=2, momentum=0.9, lr=0.01)
+    mu, var, buf_w, buf_b = np.zeros(12), np.ones(12), 0.0, 0.0
+    for _ in range(2):
+        y = h @ w.T + b
+        gy = 3 * y**2
+        gw, gb = gy.T @ h, gy.sum(axis=0)
+        mu, var = 0.99 * mu + 0.01 * h.mean(axis=0), 0.99 * var + 0.01 * h.var(axis=0)
+        nw, nb = eq15(gw, gb, mu, var + 1e-2 * var.max() + 1e-4, 12 / 8)
+        buf_w, buf_b = 0.9 * buf_w + nw, 0.9 * buf_b + nb
+        w, b = w - 0.01 * buf_w, b - 0.01 * buf_b
+    np.testing.assert_allclose(layer.weight.detach().numpy(), w, rtol=1e-9)
+    np.testing.assert_allclose(layer.bias.detach().numpy(), b, rtol=1e-9)
+
+
+def test_adam_first_step_cancels_bnp_scaling_sgd_does_not():
+    """Adam's first update is lr · g / (|g| + eps) per coordinate: BNP's positive per-input factor
+    1/(q² σ̃²) cancels and only the centring's change of sign pattern remains; under SGD it stays."""
+    def update(optimizer, transform):
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(12, 3).double()
+        before = layer.weight.detach().clone()
+        opt = build_optimizer(layer, lr=0.1, optimizer=optimizer, momentum=0.0)
+        rng = np.random.default_rng(3)
+        h = torch.from_numpy(rng.normal(size=(8, 12)) * rng.uniform(0.1, 5, size=12) + rng.normal(size=12) * 2)
+        opt.zero_grad()
+        (layer(h) ** 3).sum().backward()
+        mu = 0.01 * h.mean(0)
+        var = 0.99 + 0.01 * h.var(0, unbiased=False)
+        vt = var + 1e-2 * var.max() + 1e-4
+        q2 = 12 / 8
+        if transform == "centring":
+            vt, q2 = torch.ones_like(vt), 1.0
+        nw, nb = bnp_linear_transform(layer.weight.grad, layer.bias.grad, mu, vt, q2)
+        layer.weight.grad.copy_(nw)
+        layer.bias.grad.copy_(nb)
+        opt.step()
+        return (layer.weight.detach() - before).numpy()
+
+    adam_full, adam_centring = update("adam", "full"), update("adam", "centring")
+    np.testing.assert_allclose(adam_full, adam_centring, rtol=1e-6)
+    sgd_full, sgd_centring = update("sgd", "full"), update("sgd", "centring")
+    assert np.abs(sgd_full / sgd_centring - 1).max() > 0.1  # the scaling survives plain SGD
+
+
+def test_precond_bnp_under_adam_says_what_survives(capsys):
+    from enerf.config import ShapeTrainConfig
+    from enerf.train.state import optimizer_from_config
+
+    layer = torch.nn.Linear(3, 2)
+    optimizer_from_config(layer, ShapeTrainConfig(precond="bnp"))
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cancels" in err and "centring" in err
+    optimizer_from_config(layer, ShapeTrainConfig(precond="bnp", optimizer="sgd"))
+    optimizer_from_config(layer, ShapeTrainConfig(precond="none"))
+    assert capsys.readouterr().err == ""

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
-from skimage.metrics import peak_signal_noise_ratio
+from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from enerf.errors import DataError
 from enerf.metrics import (
@@ -27,19 +27,21 @@ def _pair(h=24, w=20, noise=0.1, seed=0):
     return pred, gt
 
 
-def _ssim_numpy(x, y, win=7, k1=0.01, k2=0.03):
-    """SSIM with a win x win uniform window, sample covariance, valid windows only, mean over channels."""
+def _ssim_numpy(x, y, win=11, sigma=1.5, k1=0.01, k2=0.03):
+    """SSIM as Wang et al. 2004 and torchmetrics compute it: a win x win Gaussian window (σ = 1.5,
+    weights summing to 1), population statistics, valid windows only, mean over channels."""
     c1, c2 = k1**2, k2**2
-    n = win * win
+    t = np.arange(win) - (win - 1) / 2
+    g = np.exp(-(t**2) / (2 * sigma**2))
+    w = np.outer(g, g) / np.outer(g, g).sum()
     scores = []
     for ch in range(x.shape[-1]):
         wx = sliding_window_view(x[..., ch], (win, win))
         wy = sliding_window_view(y[..., ch], (win, win))
-        mx, my = wx.mean(axis=(-1, -2)), wy.mean(axis=(-1, -2))
-        dx, dy = wx - mx[..., None, None], wy - my[..., None, None]
-        vx = (dx**2).sum(axis=(-1, -2)) / (n - 1)
-        vy = (dy**2).sum(axis=(-1, -2)) / (n - 1)
-        cov = (dx * dy).sum(axis=(-1, -2)) / (n - 1)
+        mx, my = (wx * w).sum(axis=(-1, -2)), (wy * w).sum(axis=(-1, -2))
+        vx = (wx**2 * w).sum(axis=(-1, -2)) - mx**2
+        vy = (wy**2 * w).sum(axis=(-1, -2)) - my**2
+        cov = (wx * wy * w).sum(axis=(-1, -2)) - mx * my
         s = ((2 * mx * my + c1) * (2 * cov + c2)) / ((mx**2 + my**2 + c1) * (vx + vy + c2))
         scores.append(s.mean())
     return float(np.mean(scores))
@@ -61,7 +63,27 @@ def test_ssim_matches_numpy_implementation():
     assert ssim(gt, gt) == pytest.approx(1.0)
     assert ssim(pred, gt) == pytest.approx(_ssim_numpy(pred, gt), rel=1e-9)
     assert ssim(pred, gt) < 0.99
+    # not scikit-image's default (7 x 7 uniform window, sample covariance)
+    default = structural_similarity(pred, gt, channel_axis=-1, data_range=1.0)
+    assert abs(ssim(pred, gt) - default) > 1e-3
     assert ssim(torch.from_numpy(pred), torch.from_numpy(gt)) == pytest.approx(ssim(pred, gt))
+
+
+def test_ssim_of_images_smaller_than_the_window():
+    """Under 11 px: the same 11-tap Gaussian (scipy, reflected edges), mean over the central crop."""
+    from scipy.ndimage import gaussian_filter
+
+    pred, gt = _pair(h=9, w=14, noise=0.2)
+    c1, c2 = 0.01**2, 0.03**2
+    scores = []
+    for ch in range(3):
+        x, y = pred[..., ch], gt[..., ch]
+        f = lambda a: gaussian_filter(a, 1.5, mode="reflect", truncate=3.5)  # noqa: E731
+        mx, my = f(x), f(y)
+        vx, vy, cov = f(x * x) - mx**2, f(y * y) - my**2, f(x * y) - mx * my
+        s = ((2 * mx * my + c1) * (2 * cov + c2)) / ((mx**2 + my**2 + c1) * (vx + vy + c2))
+        scores.append(s[4:-4, 4:-4].mean())  # side 9: crop (9 - 1) // 2 = 4
+    assert ssim(pred, gt) == pytest.approx(float(np.mean(scores)), rel=1e-9)
 
 
 def test_lpips_reports_missing_weights_without_download(monkeypatch, tmp_path):

@@ -24,14 +24,16 @@ class Metric:
 
 @dataclass(frozen=True)
 class ModeSpec:
-    """One column of the comparison: ``COND[+PRECOND][:LAYERS][*LR]`` (e.g. ``row``, ``row+bnp``,
-    ``row:all``, ``row*2``: row at twice the config's learning rates)."""
+    """One column of the comparison: ``COND[+PRECOND][:LAYERS][~INIT][*LR]`` (e.g. ``row``, ``row+bnp``,
+    ``row:all``, ``none~equilibrated``: plain training from row's step-0 weights, ``row*2``: row at
+    twice the config's learning rates)."""
 
     spec: str
     conditioning: str
     precond: str = ""
     layers: str = ""
     lr_scale: str = ""
+    init_weights: str = ""
 
     @property
     def label(self) -> str:
@@ -44,6 +46,8 @@ class ModeSpec:
             out += ["--precond", self.precond]
         if self.layers:
             out += ["--conditioned_layers", self.layers]
+        if self.init_weights:
+            out += ["--init_weights", self.init_weights]
         if self.lr_scale:
             out += ["--lrate_scale", self.lr_scale]
         return out
@@ -52,8 +56,12 @@ class ModeSpec:
 def parse_mode(spec: str, known_conditioning: tuple[str, ...] = (), known_precond: tuple[str, ...] = (),
                lr_scales: bool = False) -> ModeSpec:
     """Parse ``A``, ``A+B``, ``A:L`` or ``A+B:L`` (conditioning A, preconditioner B, layers L), each
-    optionally followed by ``*S``: learning rates times S (only where ``lr_scales``: NeRF runs)."""
+    optionally followed by ``~I`` (``--init_weights I``) and by ``*S``: learning rates times S (only
+    where ``lr_scales``: NeRF runs)."""
     body, star, scale = spec.partition("*")
+    body, tilde, init = body.partition("~")
+    if tilde and init not in ("native", "equilibrated", "vanilla"):
+        raise ConfigError(f"--modes entry {spec!r}: the initial weights after '~' are native, equilibrated or vanilla")
     if star:
         if not lr_scales:
             raise ConfigError(f"--modes entry {spec!r}: a learning-rate factor (*S) is only for --task nerf")
@@ -71,7 +79,7 @@ def parse_mode(spec: str, known_conditioning: tuple[str, ...] = (), known_precon
         raise ConfigError(f"--modes entry {spec!r}: conditioning {cond!r} is not one of {', '.join(known_conditioning)}")
     if precond and known_precond and precond not in known_precond:
         raise ConfigError(f"--modes entry {spec!r}: preconditioner {precond!r} is not one of {', '.join(known_precond)}")
-    return ModeSpec(spec, cond, precond, layers, scale)
+    return ModeSpec(spec, cond, precond, layers, scale, init)
 
 
 @dataclass(frozen=True)

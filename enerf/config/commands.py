@@ -95,8 +95,9 @@ class CompareConfig:
 
     task: TaskName = option("nerf", "nerf (enerf train) or shape (enerf shape train)")
     scenes: tuple[str, ...] = option(("demo",), "scene names or folders (nerf), mesh names (shape)")
-    modes: tuple[str, ...] = option(("none", "row"), "COND, COND+PRECOND or COND:LAYERS, each optionally *S "
-                                    "(learning rates times S), e.g. none row rowcol row+bnp row:all row*2")
+    modes: tuple[str, ...] = option(("none", "row"), "COND, COND+PRECOND or COND:LAYERS, each optionally ~I "
+                                    "(--init_weights I) and *S (learning rates times S), e.g. none row rowcol "
+                                    "row+bnp row:all none~equilibrated row~vanilla row*2")
     seeds: tuple[int, ...] = option((0, 1, 2), "seeds of every scene and mode", lo=0, hi=MAX_SEED)
     jobs: int = option(1, "runs at once (each gets cores // jobs threads)", lo=1, hi=256)
     out: str = option("runs/compare", "output folder")

@@ -17,16 +17,18 @@ from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, c
 
 __all__ = ["RunFolderConfig", "ConditioningConfig", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
-           "DECAY_SPACES", "DEVICES", "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
+           "DECAY_SPACES", "OPTIMIZERS", "DEVICES", "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
 
 # The choices of the config's string fields (each field is annotated with its Literal).
 DatasetType = Literal["auto", "llff", "blender", "nerfstudio"]  # enerf.data.loaders.LOADERS
 SceneKind = Literal["auto", "forward", "walkaround"]  # enerf.data.scene_kind: what the cameras show
 Encoding = Literal["frequency", "triplane"]  # enerf.fields.nerf: how positions enter the MLP
 ContractionKind = Literal["none", "mipnerf360", "linf"]  # enerf.nn.contraction: unbounded scenes
-Conditioning = Literal["none", "row", "col", "rowcol", "wn", "ws"]  # enerf.nn.conditioning.CONDITIONERS
+Conditioning = Literal["none", "row", "col", "rowcol", "rowcol_indep", "wn", "ws"]  # enerf.nn.conditioning.CONDITIONERS
 RendererName = Literal["auto", "nerfacc", "torch_grid", "hierarchical", "proposal"]  # enerf.render.build
+InitWeights = Literal["native", "equilibrated", "vanilla"]  # enerf.nn.conditioners.INIT_WEIGHTS
 Precond = Literal["none", "bnp"]  # gradient preconditioners (enerf.optim)
+OptimizerName = Literal["adam", "sgd"]  # enerf.optim.build_optimizer
 DecaySpace = Literal["p", "z"]  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
 Device = Literal["auto", "cpu", "cuda"]
 # after training: none, auto (enerf.data.camera_paths.default_path) or one of enerf render's --path names
@@ -34,6 +36,7 @@ FinalVideo = Literal["none", "auto", "spiral", "orbit", "test", "train", "interp
 DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SPACES, DEVICES, CONTRACTIONS = (
     get_args(t) for t in (DatasetType, Encoding, Conditioning, RendererName, Precond, DecaySpace, Device,
                           ContractionKind))
+OPTIMIZERS = get_args(OptimizerName)
 SCENE_KINDS = get_args(SceneKind)
 
 # nerf-pytorch config keys read under another name here (key -> field).
@@ -83,12 +86,22 @@ class ConditioningConfig:
     ``FieldConfig`` and ``ShapeFieldConfig`` (its fields come first)."""
 
     conditioning: Conditioning = option("none", "weight conditioning of the linear layers: none (vanilla), E-NeRF's "
-                                        "row / col / rowcol, wn (weight normalization) or ws (weight standardization)")
+                                        "row / col / rowcol (column norms of E_r W) / rowcol_indep (of W), wn (weight "
+                                        "normalization) or ws (weight standardization)")
     conditioned_layers: str = option("hidden", "which layers are conditioned: hidden (the trunk, or the shape "
                                      "network's hidden layers), all, none, or comma-separated names")
     detach_conditioner: bool = option(False, "treat the equilibration matrix as a constant in backprop")
     conditioning_passes: int = option(1, "alternating row / column passes of rowcol", lo=1)
+    init_weights: InitWeights = option("native", "weights the conditioned layers apply at step 0: native (each mode's "
+                                       "own), equilibrated (E(W0) W0, row's start; with none W0 is replaced by it) or "
+                                       "vanilla (a conditioned layer's applied weight scaled by a fixed constant to "
+                                       "the Frobenius norm of W0)")
     conditioning_eps: float = option(1e-8, "floor of the equilibration norms", lo=0.0, lo_open=True, cli=False)
+
+    def check_conditioning_choice(self) -> None:
+        """Refuse an ``init_weights`` that has no meaning for ``conditioning`` (ConfigError)."""
+        from ..nn.conditioners import check_init_weights  # the rule lives beside the layers
+        check_init_weights(self.conditioning, self.init_weights)
 
 
 @config_class
@@ -114,6 +127,7 @@ class FieldConfig(ConditioningConfig):
 
     def __post_init__(self) -> None:
         check_config(self)
+        self.check_conditioning_choice()
         if self.encoding == "triplane":
             check_box("grid_aabb", self.grid_aabb)
             if not self.grid_resolutions:
@@ -217,7 +231,11 @@ class Cadence:
 
 @config_class
 class Regularization:
-    """Gradient preconditioner and regularizers (``enerf.optim``); shared like ``Cadence``."""
+    """Optimizer, gradient preconditioner and regularizers (``enerf.optim``); shared like ``Cadence``."""
+
+    optimizer: OptimizerName = option("adam", "adam, or sgd (with --momentum; BNP's paper trains with SGD: under "
+                                      "Adam BNP's scaling cancels and mostly its centring acts)")
+    momentum: float = option(0.9, "sgd: heavy-ball momentum (0: plain SGD)", lo=0.0, hi=1.0, hi_open=True)
 
     precond: Precond = option("none", "gradient preconditioner: none, or bnp (batch normalization preconditioning; any "
                           "conditioning)")

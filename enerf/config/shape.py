@@ -53,6 +53,7 @@ class ShapeFieldConfig(ConditioningConfig):
 
     def __post_init__(self) -> None:
         check_config(self)
+        self.check_conditioning_choice()
         check_skips(self.skips, self.netdepth)
 
 

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 
-__all__ = ["CONDITIONERS", "PARAMETRIZATIONS", "ConditionedWeight", "equilibrate"]
+__all__ = ["CONDITIONERS", "PARAMETRIZATIONS", "INIT_WEIGHTS", "ConditionedWeight", "equilibrate"]
 
 
 def equilibrate(weight: Tensor, dim: int, eps: float, detach: bool = False) -> Tensor:
@@ -46,10 +46,22 @@ def _col(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -
 
 
 def _rowcol(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
-    """``row`` then ``col``, ``passes`` times."""
+    """``row`` then ``col``, ``passes`` times: the column norms are those of E_r W (sequential
+    reading of the paper's "row equilibration on the left and column equilibration on the right")."""
     for _ in range(passes):
         weight = _col(_row(weight, eps, detach=detach), eps, detach=detach)
     return weight
+
+
+def _rowcol_indep(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
+    """E_r W E_c with both diagonals read from W itself (the other reading of the paper's
+    double-sided equilibration): w_ji / (max(||W[:, i]||, eps) · max(||W[j, :]||, eps)) in torch
+    layout. One pass; ``passes`` is not used."""
+    in_norms = torch.linalg.vector_norm(weight, dim=0, keepdim=True).clamp_min(eps)
+    out_norms = torch.linalg.vector_norm(weight, dim=1, keepdim=True).clamp_min(eps)
+    if detach:
+        in_norms, out_norms = in_norms.detach(), out_norms.detach()
+    return weight / in_norms / out_norms
 
 
 def _none(weight: Tensor, eps: float, passes: int = 1, *, detach: bool = False) -> Tensor:
@@ -83,6 +95,7 @@ CONDITIONERS: dict[str, Callable[..., Tensor]] = {
     "row": _row,
     "col": _col,
     "rowcol": _rowcol,
+    "rowcol_indep": _rowcol_indep,
     "wn": _wn,
     "ws": _ws,
 }
@@ -92,6 +105,27 @@ CONDITIONERS: dict[str, Callable[..., Tensor]] = {
 PARAMETRIZATIONS: dict[str, Callable[[nn.Module], None]] = {
     "wn": _register_weight_norm,
 }
+
+
+# What the layer applies at step 0 (``--init_weights``):
+#   native        each mode's own start (none: W0; row: E(W0) W0; ...): the default
+#   equilibrated  E(W0) W0, row's start; under ``none`` W0 is replaced by E(W0) W0 at construction
+#   vanilla       the applied weight's Frobenius norm at step 0 equals ||W0||_F: a conditioned
+#                 layer multiplies its conditioned weight by c = ||W0||_F / ||C(W0)||_F, a constant
+#                 computed once and kept in the buffer ``init_gain`` (so a checkpoint restores it)
+INIT_WEIGHTS = ("native", "equilibrated", "vanilla")
+
+
+def check_init_weights(conditioning: str, init_weights: str) -> None:
+    """Raise ``ConfigError`` on an ``init_weights`` that is unknown or has no meaning for the mode."""
+    if init_weights not in INIT_WEIGHTS:
+        raise ConfigError(f"init_weights {init_weights!r} is not one of {', '.join(INIT_WEIGHTS)}", ("init_weights",))
+    if init_weights == "equilibrated" and conditioning not in ("none", "row"):
+        raise ConfigError(f"init_weights equilibrated is E(W0) W0, row's start: use it with conditioning none or row, "
+                          f"not {conditioning}", ("init_weights", "conditioning"))
+    if init_weights == "vanilla" and conditioning == "wn":
+        raise ConfigError("init_weights vanilla: wn already starts at the plain layer's weights (g = ||v||); "
+                          "use native", ("init_weights", "conditioning"))
 
 
 def check_conditioning(conditioning: str, eps: float, detach_conditioner: bool, passes: int) -> None:
@@ -119,16 +153,30 @@ class ConditionedWeight:
     eps: float = 1e-8
     detach_conditioner: bool = False
     passes: int = 1
+    init_weights: str = "native"
 
-    def _set_conditioning(self, conditioning: str, eps: float, detach_conditioner: bool, passes: int) -> None:
-        """Validate and store the mode; register its parametrization (``wn``) on ``weight``."""
+    def _set_conditioning(self, conditioning: str, eps: float, detach_conditioner: bool, passes: int,
+                          init_weights: str = "native") -> None:
+        """Validate and store the mode; register its parametrization (``wn``) on ``weight``; set the
+        step-0 weights ``init_weights`` asks for (see ``INIT_WEIGHTS``; ``native`` changes nothing)."""
         check_conditioning(conditioning, eps, detach_conditioner, passes)
+        check_init_weights(conditioning, init_weights)
         self.conditioning = conditioning
         self.eps = float(eps)
         self.detach_conditioner = bool(detach_conditioner)
         self.passes = int(passes)
+        self.init_weights = init_weights
         if conditioning in PARAMETRIZATIONS:
             PARAMETRIZATIONS[conditioning](self)
+        if init_weights == "equilibrated" and conditioning == "none":
+            with torch.no_grad():  # W0 <- E(W0) W0: the function row starts from, trained plainly
+                matrix = self.weight.flatten(1)
+                self.weight.copy_(_row(matrix, self.eps).view_as(self.weight))
+        elif init_weights == "vanilla" and conditioning != "none":
+            with torch.no_grad():  # c = ||W0||_F / ||C(W0)||_F, fixed for the whole run
+                applied = CONDITIONERS[conditioning](self.weight.flatten(1), self.eps, self.passes)
+                gain = torch.linalg.vector_norm(self.weight) / torch.linalg.vector_norm(applied).clamp_min(self.eps)
+            self.register_buffer("init_gain", gain.detach().clone())
 
     def stored_weight(self) -> Tensor:
         """The trained parameter the conditioner reads: ``weight`` itself, or v
@@ -144,8 +192,11 @@ class ConditionedWeight:
         """
         weight, fn = self.weight, CONDITIONERS[self.conditioning]
         if weight.dim() == 2:
-            return fn(weight, self.eps, self.passes, detach=self.detach_conditioner)
-        return fn(weight.flatten(1), self.eps, self.passes, detach=self.detach_conditioner).view_as(weight)
+            applied = fn(weight, self.eps, self.passes, detach=self.detach_conditioner)
+        else:
+            applied = fn(weight.flatten(1), self.eps, self.passes, detach=self.detach_conditioner).view_as(weight)
+        gain = getattr(self, "init_gain", None)  # init_weights vanilla: c · C(W)
+        return applied if gain is None else applied * gain
 
     def extra_repr(self) -> str:
         text = f"{super().extra_repr()}, conditioning={self.conditioning}"
@@ -153,4 +204,6 @@ class ConditionedWeight:
             text += f", passes={self.passes}"
         if self.detach_conditioner:
             text += ", detach_conditioner=True"
+        if self.init_weights != "native":
+            text += f", init_weights={self.init_weights}"
         return text

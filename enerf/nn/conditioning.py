@@ -18,7 +18,11 @@ i.e. ``weight = W_k^T``, and computes ``x @ weight.T + b = x @ W_k + b``. Theref
              OUTPUT units. In torch layout every output row ``weight[j, :]`` gets unit norm.
 * ``rowcol`` ``row`` then ``col``, repeated ``passes`` times (alternating equilibration;
              for square matrices it converges to unit rows and columns, for an m x n one to
-             unit columns and rows of norm sqrt(n/m), since both sum to ||W||_F^2).
+             unit columns and rows of norm sqrt(n/m), since both sum to ||W||_F^2). The column
+             norms are those of E_r W: one reading of the paper's "row equilibration on the left
+             and column equilibration on the right".
+* ``rowcol_indep`` the other reading: E_r W E_c with E_c from the column norms of W itself,
+             i.e. w_ji / (||W[:, i]|| ||W[j, :]||) in torch layout (one pass).
 * ``none``   W itself (a plain ``nn.Linear``).
 * ``wn``     weight normalization (Salimans & Kingma, "Weight Normalization: A Simple
              Reparameterization to Accelerate Training of Deep Neural Networks", NeurIPS 2016,
@@ -49,9 +53,10 @@ density head) becomes sign(W) and can no longer learn its scale; under ``col`` t
 happens to a layer with a single input.
 
 What the theory does and does not promise (checked numerically in tests/test_conditioning.py):
-Prop. 1, κ(EW) ≤ κ(W), holds for badly row/column-scaled matrices but not for every matrix
-(about 1 in 10 plain Gaussian matrices gets slightly worse); Van der Sluis's theorem, quoted
-by the paper without it, carries a factor: κ(EA) ≤ sqrt(m) · min_D κ(DA) for m rows.
+the paper's Prop. 1 states κ(EW) ≤ κ(W) for every W; it holds for badly row/column-scaled
+matrices but not for every matrix (κ rises for 4-13 % of plain Gaussian matrices depending on
+the shape: tools/kappa_shapes.py); Van der Sluis's theorem, quoted by the paper without it,
+carries a factor: κ(EA) ≤ sqrt(m) · min_D κ(DA) for m rows.
 """
 
 from __future__ import annotations
@@ -65,15 +70,18 @@ from torch import Tensor, nn
 
 from .conditioners import (  # the math lives there; CONDITIONERS, PARAMETRIZATIONS re-exported
     CONDITIONERS,
+    INIT_WEIGHTS,
     PARAMETRIZATIONS,
     ConditionedWeight,
     check_conditioning,
+    check_init_weights,
     equilibrate,
 )
 from ..errors import ConfigError
 
 __all__ = [
     "CONDITIONERS",
+    "INIT_WEIGHTS",
     "PARAMETRIZATIONS",
     "ConditionedLinear",
     "ConditionedWeight",
@@ -97,6 +105,8 @@ class ConditionedLinear(ConditionedWeight, nn.Linear):
         eps: lower bound on the norms that are inverted (> 0).
         detach_conditioner: compute E's diagonal under detach (E is a constant in backprop).
         passes: alternating passes for ``rowcol`` (>= 1).
+        init_weights: the weights applied at step 0: ``native`` (the mode's own), ``equilibrated``
+            (E(W0) W0) or ``vanilla`` (Frobenius norm of W0); see ``enerf.nn.conditioners.INIT_WEIGHTS``.
     """
 
     def __init__(
@@ -108,12 +118,14 @@ class ConditionedLinear(ConditionedWeight, nn.Linear):
         eps: float = 1e-8,
         detach_conditioner: bool = False,
         passes: int = 1,
+        init_weights: str = "native",
         device=None,
         dtype=None,
     ) -> None:
         check_conditioning(conditioning, eps, detach_conditioner, passes)
+        check_init_weights(conditioning, init_weights)
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
-        self._set_conditioning(conditioning, eps, detach_conditioner, passes)
+        self._set_conditioning(conditioning, eps, detach_conditioner, passes, init_weights)
 
     def forward(self, x: Tensor) -> Tensor:
         """x: Tensor  # [..., in_features] -> Tensor  # [..., out_features]."""

@@ -42,6 +42,8 @@ class ConditionedMLP:
         heads: name -> (fan_in, fan_out) of the layers after the trunk, in order.
         conditioning: ``none`` | ``row`` | ``col`` | ``rowcol`` for the selected layers.
         conditioned_layers: ``hidden`` (the trunk) | ``all`` | ``none`` | comma-separated names.
+        init_weights: step-0 weights of the selected layers (``native`` | ``equilibrated`` |
+            ``vanilla``, ``enerf.nn.conditioners.INIT_WEIGHTS``); the others stay native.
         layer_options: passed to every ConditionedLinear (``eps``, ``detach_conditioner``, ``passes``).
 
     Attributes:
@@ -60,6 +62,7 @@ class ConditionedMLP:
         heads: dict[str, tuple[int, int]],
         conditioning: str = "none",
         conditioned_layers: str = "hidden",
+        init_weights: str = "native",
         **layer_options: Any,
     ) -> None:
         self.skips = active_skips(skips, netdepth)
@@ -71,12 +74,15 @@ class ConditionedMLP:
         self.shapes.update(heads)
         self.selected = select_layers(conditioned_layers, list(self.shapes), self.trunk_names)
         self.conditioning = conditioning
+        self.init_weights = init_weights
         self.options = layer_options
 
     def layer(self, name: str) -> ConditionedLinear:
         """A new layer ``name`` (conditioned iff selected)."""
         fan_in, fan_out = self.shapes[name]
-        return ConditionedLinear(fan_in, fan_out, conditioning=self.conditioning if name in self.selected else "none",
+        if name not in self.selected:
+            return ConditionedLinear(fan_in, fan_out, conditioning="none", **self.options)
+        return ConditionedLinear(fan_in, fan_out, conditioning=self.conditioning, init_weights=self.init_weights,
                                  **self.options)
 
     def trunk(self) -> nn.ModuleList:

@@ -1,8 +1,8 @@
-"""Optimisation beyond the plain Adam step: BNP gradient preconditioning and regularization
+"""Optimisation beyond the plain Adam (or SGD) step: BNP gradient preconditioning and regularization
 in the preconditioned space. ``build_optimizer`` is what training loops call."""
 
 from .bnp import BNP, bnp_conv_transform, bnp_linear_transform, weight_parameter
-from .optimizer import PreconditionedOptimizer, build_optimizer
+from .optimizer import BNP_UNDER_ADAM, PreconditionedOptimizer, build_optimizer
 from .regularization import adam_diagonal, decoupled_decay_, gradient_regularized_grads, l2_penalty
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "weight_parameter",
     "PreconditionedOptimizer",
     "build_optimizer",
+    "BNP_UNDER_ADAM",
     "l2_penalty",
     "decoupled_decay_",
     "adam_diagonal",

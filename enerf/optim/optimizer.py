@@ -1,5 +1,6 @@
-"""One entry point the training loops call: Adam plus, per config, BNP gradient
-preconditioning, L2 regularization in p or z, and gradient regularization.
+"""One entry point the training loops call: Adam (or SGD with momentum, ``optimizer="sgd"``)
+plus, per config, BNP gradient preconditioning, L2 regularization in p or z, and gradient
+regularization.
 
     optimizer = build_optimizer(models, lr=cfg.lrate, precond=cfg.precond,
                                 weight_decay=cfg.weight_decay, decay_space=cfg.decay_space,
@@ -24,12 +25,17 @@ from typing import Callable, Iterable
 import torch
 from torch import Tensor, nn
 
-from ..config import DECAY_SPACES, PRECOND_MODES
+from ..config import DECAY_SPACES, OPTIMIZERS, PRECOND_MODES
 from ..errors import ConfigError
 from .bnp import BNP
 from .regularization import adam_diagonal, decoupled_decay_, gradient_regularized_grads, l2_penalty
 
-__all__ = ["PreconditionedOptimizer", "build_optimizer"]
+__all__ = ["PreconditionedOptimizer", "build_optimizer", "BNP_UNDER_ADAM"]
+
+# What ``--precond bnp`` does under Adam, in one line (the training commands print it).
+BNP_UNDER_ADAM = ("--precond bnp under Adam: Adam's per-coordinate normalisation cancels BNP's 1/q² and 1/σ̃² "
+                  "scaling (exactly and nearly), so mostly its centring by the input means acts; --optimizer sgd "
+                  "runs BNP as its paper does")
 
 
 class PreconditionedOptimizer:
@@ -124,15 +130,21 @@ def build_optimizer(
     grad_reg: float = 0.0,
     betas: tuple[float, float] = (0.9, 0.999),
     lr_scale: Callable[[str], float] | None = None,
+    optimizer: str = "adam",
+    momentum: float = 0.9,
 ) -> PreconditionedOptimizer:
-    """Adam over every parameter of ``models`` (each once), wrapped with the chosen
-    preconditioner and regularizers. ``precond``: one of ``PRECOND_MODES``.
+    """Adam (``optimizer="adam"``, ``betas``) or SGD with heavy-ball ``momentum`` (``"sgd"``: the
+    optimiser of BNP's paper, where its 1/q² and 1/σ̃² scaling survives) over every parameter of
+    ``models`` (each once), wrapped with the chosen preconditioner and regularizers.
+    ``precond``: one of ``PRECOND_MODES``.
 
     ``lr_scale(name)`` (name as in ``named_parameters``) puts a parameter in a group whose
     learning rate is ``lr * lr_scale(name)``; each group records its ``lr_scale`` so that a
     schedule can set ``group["lr"] = lr(step) * group["lr_scale"]``. None: one group, scale 1."""
     if precond not in PRECOND_MODES:
         raise ConfigError(f"precond {precond!r} is not one of {', '.join(PRECOND_MODES)}", ("precond",))
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError(f"optimizer {optimizer!r} is not one of {', '.join(OPTIMIZERS)}", ("optimizer",))
     models = [models] if isinstance(models, nn.Module) else list(models)
     params, seen, groups = [], set(), {}
     for model in models:
@@ -141,7 +153,10 @@ def build_optimizer(
                 seen.add(id(p))
                 params.append(p)
                 groups.setdefault(1.0 if lr_scale is None else float(lr_scale(name)), []).append(p)
-    adam = torch.optim.Adam([{"params": ps, "lr": lr * scale, "lr_scale": scale} for scale, ps in groups.items()],
-                            lr=lr, betas=betas)
+    param_groups = [{"params": ps, "lr": lr * scale, "lr_scale": scale} for scale, ps in groups.items()]
+    if optimizer == "sgd":
+        inner: torch.optim.Optimizer = torch.optim.SGD(param_groups, lr=lr, momentum=momentum)
+    else:
+        inner = torch.optim.Adam(param_groups, lr=lr, betas=betas)
     bnp = BNP(models) if precond == "bnp" else None
-    return PreconditionedOptimizer(params, adam, bnp, weight_decay, decay_space, grad_reg)
+    return PreconditionedOptimizer(params, inner, bnp, weight_decay, decay_space, grad_reg)

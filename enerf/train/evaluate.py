@@ -17,7 +17,7 @@ from ..data.scene import Scene
 from ..errors import ConfigError
 from ..export.images import render_view
 from ..fields.nerf import NeRFField
-from ..metrics import LPIPS_MIN_SIZE, image_metrics, make_lpips
+from ..metrics import LPIPS_MIN_SIZE, SSIM_WINDOW, image_metrics, make_lpips
 from ..progress import progress_bar, stderr_is_terminal
 from .estimate import duration_text
 from ..render import Renderer
@@ -94,6 +94,7 @@ def summarize(per_image: list[dict], lpips_error: str | None) -> dict:
     summary = {
         "psnr": float(np.mean([p["psnr"] for p in per_image])),
         "ssim": float(np.mean([p["ssim"] for p in per_image])),
+        "ssim_window": SSIM_WINDOW,
         "lpips": None,
         "lpips_error": lpips_error,
     }

@@ -3,21 +3,24 @@ loop state a checkpoint carries back on ``--resume``."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Iterable
 
 import torch
 from torch import nn
 
-from ..optim import PreconditionedOptimizer, build_optimizer
+from ..distributed import is_writer
+from ..optim import BNP_UNDER_ADAM, PreconditionedOptimizer, build_optimizer
 from ..rng import restore_rng_state
 
 __all__ = ["optimizer_from_config", "LoopState", "restore_loop_state"]
 
 
 def optimizer_from_config(models: nn.Module | Iterable[nn.Module], train) -> PreconditionedOptimizer:
-    """Adam, + BNP / weight decay / gradient regularization, from a train config (``TrainConfig``
-    or ``ShapeTrainConfig``: ``lrate``, ``precond``, ``weight_decay``, ``decay_space``, ``grad_reg``, and
+    """Adam or SGD, + BNP / weight decay / gradient regularization, from a train config (``TrainConfig``
+    or ``ShapeTrainConfig``: ``optimizer``, ``momentum``, ``lrate``, ``precond``, ``weight_decay``,
+    ``decay_space``, ``grad_reg``, and
     ``encoding_lrate`` where present: the learning rate of learned position encodings, ``pos_encoding.*``
     and the proposal networks' ``levels.*.pos_encoding.*``)."""
     encoding_lrate = getattr(train, "encoding_lrate", 0.0)
@@ -25,8 +28,11 @@ def optimizer_from_config(models: nn.Module | Iterable[nn.Module], train) -> Pre
     if encoding_lrate > 0:
         def lr_scale(name: str) -> float:
             return encoding_lrate / train.lrate if ".pos_encoding." in f".{name}" else 1.0
+    if train.precond == "bnp" and train.optimizer == "adam" and is_writer():
+        print(f"enerf: note: {BNP_UNDER_ADAM}", file=sys.stderr, flush=True)
     return build_optimizer(models, lr=train.lrate, precond=train.precond, weight_decay=train.weight_decay,
-                           decay_space=train.decay_space, grad_reg=train.grad_reg, lr_scale=lr_scale)
+                           decay_space=train.decay_space, grad_reg=train.grad_reg, lr_scale=lr_scale,
+                           optimizer=train.optimizer, momentum=train.momentum)
 
 
 @dataclass
