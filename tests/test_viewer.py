@@ -126,6 +126,93 @@ def test_two_run_layouts(runs):
     np.testing.assert_allclose(diff[18:], np.clip(np.abs(full_a - full_b) * DIFF_GAIN, 0, 1)[18:], atol=1e-6)
 
 
+# ----------------------------------------------------------------------------- draft frames
+
+
+def test_draft_render_config_counts():
+    """The draft renderer's settings: a fraction of the samples of each renderer kind, never
+    fewer than 8; the proposal passes keep twice the fraction; the grid's step grows."""
+    import dataclasses
+
+    from enerf.config import RenderConfig
+    from enerf.viewer.draft import draft_render_config
+
+    base = RenderConfig()
+    hier = draft_render_config(dataclasses.replace(base, renderer="hierarchical", n_samples=64, n_importance=32), 0.25)
+    assert (hier.n_samples, hier.n_importance, hier.rgb_weight_threshold) == (16, 8, 1e-3)
+    prop = draft_render_config(dataclasses.replace(base, renderer="proposal", n_samples=48, proposal_samples=(128,),
+                                                   rgb_weight_threshold=1e-4), 0.25)
+    assert (prop.n_samples, prop.proposal_samples) == (12, (64,))
+    grid = draft_render_config(dataclasses.replace(base, renderer="torch_grid", render_step_size=0.01,
+                                                   early_stop_eps=1e-4), 0.25)
+    assert grid.render_step_size == pytest.approx(0.04) and grid.early_stop_eps == 1e-3
+    few = draft_render_config(dataclasses.replace(base, renderer="hierarchical", n_samples=10, n_importance=0), 0.25)
+    assert (few.n_samples, few.n_importance) == (8, 0)
+    assert draft_render_config(base, 1.0) is base
+    with pytest.raises(ValueError):
+        draft_render_config(base, 0.0)
+
+
+class _Camera:
+    def __init__(self, c2w, fov, width, height):
+        self.wxyz, self.position = viser_from_c2w(c2w)
+        self.fov, self.image_width, self.image_height, self.aspect = fov, width, height, width / height
+
+
+class _Client:
+    """What ``Viewer.work`` uses of a browser: its camera and a scene that receives the frames."""
+
+    def __init__(self, camera):
+        self.client_id, self.camera, self.frames = 0, camera, []
+        self.scene = self
+
+    def set_background_image(self, image, format="jpeg", jpeg_quality=None):  # noqa: A002 (viser's name)
+        self.frames.append((image, format))
+
+
+@pytest.mark.parametrize("draft", [0.5, 1.0])
+def test_draft_frames_then_the_exact_frame(runs, draft):
+    """After a camera move the viewer sends drafts (rendered with the draft renderer: equal to
+    render_view(draft=...)), the last of them at the cap, then the exact frame at the cap, equal
+    to render_view's (``enerf render``'s) pixels; ``--draft 1``: every frame exact."""
+    pytest.importorskip("viser", reason="the viewer extra (viser) is not installed: pip install -e '.[viewer]'")
+    from enerf.config import ViewerConfig
+    from enerf.viewer.server import Viewer
+    from enerf.viewer.session import _Browser
+
+    run = load_run(runs["a"], task="nerf", data_root=Path("data"))
+    import dataclasses
+
+    from enerf.render import build_renderer
+
+    # 16 samples, so that half of them is more than the draft's minimum of 8
+    run.renderer = build_renderer(dataclasses.replace(run.cfg.render, n_samples=16), run.device)
+    viewer = Viewer(ViewerConfig(port=0, max_width=32, min_width=8, draft=draft))
+    try:
+        viewer.attach([run], [{}])
+        pose = run.scene.poses[int(run.scene.i_test[0])]
+        client = _Client(_Camera(pose, fov_from_focal(run.scene.focal, run.scene.height), 64, 48))
+        browser = _Browser(client)
+        viewer._browsers[0] = browser
+        infos = []
+        while not infos or not browser.done:
+            viewer.work()
+            infos.append(browser.last)
+        assert infos[-1].final and not infos[-1].draft and infos[-1].width == 32
+        assert all(i.draft == (draft < 1) for i in infos[:-1])
+        c2w = infos[-1].c2w
+        exact = render_view(run, c2w, 32, 24, infos[-1].focal)
+        np.testing.assert_array_equal(client.frames[-1][0], (np.clip(exact, 0, 1) * 255 + 0.5).astype(np.uint8))
+        assert client.frames[-1][1] == "png"
+        if draft < 1:
+            assert infos[-2].draft and infos[-2].width == 32  # the draft at the cap came first
+            drafted = render_view(run, c2w, 32, 24, infos[-1].focal, draft=draft)
+            np.testing.assert_array_equal(client.frames[-2][0], (np.clip(drafted, 0, 1) * 255 + 0.5).astype(np.uint8))
+            assert np.abs(drafted - exact).max() > 0  # fewer samples: another picture
+    finally:
+        viewer.close()
+
+
 # ----------------------------------------------------------------------------- camera paths
 
 

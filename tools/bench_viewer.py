@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import statistics
 import sys
@@ -54,7 +55,7 @@ SCENES = {  # name -> (config file, scene flags, folder under --data that must e
     # every 40th test view: the tiny checkpoint's final evaluation renders 5 views of 400 x 400, not 25
     "lego_cpu": ("configs/lego_cpu.txt", ["--datadir", "{data}/nerf_synthetic/lego", "--testskip", "40"],
                  "nerf_synthetic/lego"),
-    "capture": ("configs/capture_cpu.txt", ["--datadir", "{data}/nerfstudio/fox", "--video", "none"], "nerfstudio/fox"),
+    "capture": ("configs/capture_cpu.txt", ["--datadir", "{data}/nerfstudio/fox"], "nerfstudio/fox"),
 }
 
 
@@ -92,7 +93,7 @@ def train_tiny(name: str, out: Path, data: Path, iters: int) -> Path | None:
     if ckpt.is_file():
         return ckpt
     argv = ["train", "--config", str(ROOT / config), "--basedir", str(out), "--expname", name, "--iters", str(iters),
-            "--time_budget", "0", "--eval_every", "0", "--kappa_every", "0", "--no_lpips", "--quiet",
+            "--time_budget", "0", "--eval_every", "0", "--kappa_every", "0", "--no_lpips", "--quiet", "--video", "none",
             *[f.format(data=data) for f in flags]]
     print(f"{name}: training {iters} steps ({config})", flush=True)
     if enerf_main(argv) != 0:
@@ -174,7 +175,10 @@ def main() -> None:
                 ckpts[name] = str(path)
     cfg = ViewerConfig(port=0, max_width=args.max_width, draft=args.draft)
     load_before = os.getloadavg()
-    rows = [bench(name, Path(path), cfg, args.canvas, args.repeats, ROOT / "data") for name, path in ckpts.items()]
+    rows = []
+    for name, path in ckpts.items():
+        rows.append(bench(name, Path(path), cfg, args.canvas, args.repeats, ROOT / "data"))
+        print(json.dumps(rows[-1]), flush=True)  # each scene as it is done
     load_after = os.getloadavg()
     print(f"\n| scene | images | renderer | first preview: wall (CPU) | {args.max_width}-px draft: wall (CPU), "
           "from the move | exact frame: wall (CPU) | draft vs exact |")
