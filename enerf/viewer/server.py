@@ -7,7 +7,8 @@ renders the browser's camera in small units of work (``work``):
 * a camera move (or a panel change) restarts that browser's frame at level 0, a preview whose
   width is chosen from the measured render speed so that it takes about ``preview_seconds``;
 * while the camera rests, each next level doubles the width, up to the resolution cap
-  (``max_width``, and never wider than the browser's canvas);
+  (``max_width``, and never wider than the browser's canvas; a level whose double would pass
+  the cap is the cap);
 * those frames are drafts (``draft.py``: the run's renderer with ``draft`` of its samples per
   ray), the last of them at the cap; then the exact frame at the cap (every sample: the pixels
   of ``enerf render``), sent as PNG (``draft`` 1: every frame exact);
@@ -249,12 +250,16 @@ class Viewer:
         self.rate = rate if self.rate is None else 0.5 * self.rate + 0.5 * rate
 
     def _width(self, level: int, target: int, aspect: float) -> int:
-        """Frame width of ``level``: a preview of about ``preview_seconds``, doubled per level, up to ``target``."""
+        """Frame width of ``level``: a preview of about ``preview_seconds``, doubled per level, up to
+        ``target``; a level whose double would pass ``target`` is ``target`` itself (a level just
+        below the cap would cost nearly as much as the cap)."""
         pixels = (self.rate or 1e4) * self.cfg.preview_seconds
         if len(self.runs) == 2 and self.layout in ("split", "difference"):
             pixels /= 2  # two whole renderings per frame (side by side: two halves, the same pixels)
-        preview = int(np.sqrt(pixels * aspect))
-        return int(min(max(preview, self.cfg.min_width) * 2**level, target))
+        width = max(int(np.sqrt(pixels * aspect)), self.cfg.min_width) * 2**level
+        if level > 0 and 2 * width > target:  # no level between this one and the cap: this one is the cap
+            width = target
+        return int(min(width, target))
 
     def pending(self, training_step: int | None = None) -> bool:
         """Whether some browser waits for a frame (training: or shows a finest frame of an older step)."""
