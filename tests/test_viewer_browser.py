@@ -219,6 +219,137 @@ def test_split_view_shows_two_fields(runs, browser):
         viewer.close()
 
 
+def _by_label(driver, label: str):
+    """The input a panel label names (the first after it)."""
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.XPATH, f"//label[normalize-space(.)='{label}']/following::input[1]")
+
+
+def _click(driver, text: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.XPATH, f"//button[normalize-space(.)='{text}']").click()
+
+
+def _type(driver, label: str, value: str) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    box = _by_label(driver, label)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(value, Keys.TAB)
+
+
+def _choose(driver, label: str, option: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    _by_label(driver, label).click()
+    time.sleep(0.2)
+    driver.find_element(By.XPATH, f"//*[@role='option' and normalize-space(.)='{option}']").click()
+
+
+def _until(check, timeout: float = 60.0, what: str = "the page") -> None:
+    deadline = time.perf_counter() + timeout
+    while not check():
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"{what} did not answer within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def _aim(viewer, c2w: np.ndarray, fov_deg: float):
+    """Point the browser's camera at ``c2w`` with field of view ``fov_deg`` and wait until the
+    browser reports that camera back."""
+    camera = next(iter(viewer.browsers().values())).client.camera
+    wxyz, position = viser_from_c2w(c2w)
+    camera.fov, camera.wxyz, camera.position = float(np.radians(fov_deg)), wxyz, position
+    _until(lambda: np.abs(np.asarray(camera.position) - position).max() < 1e-4
+           and abs(camera.fov - np.radians(fov_deg)) < 1e-4, what="the camera")
+    time.sleep(0.3)
+
+
+def test_camera_path_editor(runs, browser):
+    """The panel's camera-path controls, clicked and typed in the page: three keyframes added from
+    known cameras, the second deleted, the last moved up, a field of view and a duration typed,
+    the smoothness set, saved in both formats and loaded back; the files hold exactly those
+    cameras (an independent computation: the poses set, the typed values), nerfstudio's frames
+    are the enerf path's frames, and the preview flies the browser's camera to the last keyframe."""
+    from enerf.data.camera_paths import keyframe_path
+
+    viewer = open_view([runs["vanilla"]], ViewerConfig(port=0, max_width=64))
+    try:
+        browser.get(viewer.url)
+        viewer.wait_for_frame(final=False, timeout=120)
+        from selenium.webdriver.common.by import By
+
+        browser.find_element(By.XPATH, "//*[normalize-space(text())='Camera path']").click()
+        scene = viewer.runs[0].scene
+        # the first view: the first training camera's pose, its own frustum hidden
+        start = scene.poses[int(scene.i_train[0])].astype(np.float64)
+        camera = next(iter(viewer.browsers().values())).client.camera
+        np.testing.assert_allclose(camera.position, start[:3, 3], atol=1e-4)
+        hidden = [h.name for h in viewer.frustum_handles if not h.visible]
+        assert hidden == [f"/cameras/train/{int(scene.i_train[0]):03d}"]
+        poses = []
+        for k, fov in enumerate((40.0, 50.0, 60.0)):
+            pose = scene.poses[int(scene.i_train[k + 1])].astype(np.float64)[:3, :4].copy()
+            pose[:3, 3] += 0.5 * pose[:3, 2]  # behind that training camera
+            poses.append(pose)
+            _aim(viewer, pose, fov)
+            _click(browser, "Add keyframe (this view)")
+            _until(lambda: len(viewer.editor.keys) == k + 1, what="Add keyframe")
+        _choose(browser, "Keyframe", "2")
+        _until(lambda: viewer.editor.selected == 1, what="the keyframe list")
+        _click(browser, "Delete keyframe")  # keyframes 1, 3 (3 chosen)
+        _until(lambda: len(viewer.editor.keys) == 2, what="Delete")
+        _click(browser, "Move up")  # 3, 1
+        _until(lambda: np.allclose(viewer.editor.keys.keys[0].c2w, poses[2], atol=1e-4), what="Move up")
+        _type(browser, "FOV (deg)", "72.5")
+        _type(browser, "Seconds to next", "0.75")
+        _until(lambda: viewer.editor.keys.keys[0].seconds == 0.75 and viewer.editor.keys.keys[0].fov == 72.5,
+               what="the keyframe's fields")
+        _type(browser, "FPS", "8")
+        _until(lambda: viewer.editor.keys.fps == 8.0, what="FPS")
+        expected_poses, expected_fovs = np.stack([poses[2], poses[0]]), np.array([72.5, 40.0])
+        folder = runs["vanilla"].parent.parent / "camera_paths"
+        for fmt, name in (("nerfstudio", "ns.json"), ("enerf", "mine.json")):
+            _choose(browser, "Format", fmt)
+            _type(browser, "File name", name)
+            _click(browser, "Save camera path")
+            _until(lambda: (folder / name).is_file(), what="Save")
+        mine = json.loads((folder / "mine.json").read_text())
+        np.testing.assert_allclose([k["c2w"] for k in mine["keyframes"]], expected_poses, atol=1e-4)
+        np.testing.assert_allclose([k["fov_y"] for k in mine["keyframes"]], expected_fovs, atol=1e-4)
+        assert mine["keyframes"][0]["seconds"] == 0.75 and mine["frames"] == 0.75 * 8 + 1
+        ns = json.loads((folder / "ns.json").read_text())
+        np.testing.assert_allclose([np.reshape(k["matrix"], (4, 4))[:3] for k in ns["keyframes"]], expected_poses,
+                                   atol=1e-4)
+        assert [k["fov"] for k in ns["keyframes"]] == pytest.approx(expected_fovs.tolist())
+        frames, fovs = keyframe_path(expected_poses, 7, [0.75, 1.0], expected_fovs, 1.0)
+        np.testing.assert_allclose([np.reshape(c["camera_to_world"], (4, 4))[:3] for c in ns["camera_path"]], frames,
+                                   atol=1e-4)
+        np.testing.assert_allclose([c["fov"] for c in ns["camera_path"]], fovs, atol=1e-4)
+        assert np.linspace(72.5, 40.0, 7) == pytest.approx(fovs, abs=15)  # the fov runs from one keyframe's to the other's
+        # loading the nerfstudio file into a cleared editor gives the same keyframes back
+        _click(browser, "Clear keyframes")
+        _until(lambda: len(viewer.editor.keys) == 0, what="Clear")
+        _type(browser, "File name", "ns.json")
+        _click(browser, "Load camera path")
+        _until(lambda: len(viewer.editor.keys) == 2, what="Load")
+        loaded = viewer.editor.keys
+        np.testing.assert_allclose([k.c2w for k in loaded.keys], expected_poses, atol=1e-4)
+        assert [k.fov for k in loaded.keys] == pytest.approx(expected_fovs.tolist())
+        assert loaded.keys[0].seconds == 0.75 and loaded.fps == 8.0
+        # the preview flies the browser's camera along the path, to the last keyframe
+        sent = viewer.frames_sent
+        _click(browser, "Preview path")
+        _until(lambda: np.abs(np.asarray(camera.position) - expected_poses[-1][:3, 3]).max() < 1e-4,
+               what="the preview")
+        assert abs(np.degrees(camera.fov) - 40.0) < 1e-3
+        _until(lambda: viewer.frames_sent > sent, what="rendering during the preview")
+    finally:
+        viewer.close()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

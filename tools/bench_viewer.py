@@ -1,26 +1,35 @@
-"""How fast the viewer answers: time to the first preview after a camera move and to a
-256-pixel-wide frame, for the demo, fern_cpu and lego_cpu checkpoints.
+"""How fast the viewer answers: time to the first preview after a camera move, to a
+256-pixel-wide draft frame and to the exact frame at that width, for the demo, fern_cpu,
+lego_cpu and capture (proposal sampler, the fox) checkpoints.
 
     python tools/bench_viewer.py                       # trains tiny checkpoints first (a few minutes)
-    python tools/bench_viewer.py --ckpt demo=runs/demo/checkpoints/latest.pt --ckpt fern_cpu=...
+    python tools/bench_viewer.py --ckpt demo=runs/demo/checkpoints/latest.pt --ckpt fern_cpu=... \
+        --record benchmarks/viewer.json
 
 Without ``--ckpt`` it trains each scene's config for ``--iters`` steps (the networks and renderers
 of the configs, so the rendering cost is theirs; the pictures are not trained ones) into
-``--out``. fern and lego come from ``--data`` (the shared data folder); a scene that is not
-there is skipped with a note.
+``--out``. fern, lego and the fox come from ``--data`` (the shared data folder); a scene that is
+not there is skipped with a note.
 
 Wall time, and the rendering thread's CPU time (``time.thread_time``: what one free core would
-take, with ``--threads 1``; the wall time on a loaded machine is longer). Measured with the viewer's own loop (``enerf.viewer.server.Viewer.work``) and a stand-in for a
-browser whose canvas is 512 pixels wide at the scene's aspect ratio, looking from a held-out
-camera: a camera move, then ``work`` until the finest frame (the resolution cap ``--max_width``,
-256 by default). Each figure is the median of ``--repeats`` camera moves, after one warm-up.
-Targets: preview within 0.3 s, 256-wide frame within 2 s.
+take, with ``--threads 1``; the wall time on a loaded machine is longer). Measured with the
+viewer's own loop (``enerf.viewer.server.Viewer.work``, JPEG / PNG encoding included) and a
+stand-in for a browser whose canvas is 512 pixels wide at the scene's aspect ratio, looking
+from a held-out camera: a camera move, then ``work`` until the exact frame at the resolution
+cap (``--max_width``, 256 by default). The frames before it are drafts (``--draft`` of the
+renderer's samples per ray, ``enerf.viewer.draft``), the last of them at the cap; the record
+gives each frame's own time, the time from the move to the draft at the cap (all frames before
+it included), and the PSNR of that draft against the exact frame. Each figure is the median of
+``--repeats`` camera moves, after one warm-up. Targets: preview within 0.3 s, 256-wide frame
+within 2 s. ``--record FILE`` writes the rows, the command, the torch threads and the load
+average (``os.getloadavg``) before and after into a JSON record.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import statistics
 import sys
@@ -46,6 +55,7 @@ SCENES = {  # name -> (config file, scene flags, folder under --data that must e
     # every 40th test view: the tiny checkpoint's final evaluation renders 5 views of 400 x 400, not 25
     "lego_cpu": ("configs/lego_cpu.txt", ["--datadir", "{data}/nerf_synthetic/lego", "--testskip", "40"],
                  "nerf_synthetic/lego"),
+    "capture": ("configs/capture_cpu.txt", ["--datadir", "{data}/nerfstudio/fox"], "nerfstudio/fox"),
 }
 
 
@@ -57,10 +67,14 @@ class _Camera:
 
 
 class _Scene:
+    def __init__(self) -> None:
+        self.image = None  # the last frame sent, uint8 [H, W, 3]
+
     def set_background_image(self, image, format="jpeg", jpeg_quality=None):  # noqa: A002 (viser's name)
         import imageio.v3 as iio
 
         iio.imwrite(io.BytesIO(), image, extension=".png" if format == "png" else ".jpg")  # the encoding cost
+        self.image = image
 
 
 class _Client:
@@ -79,7 +93,7 @@ def train_tiny(name: str, out: Path, data: Path, iters: int) -> Path | None:
     if ckpt.is_file():
         return ckpt
     argv = ["train", "--config", str(ROOT / config), "--basedir", str(out), "--expname", name, "--iters", str(iters),
-            "--time_budget", "0", "--eval_every", "0", "--kappa_every", "0", "--no_lpips", "--quiet",
+            "--time_budget", "0", "--eval_every", "0", "--kappa_every", "0", "--no_lpips", "--quiet", "--video", "none",
             *[f.format(data=data) for f in flags]]
     print(f"{name}: training {iters} steps ({config})", flush=True)
     if enerf_main(argv) != 0:
@@ -87,8 +101,13 @@ def train_tiny(name: str, out: Path, data: Path, iters: int) -> Path | None:
     return ckpt
 
 
-def bench(name: str, ckpt: Path, cfg: ViewerConfig, canvas: int, repeats: int) -> dict:
-    run = load_run(ckpt, ROOT / "data", task="nerf")
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) / 255.0 - b.astype(np.float64) / 255.0) ** 2))
+    return float("inf") if mse == 0 else -10.0 * float(np.log10(mse))
+
+
+def bench(name: str, ckpt: Path, cfg: ViewerConfig, canvas: int, repeats: int, data: Path) -> dict:
+    run = load_run(ckpt, data, task="nerf")
     viewer = Viewer(cfg, title="bench")
     try:
         viewer.attach([run], [read_metrics(run.folder / "metrics.json")])
@@ -96,33 +115,35 @@ def bench(name: str, ckpt: Path, cfg: ViewerConfig, canvas: int, repeats: int) -
         pose = scene.poses[int(scene.i_test[0]) if len(scene.i_test) else 0].astype(np.float64)
         height = int(round(canvas * scene.height / scene.width))
         fov = 2 * np.arctan(0.5 * scene.height / scene.focal)
-        browser = _Browser(_Client(_Camera(pose, fov, canvas, height)))
+        client = _Client(_Camera(pose, fov, canvas, height))
+        browser = _Browser(client)
         viewer._browsers[0] = browser
-        previews, finals, widths, cpu_previews, cpu_finals = [], [], [], [], []
+        rows = []
         for k in range(repeats + 1):
             moved = pose.copy()
             moved[:3, 3] += 0.01 * (k + 1) * pose[:3, 0]  # a camera move
-            browser.client.camera = _Camera(moved, fov, canvas, height)
+            client.camera = _Camera(moved, fov, canvas, height)
             browser.version += 1
-            tic, cpu = time.perf_counter(), time.thread_time()
-            viewer.work()
-            preview, cpu_preview = time.perf_counter() - tic, time.thread_time() - cpu
-            preview_width = browser.last.width
-            while not browser.done:
+            frames, tic = [], time.perf_counter()  # (info, cpu seconds, seconds since the move, image)
+            while not frames or not browser.done:
                 cpu = time.thread_time()
                 viewer.work()
-                cpu_final = time.thread_time() - cpu
+                frames.append((browser.last, time.thread_time() - cpu, time.perf_counter() - tic,
+                               client.scene.image))
+            draft = [f for f in frames if f[0].draft and f[0].width == browser.last.width] or frames[-1:]
             if k:  # the first move warms up
-                previews.append(preview)
-                finals.append(browser.last.seconds)
-                widths.append(preview_width)
-                cpu_previews.append(cpu_preview)
-                cpu_finals.append(cpu_final)
-        return {"scene": name, "size": f"{scene.width}x{scene.height}", "renderer": run.cfg.render.renderer,
-                "preview_s": statistics.median(previews), "preview_width": int(statistics.median(widths)),
-                "final_width": browser.last.width, "final_height": browser.last.height,
-                "final_s": statistics.median(finals), "device": str(run.device),
-                "cpu_preview_s": statistics.median(cpu_previews), "cpu_final_s": statistics.median(cpu_finals)}
+                rows.append({"preview_s": frames[0][0].seconds, "cpu_preview_s": frames[0][1],
+                             "preview_width": frames[0][0].width,
+                             "draft_s": draft[0][0].seconds, "cpu_draft_s": draft[0][1], "to_draft_s": draft[0][2],
+                             "final_s": frames[-1][0].seconds, "cpu_final_s": frames[-1][1],
+                             "to_final_s": frames[-1][2], "draft_psnr": _psnr(draft[0][3], frames[-1][3])})
+        out = {"scene": name, "ckpt": str(ckpt), "step": run.step, "size": f"{scene.width}x{scene.height}",
+               "renderer": run.cfg.render.renderer, "final_width": browser.last.width,
+               "final_height": browser.last.height, "device": str(run.device), "draft": cfg.draft}
+        for key in rows[0]:
+            out[key] = statistics.median(r[key] for r in rows)
+        out["preview_width"] = int(out["preview_width"])
+        return out
     finally:
         viewer.close()
 
@@ -139,6 +160,9 @@ def main() -> None:
     parser.add_argument("--canvas", type=int, default=512, help="width of the stand-in browser's canvas")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (2: the CPU target)")
+    parser.add_argument("--draft", type=float, default=ViewerConfig.draft,
+                        help="fraction of samples per ray of the draft frames (1: every frame exact)")
+    parser.add_argument("--record", default="", help="write the rows into this JSON record")
     args = parser.parse_args()
     import torch
 
@@ -149,16 +173,31 @@ def main() -> None:
             path = train_tiny(name, Path(args.out), Path(args.data), args.iters)
             if path is not None:
                 ckpts[name] = str(path)
-    cfg = ViewerConfig(port=0, max_width=args.max_width)
-    rows = [bench(name, Path(path), cfg, args.canvas, args.repeats) for name, path in ckpts.items()]
-    print(f"\n| scene | images | renderer | first preview: wall (CPU) | {args.max_width}-px frame: wall (CPU) |")
-    print("|---|---|---|---|---|")
+    cfg = ViewerConfig(port=0, max_width=args.max_width, draft=args.draft)
+    load_before = os.getloadavg()
+    rows = []
+    for name, path in ckpts.items():
+        rows.append(bench(name, Path(path), cfg, args.canvas, args.repeats, ROOT / "data"))
+        print(json.dumps(rows[-1]), flush=True)  # each scene as it is done
+    load_after = os.getloadavg()
+    print(f"\n| scene | images | renderer | first preview: wall (CPU) | {args.max_width}-px draft: wall (CPU), "
+          "from the move | exact frame: wall (CPU) | draft vs exact |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['scene']} | {r['size']} | {r['renderer']} | {r['preview_s']:.2f} s ({r['cpu_preview_s']:.2f} s), "
-              f"{r['preview_width']} px wide | {r['final_s']:.2f} s ({r['cpu_final_s']:.2f} s), "
-              f"{r['final_width']}x{r['final_height']} |")
-    print(f"(device {rows[0]['device'] if rows else '-'}, torch threads {args.threads}; CPU: the rendering "
-          "thread's CPU time)")
+              f"{r['preview_width']} px wide | {r['draft_s']:.2f} s ({r['cpu_draft_s']:.2f} s), {r['to_draft_s']:.2f} s | "
+              f"{r['final_s']:.2f} s ({r['cpu_final_s']:.2f} s), {r['final_width']}x{r['final_height']} | "
+              f"{r['draft_psnr']:.1f} dB |")
+    print(f"(device {rows[0]['device'] if rows else '-'}, torch threads {args.threads}, draft {args.draft:g}; CPU: "
+          f"the rendering thread's CPU time; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after)")
+    if args.record:
+        from enerf.atomic import atomic_write_json
+
+        atomic_write_json(Path(args.record), {
+            "command": "python tools/bench_viewer.py " + " ".join(sys.argv[1:]), "threads": args.threads,
+            "max_width": args.max_width, "canvas": args.canvas, "repeats": args.repeats, "draft": args.draft,
+            "cpu_count": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(load_after),
+            "rows": rows})
 
 
 if __name__ == "__main__":

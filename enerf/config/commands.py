@@ -178,6 +178,9 @@ class ViewerConfig:
                          "difference (|A - B|, scaled by 4)")
     colormap: str = option("turbo", "matplotlib colormap of the depth output")
     jpeg_quality: int = option(85, "JPEG quality of the preview frames (the finest frame is sent as PNG)", lo=1, hi=100)
+    draft: float = option(0.25, "fraction of the renderer's samples per ray in the frames shown before the exact one "
+                          "(previews, and a first frame at the resolution cap); 1: every frame exact", lo=0.0, hi=1.0,
+                          lo_open=True)
     render_share: float = option(0.2, "enerf train --viewer: the most of the wall time spent rendering for the "
                                  "viewer (the rest trains)", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
 

@@ -27,6 +27,7 @@ __all__ = [
     "llff_spiral_path",
     "spherical_path",
     "interpolated_path",
+    "keyframe_path",
     "look_at_point",
     "focus_box",
     "ellipse_path",
@@ -150,18 +151,56 @@ def spherical_path(radius: float, height: float, n_frames: int = 120) -> np.ndar
     return np.stack(frames, 0)
 
 
-def _catmull_rom(points: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Uniform Catmull-Rom spline through ``points`` [n, d] at parameters ``u`` in [0, n - 1].
+def _hermite(points: np.ndarray, seg: np.ndarray, s: np.ndarray, smoothness: float) -> np.ndarray:
+    """Points [n, d] on the cubic Hermite curve through ``points`` [K, d] at segment ``seg`` [n]
+    (int, in [0, K - 2]) and local parameter ``s`` [n] in [0, 1].
 
-    The curve passes through ``points[k]`` at ``u = k``; the end tangents repeat the end points.
-    """
+    The tangents blend the chord of the segment (``smoothness`` 0: straight lines between the
+    points) with Catmull-Rom's ``(P[k+1] - P[k-1]) / 2`` (``smoothness`` 1: the uniform
+    Catmull-Rom spline; the end tangents repeat the end points)."""
     padded = np.concatenate([points[:1], points, points[-1:]], axis=0)
-    seg = np.clip(np.floor(u).astype(np.int64), 0, len(points) - 2)
-    s = (u - seg)[:, None]
     p0, p1, p2, p3 = padded[seg], padded[seg + 1], padded[seg + 2], padded[seg + 3]
-    return 0.5 * (
-        2.0 * p1 + (p2 - p0) * s + (2.0 * p0 - 5.0 * p1 + 4.0 * p2 - p3) * s**2 + (3.0 * p1 - p0 - 3.0 * p2 + p3) * s**3
-    )
+    a = float(smoothness)
+    chord = p2 - p1
+    m1 = (1.0 - a) * chord + a * 0.5 * (p2 - p0)
+    m2 = (1.0 - a) * chord + a * 0.5 * (p3 - p1)
+    s = s[:, None]
+    s2, s3 = s * s, s * s * s
+    return (2 * s3 - 3 * s2 + 1) * p1 + (s3 - 2 * s2 + s) * m1 + (-2 * s3 + 3 * s2) * p2 + (s3 - s2) * m2
+
+
+def keyframe_path(poses: np.ndarray, n_frames: int, seconds=None, fovs=None,
+                  smoothness: float = 1.0) -> tuple[np.ndarray, np.ndarray | None]:
+    """Frames through keyframes ``poses`` at even times: keyframe k is reached at the sum of
+    ``seconds[:k]`` (the time from each keyframe to the next; default 1 each), and frame j of
+    ``n_frames`` is at ``j / (n_frames - 1)`` of the whole duration.
+
+    Positions, back and up axes (and the fields of view) follow ``_hermite``'s curve with
+    ``smoothness`` (0: straight lines, 1: Catmull-Rom); each frame is re-orthonormalised with
+    ``viewmatrix``. With equal ``seconds`` and smoothness 1 this is ``interpolated_path``.
+
+    Args:
+        poses: np.ndarray  # [K, 3, 4+], K >= 1
+        seconds: np.ndarray  # [K] or [K - 1] (the last keyframe's is not used), > 0
+        fovs: np.ndarray  # [K] field of view of each keyframe (any unit), or None
+    Returns:
+        (poses: np.ndarray  # [n_frames, 3, 4], fovs: np.ndarray  # [n_frames] or None)
+    """
+    poses = np.asarray(poses, dtype=np.float64)[:, :3, :4]
+    k = len(poses)
+    fov = None if fovs is None else np.asarray(fovs, dtype=np.float64).reshape(k)
+    if k == 1 or n_frames == 1:
+        return np.repeat(poses[:1], n_frames, axis=0), None if fov is None else np.repeat(fov[:1], n_frames)
+    dur = np.ones(k - 1) if seconds is None else np.asarray(seconds, dtype=np.float64).reshape(-1)[:k - 1]
+    starts = np.concatenate([[0.0], np.cumsum(dur)])  # [K] time of each keyframe
+    times = np.linspace(0.0, starts[-1], n_frames)
+    seg = np.clip(np.searchsorted(starts, times, side="right") - 1, 0, k - 2)
+    s = np.clip((times - starts[seg]) / np.maximum(dur[seg], 1e-12), 0.0, 1.0)
+    pos = _hermite(poses[:, :3, 3], seg, s, smoothness)
+    back = _hermite(poses[:, :3, 2], seg, s, smoothness)
+    up = _hermite(poses[:, :3, 1], seg, s, smoothness)
+    frames = np.stack([viewmatrix(b, v, c) for b, v, c in zip(back, up, pos)], 0)
+    return frames, None if fov is None else _hermite(fov[:, None], seg, s, smoothness)[:, 0]
 
 
 def interpolated_path(poses: np.ndarray, n_frames: int) -> np.ndarray:
@@ -176,14 +215,7 @@ def interpolated_path(poses: np.ndarray, n_frames: int) -> np.ndarray:
     Returns:
         render_poses: np.ndarray  # [n_frames, 3, 4]
     """
-    poses = np.asarray(poses, dtype=np.float64)
-    if len(poses) == 1:
-        return np.repeat(poses[:1, :3, :4], n_frames, axis=0)
-    u = np.linspace(0.0, len(poses) - 1.0, n_frames)
-    pos = _catmull_rom(poses[:, :3, 3], u)
-    back = _catmull_rom(poses[:, :3, 2], u)
-    up = _catmull_rom(poses[:, :3, 1], u)
-    return np.stack([viewmatrix(b, v, c) for b, v, c in zip(back, up, pos)], 0)
+    return keyframe_path(poses, n_frames)[0]
 
 
 def look_at_point(poses: np.ndarray) -> np.ndarray:
@@ -268,12 +300,18 @@ class CameraPath:
 
     The file is JSON::
 
-        {"format": "enerf-camera-path", "version": 1,
+        {"format": "enerf-camera-path", "version": 2,
          "width": 504, "height": 378, "fov_y": 53.1,      # optional: the frame size, vertical fov in degrees
-         "frames": 120, "fps": 30,                        # frames: Catmull-Rom frames through the keyframes
-         "keyframes": [{"c2w": [[r, u, b, t] x 3 rows]}, ...]}   # scene space, columns [right, up, back, t]
+         "frames": 121, "fps": 30, "smoothness": 1.0,     # frames through the keyframes (0: the keyframes)
+         "keyframes": [{"c2w": [[r, u, b, t] x 3 rows],   # scene space, columns [right, up, back, t]
+                        "fov_y": 50.0,                    # optional: this keyframe's vertical fov (degrees)
+                        "seconds": 2.0}, ...]}            # optional: time from this keyframe to the next
 
-    ``frames`` equal to the number of keyframes (or 0) renders the keyframes themselves.
+    Frames are at even times along the keyframes (``keyframe_path``: ``smoothness`` 1 is a
+    Catmull-Rom spline, 0 straight lines; without ``seconds``, 1 s between keyframes), each with
+    the field of view interpolated between its keyframes' ``fov_y``. ``frames`` equal to the
+    number of keyframes (or 0) renders the keyframes themselves. Version 1 files (no per-keyframe
+    fields, no smoothness) read as before: Catmull-Rom, evenly in keyframes, one field of view.
     """
 
     keyframes: np.ndarray  # [K, 3, 4] float64 camera-to-world, scene space
@@ -282,12 +320,40 @@ class CameraPath:
     height: int | None = None
     fov_y: float | None = None  # vertical field of view in degrees (None: the scene's)
     fps: float | None = None
+    fovs: np.ndarray | None = None  # [K] vertical field of view of each keyframe in degrees (None: ``fov_y``)
+    seconds: np.ndarray | None = None  # [K] time from each keyframe to the next (None: 1 s each)
+    smoothness: float = 1.0  # 1: Catmull-Rom through the keyframes, 0: straight lines
+
+    def _path(self) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.frames in (0, len(self.keyframes)):
+            return self.keyframes, self.fovs
+        return keyframe_path(self.keyframes, self.frames, self.seconds, self.fovs, self.smoothness)
 
     def poses(self) -> np.ndarray:
         """Camera-to-world of every frame: np.ndarray  # [M, 3, 4] float32."""
-        if self.frames in (0, len(self.keyframes)):
-            return self.keyframes.astype(np.float32)
-        return interpolated_path(self.keyframes, self.frames).astype(np.float32)
+        return self._path()[0].astype(np.float32)
+
+    def frame_fovs(self) -> np.ndarray | None:
+        """Vertical field of view of every frame in degrees: np.ndarray  # [M] (None: ``fov_y`` for all)."""
+        fovs = self._path()[1]
+        return None if fovs is None else np.asarray(fovs, dtype=np.float64)
+
+    def to_dict(self) -> dict:
+        """The file's JSON object (version 2)."""
+        keys = []
+        for k, c2w in enumerate(np.asarray(self.keyframes, dtype=np.float64)[:, :3, :4]):
+            entry = {"c2w": c2w.tolist()}
+            if self.fovs is not None:
+                entry["fov_y"] = float(self.fovs[k])
+            if self.seconds is not None:
+                entry["seconds"] = float(self.seconds[k])
+            keys.append(entry)
+        out = {"format": CAMERA_PATH_FORMAT, "version": 2, "frames": int(self.frames),
+               "smoothness": float(self.smoothness), "keyframes": keys}
+        for key, value in (("width", self.width), ("height", self.height), ("fov_y", self.fov_y), ("fps", self.fps)):
+            if value is not None:
+                out[key] = value
+        return out
 
 
 def camera_path_dict(keyframes, frames: int = 0, width: int | None = None, height: int | None = None,
@@ -302,8 +368,10 @@ def camera_path_dict(keyframes, frames: int = 0, width: int | None = None, heigh
     return out
 
 
-def read_camera_path(path: str | Path) -> CameraPath:
-    """Read a camera path file; ConfigError (one line, naming ``path``) when it is missing or malformed."""
+def read_camera_path(path: str | Path, keyframes: bool = False) -> CameraPath:
+    """Read a camera path file: enerf's (``CameraPath``) or nerfstudio's ``camera_path.json``
+    (``enerf.data.nerfstudio_path``: its rendered frames, or with ``keyframes`` its keyframes
+    where it has them). ConfigError (one line, naming ``path``) when it is missing or malformed."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"path {str(path)!r} is neither a camera path name nor a file; save one from enerf view "
@@ -312,8 +380,16 @@ def read_camera_path(path: str | Path) -> CameraPath:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not JSON ({str(exc).splitlines()[0]})") from None
+    if isinstance(data, dict) and data.get("format") is None and "camera_path" in data:
+        from .nerfstudio_path import from_nerfstudio
+
+        try:
+            return from_nerfstudio(data, keyframes)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{path}: malformed nerfstudio camera path ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != CAMERA_PATH_FORMAT:
-        raise ConfigError(f"{path} is not a camera path file (no \"format\": \"{CAMERA_PATH_FORMAT}\")")
+        raise ConfigError(f"{path} is not a camera path file (no \"format\": \"{CAMERA_PATH_FORMAT}\", nor "
+                          "nerfstudio's \"camera_path\")")
     try:
         keys = np.asarray([k["c2w"] for k in data["keyframes"]], dtype=np.float64)
         if keys.ndim != 3 or keys.shape[0] < 1 or keys.shape[1] not in (3, 4) or keys.shape[2] != 4:
@@ -329,8 +405,29 @@ def read_camera_path(path: str | Path) -> CameraPath:
         fov_y = data.get("fov_y")
         if fov_y is not None and not 0.0 < float(fov_y) < 180.0:
             raise ValueError(f"fov_y = {fov_y} degrees")
+        fovs = _per_keyframe(data["keyframes"], "fov_y", fov_y)
+        if fovs is not None and not ((fovs > 0) & (fovs < 180)).all():
+            raise ValueError("a keyframe's fov_y is not in (0, 180) degrees")
+        seconds = _per_keyframe(data["keyframes"], "seconds", 1.0)
+        if seconds is not None and not (seconds[:-1] > 0).all():
+            raise ValueError("a keyframe's seconds is not positive")
+        smoothness = float(data.get("smoothness", 1.0))
+        if not 0.0 <= smoothness <= 1.0:
+            raise ValueError(f"smoothness = {smoothness}, not in [0, 1]")
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: malformed camera path ({exc})") from None
     return CameraPath(keys[:, :3, :4], frames, None if width is None else int(width),
                       None if height is None else int(height), None if fov_y is None else float(fov_y),
-                      data.get("fps"))
+                      data.get("fps"), fovs, seconds, smoothness)
+
+
+def _per_keyframe(entries: list, key: str, default) -> np.ndarray | None:
+    """np.ndarray  # [K] of ``entry[key]`` (``default`` where an entry has none); None when no entry has it."""
+    if not any(key in e for e in entries):
+        return None
+    if default is None and not all(key in e for e in entries):
+        raise ValueError(f"some keyframes have {key} and some do not, and the file names no default")
+    values = np.asarray([float(e.get(key, default)) for e in entries], dtype=np.float64)
+    if not np.isfinite(values).all():
+        raise ValueError(f"non-finite {key}")
+    return values

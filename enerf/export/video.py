@@ -105,6 +105,16 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
     return llff_spiral_path(scene.poses.astype(np.float64), scene.bounds.astype(np.float64), n_frames).astype(np.float32)
 
 
+def frame_focals(scene: Scene, path: str, n_frames: int) -> np.ndarray:
+    """Focal length in pixels of each of the ``n_frames`` frames of ``path``: ``frame_size``'s,
+    or where a camera path file gives each frame its own field of view, that one's."""
+    width, height, focal = frame_size(scene, path)
+    fovs = read_camera_path(path).frame_fovs() if path.lower().endswith(".json") else None
+    if fovs is None:
+        return np.full(n_frames, focal)
+    return 0.5 * height / np.tan(np.radians(np.asarray(fovs, dtype=np.float64)) / 2.0)
+
+
 def frame_size(scene: Scene, path: str) -> tuple[int, int, float]:
     """(width, height, focal in pixels) of the frames of ``path``: the scene's images, or the size and
     vertical field of view a camera path file names (the scene's where it names none)."""
@@ -231,6 +241,7 @@ def render_video(
     scene = run.scene
     poses = camera_path(scene, cfg.path, cfg.frames, run.cfg.data.spherify)
     size = frame_size(scene, cfg.path)
+    focals = frame_focals(scene, cfg.path, len(poses))  # a camera path file may change the field of view
     chunk = cfg.chunk if cfg.chunk > 0 else run.cfg.render.chunk
     lo, hi = depth_range(scene)
     out_dir = Path(out_dir)
@@ -242,7 +253,8 @@ def render_video(
     try:
         for k, c2w in enumerate(poses):
             bar.set_postfix_str(f"frame {k + 1}/{len(poses)}", refresh=False)
-            out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device, size), run.models, run.cfg.render,
+            out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device, (*size[:2], focals[k])),
+                                    run.models, run.cfg.render,
                                     run.device, chunk, renderer=run.renderer, aabb=scene.aabb, bar=bar)
             rgb = (out["rgb"].clamp(0.0, 1.0).numpy() * 255.0 + 0.5).astype(np.uint8)
             depth = colorize(depth_values(out, scene.use_ndc), lo, hi, cfg.colormap)

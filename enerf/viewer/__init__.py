@@ -1,14 +1,17 @@
 """The browser viewer (``enerf view``, ``enerf train --viewer``), on viser (the ``viewer`` extra).
 
     render.py    render_view: the one call into the renderer (a run, a camera, a size -> an image)
+    draft.py     the draft renderer: the run's renderer with fewer samples, for frames before the exact one
     frames.py    one frame from one or two runs: side by side, split slider, difference, labels
     scene.py     camera conventions, frustums, the initial view, the panel's text (numpy only)
-    server.py    Viewer: the viser server, progressive per-browser rendering, panel, keyframes
+    server.py    Viewer: the viser server, progressive per-browser rendering, panel
+    keyframes.py the camera-path editor's keyframes and files (enerf's, nerfstudio's camera_path.json)
+    editor.py    PathEditor: the panel's camera-path folder, the keyframes in the scene, the preview
     training.py  TrainingViewer: the viewer fed between training steps
     app.py       open_view: load checkpoints and serve them (``enerf view``)
 
-Only ``server.py`` (and what imports it) needs viser; ``render.py``, ``frames.py`` and
-``scene.py`` work without it.
+Only ``server.py`` and ``editor.py`` (and what imports them) need viser; ``render.py``,
+``draft.py``, ``frames.py``, ``keyframes.py`` and ``scene.py`` work without it.
 """
 
 from .render import OUTPUTS, render_view

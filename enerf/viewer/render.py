@@ -25,6 +25,7 @@ from ..data.rays import make_rays
 from ..export.images import render_rays_image
 from ..export.video import colorize, depth_range, depth_values
 from ..loaded_run import LoadedRun
+from .draft import draft_renderer
 
 __all__ = ["OUTPUTS", "render_view", "focal_from_fov", "fov_from_focal", "eval_mode"]
 
@@ -56,7 +57,7 @@ def eval_mode(modules) -> Iterator[None]:
 
 
 def render_view(run: LoadedRun, c2w: np.ndarray, width: int, height: int, focal: float, output: str = "rgb",
-                colormap: str = "turbo") -> np.ndarray:
+                colormap: str = "turbo", draft: float = 1.0) -> np.ndarray:
     """Render ``run`` from the pinhole camera ``c2w`` (scene space, columns [right, up, back, t]).
 
     Args:
@@ -67,6 +68,8 @@ def render_view(run: LoadedRun, c2w: np.ndarray, width: int, height: int, focal:
         output: ``rgb``; ``depth`` (depth for world rays, disparity for NDC rays, colour-mapped with
             ``colormap`` over the scene's fixed range, as ``enerf render``'s depth.mp4); or
             ``accumulation`` (opacity, grey).
+        draft: in (0, 1]: a draft frame with this fraction of the renderer's samples per ray
+            (``draft.draft_renderer``); 1: the exact frame (the pixels of ``enerf render``).
 
     Returns:
         np.ndarray  # [height, width, 3] float32 in [0, 1]
@@ -76,8 +79,10 @@ def render_view(run: LoadedRun, c2w: np.ndarray, width: int, height: int, focal:
     scene = run.scene
     pose = torch.as_tensor(np.asarray(c2w, dtype=np.float32)[:3, :4], device=run.device)
     rays = make_rays(int(height), int(width), float(focal), pose, scene.near, scene.far, scene.use_ndc)
+    renderer = draft_renderer(run, draft) or run.renderer
     with torch.no_grad(), eval_mode(run.models.values()):
-        out = render_rays_image(rays, run.models, run.cfg.render, run.device, renderer=run.renderer, aabb=scene.aabb)
+        out = render_rays_image(rays, run.models, renderer.cfg if renderer is not None else run.cfg.render, run.device,
+                                renderer=renderer, aabb=scene.aabb)
     if output == "rgb":
         return out["rgb"].clamp(0.0, 1.0).numpy().astype(np.float32)
     if output == "accumulation":

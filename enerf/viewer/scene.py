@@ -122,7 +122,8 @@ def frustum_scale(run: LoadedRun) -> float:
 
 def initial_view(run: LoadedRun) -> dict:
     """Where the browser's camera starts: at the first training camera (position, a point it looks
-    at in front of it, its up axis, its vertical field of view in radians)."""
+    at in front of it, its up axis, its vertical field of view in radians, its pose ``c2w`` and
+    view ``index``)."""
     scene = run.scene
     index = int(scene.i_train[0]) if len(scene.i_train) else 0
     pose = scene.poses[index].astype(np.float64)
@@ -131,7 +132,7 @@ def initial_view(run: LoadedRun) -> dict:
     forward = -pose[:3, 2] / np.linalg.norm(pose[:3, 2])
     up = pose[:3, 1] / np.linalg.norm(pose[:3, 1])
     return {"position": pose[:3, 3], "look_at": pose[:3, 3] + dist * forward, "up": up,
-            "fov": fov_from_focal(scene.focal, scene.height), "c2w": pose[:3, :4]}
+            "fov": fov_from_focal(scene.focal, scene.height), "c2w": pose[:3, :4], "index": index}
 
 
 def run_label(run: LoadedRun, metrics: dict) -> str:

@@ -7,7 +7,11 @@ renders the browser's camera in small units of work (``work``):
 * a camera move (or a panel change) restarts that browser's frame at level 0, a preview whose
   width is chosen from the measured render speed so that it takes about ``preview_seconds``;
 * while the camera rests, each next level doubles the width, up to the resolution cap
-  (``max_width``, and never wider than the browser's canvas); the last level is sent as PNG;
+  (``max_width``, and never wider than the browser's canvas; a level whose double would pass
+  the cap is the cap);
+* those frames are drafts (``draft.py``: the run's renderer with ``draft`` of its samples per
+  ray), the last of them at the cap; then the exact frame at the cap (every sample: the pixels
+  of ``enerf render``), sent as PNG (``draft`` 1: every frame exact);
 * only each browser's latest camera is rendered: camera messages that arrive while a frame
   renders replace one another (stale requests are dropped, never queued).
 
@@ -26,15 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_write_json
 from ..config import VIEWER_LAYOUTS, VIEWER_OUTPUTS, ViewerConfig
-from ..data.camera_paths import camera_path_dict
-from ..errors import ConfigError, EnerfError
+from ..errors import ConfigError
 from ..loaded_run import LoadedRun
 from .frames import render_frame
 from .render import focal_from_fov
-from .scene import c2w_from_viser, frustum_scale, frustums, initial_view, run_label, run_summary, viser_from_c2w
-from .session import FrameInfo, _Browser, _Keyframes, check_port, import_viser
+from .scene import c2w_from_viser, frustum_scale, frustums, initial_view, run_label, run_summary
+from .editor import PathEditor
+from .session import FrameInfo, _Browser, check_port, import_viser
 
 __all__ = ["Viewer"]
 
@@ -73,12 +76,15 @@ class Viewer:
         self.frames_sent = 0
         self.browsers_seen = 0
         self._worker: threading.Thread | None = None
-        self._keys = _Keyframes()
         self.output = cfg.output
         self.layout = cfg.layout
         self.split = 0.5
         self.max_width = cfg.max_width
+        self.draft = cfg.draft  # fraction of samples of the frames before the exact one (1: all exact)
         self.path_dir: Path | None = None
+        self.editor: PathEditor | None = None
+        self._start_frustum = None
+        self._seen_start = False
         self.status = None
 
     # ------------------------------------------------------------------ set-up
@@ -103,6 +109,12 @@ class Viewer:
         server.initial_camera.up = tuple(float(v) for v in view["up"])
         server.initial_camera.fov = float(view["fov"])
         self._draw_cameras(run)
+        # the first view is a training camera's: its own frustum (around the view) is hidden until the camera leaves it
+        self._start = (np.asarray(view["position"], dtype=np.float64), 2.0 * frustum_scale(run))
+        self._start_frustum = next((h for h in self.frustum_handles if h.name == f"/cameras/train/{view['index']:03d}"),
+                                   None)
+        if self._start_frustum is not None:
+            self._start_frustum.visible = False
         self._build_panel()
         server.on_client_connect(self._connect)
         server.on_client_disconnect(self._disconnect)
@@ -112,7 +124,6 @@ class Viewer:
         scene = self.server.scene
         self.cameras_root = scene.add_frame("/cameras", show_axes=False)
         scale = frustum_scale(run)
-        self._key_handles = []
         self.frustum_handles = []
         for f in frustums(run, self.metrics[0]):
             colour = (60, 110, 220) if f.split == "train" else (235, 120, 20)
@@ -169,63 +180,18 @@ class Viewer:
         for k, (run, metrics) in enumerate(zip(self.runs, self.metrics)):
             with gui.add_folder("Run" if len(self.runs) == 1 else f"Run {'AB'[k]}", expand_by_default=k == 0):
                 self.run_panels.append(gui.add_markdown(run_summary(run, metrics)))
-        with gui.add_folder("Keyframes", expand_by_default=False):
-            add = gui.add_button("Add keyframe (this view)")
-            clear = gui.add_button("Clear keyframes")
-            frames = gui.add_number("Frames", initial_value=120, min=0, max=100000, step=1)
-            name = gui.add_text("File name", initial_value="path.json")
-            save = gui.add_button("Save camera path")
-            self.keys_note = gui.add_markdown("no keyframes")
-
-            @add.on_click
-            def _(event) -> None:
-                if event.client is not None:
-                    self.add_keyframe(event.client.camera)
-
-            @clear.on_click
-            def _(_event) -> None:
-                self._keys = _Keyframes()
-                for handle in self._key_handles:
-                    handle.remove()
-                self._key_handles = []
-                self.keys_note.content = "no keyframes"
-
-            @save.on_click
-            def _(_event) -> None:
-                try:
-                    path = self.save_path(name.value, int(frames.value))
-                    self.keys_note.content = (f"saved {path}\n\nrender it: `enerf render --ckpt "
-                                              f"{self.runs[0].ckpt_path} --path {path}`")
-                except EnerfError as exc:
-                    self.keys_note.content = f"not saved: {exc}"
+        self.editor = PathEditor(self, frustum_scale(self.runs[0]))
 
     # ------------------------------------------------------------------ keyframes
 
     def add_keyframe(self, camera) -> None:
-        """Add the pose of a browser's ``camera`` (viser CameraHandle) to the keyframes."""
-        c2w = c2w_from_viser(camera.wxyz, camera.position)
-        if self._keys.size is None:
-            self._keys.size = (int(camera.image_width), int(camera.image_height), float(np.degrees(camera.fov)))
-        self._keys.poses.append(c2w)
-        k = len(self._keys.poses)
-        wxyz, position = viser_from_c2w(c2w)
-        self._key_handles.append(self.server.scene.add_camera_frustum(
-            f"/keyframes/{k:03d}", fov=float(camera.fov), aspect=float(camera.aspect),
-            scale=frustum_scale(self.runs[0]), color=(30, 170, 60), wxyz=wxyz, position=position))
-        self.keys_note.content = f"{k} keyframe{'s' if k > 1 else ''}"
+        """Add the pose and field of view of a browser's ``camera`` (viser CameraHandle) to the path."""
+        self.editor.add(camera)
 
-    def save_path(self, name: str, frames: int) -> Path:
-        """Write the keyframes as a camera path file (``enerf render --path FILE``); returns its path."""
-        if not self._keys.poses:
-            raise ConfigError("no keyframes yet: move the camera and press Add keyframe")
-        name = Path(str(name).strip() or "path.json").name
-        if not name.lower().endswith(".json"):
-            name += ".json"
-        folder = self.path_dir or Path(".")
-        width, height, fov_y = self._keys.size
-        path = folder / name
-        atomic_write_json(path, camera_path_dict(np.stack(self._keys.poses), frames, width, height, fov_y))
-        return path
+    def save_path(self, name: str, frames: int | None = None, fmt: str = "enerf") -> Path:
+        """Write the camera path (``fmt``: enerf's file for ``enerf render --path FILE``, or
+        nerfstudio's camera_path.json) into ``path_dir``; returns its path."""
+        return self.editor.save(name, fmt, frames)
 
     # ------------------------------------------------------------------ browsers
 
@@ -235,7 +201,13 @@ class Viewer:
             self.browsers_seen += 1
 
         @client.camera.on_update
-        def _(_camera) -> None:
+        def _(camera) -> None:
+            start = self._start_frustum
+            if start is not None and not start.visible:  # shown once a camera that was at the start leaves it
+                away = np.linalg.norm(np.asarray(camera.position) - self._start[0]) > self._start[1]
+                if away and self._seen_start:
+                    start.visible = True
+                self._seen_start = self._seen_start or not away
             with self._lock:
                 browser = self._browsers.get(client.client_id)
                 if browser is not None:
@@ -268,7 +240,8 @@ class Viewer:
         height = max(int(round(width * run.scene.height / run.scene.width)), 1)
         for _ in range(2):  # the first call pays one-time costs
             tic = time.perf_counter()
-            render_frame(self.runs, view["c2w"], width, height, focal_from_fov(view["fov"], height), "rgb", "a")
+            render_frame(self.runs, view["c2w"], width, height, focal_from_fov(view["fov"], height), "rgb", "a",
+                         draft=self.draft)
             seconds = time.perf_counter() - tic
         self.rate = width * height / max(seconds, 1e-6)
 
@@ -277,12 +250,16 @@ class Viewer:
         self.rate = rate if self.rate is None else 0.5 * self.rate + 0.5 * rate
 
     def _width(self, level: int, target: int, aspect: float) -> int:
-        """Frame width of ``level``: a preview of about ``preview_seconds``, doubled per level, up to ``target``."""
+        """Frame width of ``level``: a preview of about ``preview_seconds``, doubled per level, up to
+        ``target``; a level whose double would pass ``target`` is ``target`` itself (a level just
+        below the cap would cost nearly as much as the cap)."""
         pixels = (self.rate or 1e4) * self.cfg.preview_seconds
         if len(self.runs) == 2 and self.layout in ("split", "difference"):
             pixels /= 2  # two whole renderings per frame (side by side: two halves, the same pixels)
-        preview = int(np.sqrt(pixels * aspect))
-        return int(min(max(preview, self.cfg.min_width) * 2**level, target))
+        width = max(int(np.sqrt(pixels * aspect)), self.cfg.min_width) * 2**level
+        if level > 0 and 2 * width > target:  # no level between this one and the cap: this one is the cap
+            width = target
+        return int(min(width, target))
 
     def pending(self, training_step: int | None = None) -> bool:
         """Whether some browser waits for a frame (training: or shows a finest frame of an older step)."""
@@ -302,11 +279,11 @@ class Viewer:
             camera = browser.client.camera
             version = browser.version
             if version != browser.started:
-                browser.started, browser.level, browser.done = version, 0, False
+                browser.started, browser.level, browser.done, browser.drafted = version, 0, False, False
             elif browser.done:
                 if training_step is None or browser.done_step == training_step:
                     continue
-                browser.done = False  # refresh at the finest level
+                browser.done, browser.drafted = False, True  # refresh at the finest level, exact
                 browser.level = 99
             try:
                 tic = time.perf_counter()
@@ -339,20 +316,26 @@ class Viewer:
         height = max(int(round(width * canvas_h / canvas_w)), 1)
         focal = focal_from_fov(fov, height)
         c2w = c2w_from_viser(wxyz, position)
-        final = width >= target
+        at_cap = width >= target
+        draft = self.draft < 1.0 and not (at_cap and browser.drafted)
+        final = at_cap and not draft
         tic = time.perf_counter()
         frame = render_frame(self.runs, c2w, width, height, focal, self.output, self.layout, self.split,
-                             self.labels if len(self.runs) == 2 else None, self.cfg.colormap)
-        self._note_speed(width * height * (2 if len(self.runs) == 2 and self.layout in ("split", "difference") else 1),
-                         time.perf_counter() - tic)
+                             self.labels if len(self.runs) == 2 else None, self.cfg.colormap,
+                             self.draft if draft else 1.0)
+        if draft or self.draft >= 1.0:  # the previews' width follows the speed of draft frames
+            self._note_speed(width * height * (2 if len(self.runs) == 2 and self.layout in ("split", "difference")
+                                               else 1), time.perf_counter() - tic)
+        if at_cap and draft:
+            browser.drafted = True  # the next level is the exact frame at the same width
         image = (np.clip(frame, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
         if final:
             browser.client.scene.set_background_image(image, format="png")
         else:
             browser.client.scene.set_background_image(image, format="jpeg", jpeg_quality=self.cfg.jpeg_quality)
-        info = FrameInfo(version, browser.level, width, height, focal, c2w, final, 0.0, self.runs[0].step)
+        info = FrameInfo(version, browser.level, width, height, focal, c2w, final, draft, 0.0, self.runs[0].step)
         if self.status is not None:
-            self.status.content = (f"{'final' if final else 'preview'} frame {width}x{height} "
+            self.status.content = (f"{'exact' if final else 'draft'} frame {width}x{height} "
                                    f"in {time.perf_counter() - tic:.2f} s · step {self.runs[0].step}")
         return info
 
@@ -392,6 +375,8 @@ class Viewer:
         raise TimeoutError(f"no {'final ' if final else ''}frame within {timeout:.0f} s")
 
     def close(self) -> None:
+        if getattr(self, "editor", None) is not None:
+            self.editor.close()
         self._stop.set()
         self._wake.set()
         if self._worker is not None:

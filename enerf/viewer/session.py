@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -56,7 +56,8 @@ class FrameInfo:
     height: int
     focal: float
     c2w: np.ndarray  # [3, 4] scene space
-    final: bool  # the finest level for that camera
+    final: bool  # the finest level for that camera (an exact frame: the pixels of ``enerf render``)
+    draft: bool  # rendered with the draft renderer (fewer samples per ray; ``draft.py``)
     seconds: float  # time to render it
     step: int  # the first run's step when it was rendered
 
@@ -70,13 +71,8 @@ class _Browser:
     started: int = -1  # the version the current level sequence renders
     level: int = 0  # next level to render
     done: bool = False  # the finest level of ``started`` was sent
+    drafted: bool = False  # a draft frame at the resolution cap of ``started`` was sent (the exact one is next)
     done_step: int = -1  # the run's step of that finest frame (training: refresh when it moves on)
     sent_at: float = 0.0  # time.perf_counter() of the last frame sent
     last: FrameInfo | None = None
     frames: int = 0  # frames sent
-
-
-@dataclass
-class _Keyframes:
-    poses: list = field(default_factory=list)  # [3, 4] each
-    size: tuple[int, int, float] | None = None  # width, height, fov_y degrees of the first keyframe
