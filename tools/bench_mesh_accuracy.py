@@ -25,8 +25,8 @@ and scores it against the analytic surfaces (``enerf.metrics.reference_metrics``
 
 The density grid and the fused TSDF surface are computed once and shared by the variants of
 their method (the same values ``enerf mesh`` would compute again for each); a variant's
-``seconds`` is then what follows them (decimation, colours), the shared part is recorded apart. Waits while /work/BENCH_LOCK exists (another
-timed benchmark), records the load average beside the times.
+``seconds`` is then what follows them (decimation, colours), the shared part is recorded apart. Records the load average
+beside the times.
 
     python tools/bench_mesh_accuracy.py                         # -> benchmarks/mesh_accuracy.json
     python tools/bench_mesh_accuracy.py --iters 300 --resolution 96 --out /tmp/m.json   # a quick look
@@ -58,12 +58,6 @@ from enerf.loaded_run import load_run  # noqa: E402
 from enerf.metrics import reference_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCK = Path("/work/BENCH_LOCK")
-
-
-def wait_for_lock() -> None:
-    while LOCK.exists():
-        time.sleep(20)
 
 
 def camera_rays(c2w: np.ndarray, height: int, width: int, focal: float, stride: int) -> tuple[np.ndarray, np.ndarray]:
@@ -176,7 +170,6 @@ def main(argv: list[str] | None = None) -> int:
     command = "python tools/bench_mesh_accuracy.py " + " ".join(argv if argv is not None else sys.argv[1:])
     torch.set_num_threads(max(1, os.cpu_count() or 1))
 
-    wait_for_lock()
     load = {"start": [round(x, 2) for x in os.getloadavg()]}
     scene_dir = make_synthetic_scene(args.work / "scene")
     ckpt = args.work / "runs" / "demo" / "checkpoints" / "latest.pt"
@@ -206,7 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with grid, fused:
         for name, overrides in methods(args.faces):
-            wait_for_lock()
             cfg = MeshConfig(resolution=args.resolution, threshold=args.threshold, **overrides)
             start = time.perf_counter()
             try:

@@ -3,9 +3,9 @@
 For each ``NAME=CHECKPOINT`` it runs the command as a user would (a subprocess, wall time
 measured around it, the load average beside it), then loads the file with ``trimesh.load`` and
 records its faces, vertices, UV range and texture size; CPU time (user + sys) and peak memory
-of the command beside the wall time, since the wall time depends on what else runs. Waits while /work/BENCH_LOCK exists.
+of the command beside the wall time, since the wall time depends on what else runs.
 
-    python tools/bench_mesh_export.py --ckpt lego_cpu=/work/ckpts/lego/checkpoints/latest.pt \\
+    python tools/bench_mesh_export.py --ckpt lego_cpu=runs/lego_cpu/checkpoints/latest.pt \\
         fox=runs/bench_proposal/fox-s0/checkpoints/latest.pt --outdir /tmp/meshes   # -> benchmarks/mesh_export.json
 """
 
@@ -27,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from enerf.atomic import atomic_write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCK = Path("/work/BENCH_LOCK")
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -50,8 +49,6 @@ def main(argv: list[str] | None = None) -> int:
         name, _, ckpt = item.partition("=")
         mesh_path = args.outdir / f"{name}{args.suffix}"
         cmd = ["enerf", "mesh", "--ckpt", ckpt, *args.flags.split(), "--out", str(mesh_path), "--quiet"]
-        while LOCK.exists():
-            time.sleep(20)
         load_before = os.getloadavg()
         cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
