@@ -3,10 +3,12 @@ coloured point cloud back-projected from them, from a NeRF checkpoint alone."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..config import DepthExportConfig, PointCloudConfig
 from ..errors import ConfigError
+from ..runfolder import check_output_dir, check_output_file
 from .common import DATA_ROOT, OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
 
 __all__ = ["cmd_export"]
@@ -20,29 +22,23 @@ ACTIONS = {
 
 
 def check_out(out: str, folder: bool) -> Path:
-    """``--out``: its parent folder exists and is writable; a file ends in .ply, a folder is not a file.
+    """``--out``: its parent folder exists (a missing one is refused, not made) and the shared
+    output checks pass (``runfolder.check_output_dir`` / ``check_output_file``: writable, not a
+    file where a folder is wanted and the reverse); a point cloud file ends in .ply.
 
     Raises:
         ConfigError: one line naming --out.
     """
-    import os
-
     path = Path(os.path.abspath(out))
-    parent = path.parent
-    if not parent.is_dir():
-        raise ConfigError(f"--out {out}: folder {parent} does not exist; create it first")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {out}: cannot write in {parent} (not writable); choose a writable folder")
-    if folder and path.exists() and not path.is_dir():
-        raise ConfigError(f"--out {out} is a file; give a folder")
-    if not folder:
-        if path.is_dir():
-            raise ConfigError(f"--out {out} is a folder; give a file name ending in .ply")
-        if path.suffix.lower() != ".ply":
-            raise ConfigError(f"--out {out}: a point cloud is written as .ply")
-    if folder and path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {out}: cannot write in it (not writable); choose a writable folder")
-    return path
+    if not path.parent.is_dir():
+        raise ConfigError(f"--out {out}: folder {path.parent} does not exist; create it first")
+    if folder:
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"--out {out} is a file; give a folder")
+        return check_output_dir(path, "--out")
+    if path.suffix.lower() != ".ply" and not path.is_dir():
+        raise ConfigError(f"--out {out}: a point cloud is written as .ply")
+    return check_output_file(path, "--out")
 
 
 def cmd_export(argv: list[str]) -> int:
