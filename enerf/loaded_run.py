@@ -6,7 +6,7 @@ start here.
 Where the scene comes from (``load_run``'s ``datadir`` is the commands' ``--datadir``):
 
 * ``datadir`` given: that folder, loaded (images and cameras).
-* a checkpoint that carries its cameras (``enerf.data.cameras``, written by training), for a
+* a checkpoint that carries its cameras (``enerf.data.camera_record``, written by training), for a
   command that needs no images (``images=False``: render, mesh, export, view): the cameras; the
   folder is not read.
 * otherwise the folder recorded at training (``cfg.data``), when it is there; else (``images``
@@ -26,7 +26,7 @@ from torch import nn
 
 from .checkpoint import load_checkpoint
 from .config import RunConfig, ShapeRunConfig
-from .data.cameras import scene_from_cameras
+from .data.camera_record import scene_from_cameras
 from .data.loaders import load_scene
 from .data.resolve import find_scene_dir
 from .data.scene import Scene

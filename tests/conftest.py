@@ -83,7 +83,7 @@ def train_metrics():
 def random_rays():
     """``random_rays(n, seed)``: Rays [n] starting near z = -1.5 heading roughly +z through the
     box [-1, 1]^3 (NDC-like), near in [0, 0.2), far in [1.3, 1.5)."""
-    from enerf.data.rays import Rays
+    from enerf.cameras.rays import Rays
 
     def make(n: int, seed: int) -> Rays:
         g = torch.Generator().manual_seed(seed)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from enerf.data.camera_paths import ellipse_path, focus_box, look_at_point
+from enerf.cameras.paths import ellipse_path, focus_box, look_at_point
 from enerf.data.scene import Scene
 from enerf.errors import ConfigError
 from enerf.export.nerf_mesh import default_bbox

@@ -22,7 +22,7 @@ from enerf.data.colmap_poses import (
 )
 from enerf.data.llff import load_llff, read_poses_bounds
 from enerf.data.nerfstudio import load_nerfstudio
-from enerf.data.rays import pixel_rays
+from enerf.cameras.rays import pixel_rays
 
 HAS_PYCOLMAP = importlib.util.find_spec("pycolmap") is not None
 needs_pycolmap = pytest.mark.skipif(not HAS_PYCOLMAP, reason='pycolmap not installed (pip install -e ".[colmap]")')

@@ -16,7 +16,7 @@ import trimesh
 from enerf.cli import main
 from enerf.config import DepthExportConfig, MeshConfig, PointCloudConfig, RenderConfig, RunConfig
 from enerf.data.nerfstudio import load_nerfstudio
-from enerf.data.rays import ndc_to_world
+from enerf.cameras.rays import ndc_to_world
 from enerf.data.scene import Scene
 from enerf.export.depth import export_depth, quantize_depth
 from enerf.export.nerf_mesh import mesh_from_run

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from enerf.data.rays import Rays
+from enerf.cameras.rays import Rays
 from enerf.render.marching import lattice_transmittance, march_rays
 from enerf.render.occupancy_grid import OccupancyGrid, ray_aabb_intersect
 

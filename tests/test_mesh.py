@@ -13,7 +13,7 @@ from scipy.spatial import cKDTree
 from enerf.cli import main
 from enerf.config import MeshConfig
 from enerf.data.llff import load_llff
-from enerf.data.rays import ndc_rays, ndc_to_world
+from enerf.cameras.rays import ndc_rays, ndc_to_world
 from enerf.data.surface_distance import primitive_distance, surface_distance
 from enerf.export.nerf_mesh import (
     _similarity,

@@ -19,7 +19,7 @@ import torch
 
 from enerf.render import density_fn
 
-from enerf.data.rays import Rays
+from enerf.cameras.rays import Rays
 from enerf.render import nerfacc_backend
 
 ROOT = Path(__file__).resolve().parents[1]

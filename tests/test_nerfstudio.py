@@ -17,12 +17,12 @@ from scipy.spatial.transform import Rotation
 from skimage.transform import downscale_local_mean
 
 from enerf.cli import main
-from enerf.data.lens import Camera, Resampler, pinhole_canvas, source_pixels
+from enerf.cameras.lens import Camera, Resampler, pinhole_canvas, source_pixels
 from enerf.data.loaders import dataset_type_of
 from enerf.data.nerfstudio import CAPTURE_BOX, load_nerfstudio
 from enerf.data.transforms_writer import colmap_camera_fields, transforms_meta, write_transforms
-from enerf.data.normalize import orient_and_center, rotation_between, transform_record
-from enerf.data.rays import pixel_rays
+from enerf.cameras.normalize import orient_and_center, rotation_between, transform_record
+from enerf.cameras.rays import pixel_rays
 from enerf.errors import DataError
 
 FOX_CAMERA = Camera("OPENCV", 1080, 1920, 1375.52, 1374.49, 554.558, 965.268, k1=0.0578421, k2=-0.0805099,

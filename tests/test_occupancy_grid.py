@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from enerf.config import RenderConfig
-from enerf.data.rays import Rays
+from enerf.cameras.rays import Rays
 from enerf.data.synthetic import make_synthetic_scene
 from enerf.errors import ConfigError
 from enerf.fields import AnalyticField

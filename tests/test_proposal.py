@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from enerf.config import RenderConfig
-from enerf.data.rays import Rays
+from enerf.cameras.rays import Rays
 from enerf.render import build_renderer
 from enerf.render.compositing import composite_packed
 from enerf.render.proposal import (anneal_power, distortion_loss, interval_weights, outer_weights, proposal_loss,

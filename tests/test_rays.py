@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.spatial.transform import Rotation
 
-from enerf.data.rays import flatten_rays, index_rays, make_rays, ndc_rays, pixel_rays
+from enerf.cameras.rays import flatten_rays, index_rays, make_rays, ndc_rays, pixel_rays
 
 H, W, FOCAL = 5, 7, 6.3
 

@@ -8,7 +8,7 @@ import torch
 from scipy import stats
 
 from enerf.config import RenderConfig
-from enerf.data.rays import Rays
+from enerf.cameras.rays import Rays
 from enerf.render import build_renderer, composite, sample_pdf, stratified_samples
 
 CPU = torch.device("cpu")

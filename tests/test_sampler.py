@@ -16,7 +16,7 @@ from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
 from enerf.data.blender import load_blender
 from enerf.data.llff import load_llff
-from enerf.data.rays import Rays, flatten_rays, ndc_rays, ray_extent
+from enerf.cameras.rays import Rays, flatten_rays, ndc_rays, ray_extent
 from enerf.data.sampler import RaySampler, training_rays
 from enerf.data.synthetic import make_synthetic_scene
 from enerf.render import rays_aabb

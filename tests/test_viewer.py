@@ -15,7 +15,7 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from enerf.cli import main
-from enerf.data.camera_paths import camera_path_dict, read_camera_path
+from enerf.cameras.path_file import camera_path_dict, read_camera_path
 from enerf.errors import ConfigError
 from enerf.export.images import render_rays_image
 from enerf.export.images import render_view as render_eval_view
@@ -275,7 +275,7 @@ def test_keyframe_path_against_scipy_and_numpy():
     path), keyframe k is reached at the sum of the seconds before it, and the field of view follows."""
     from scipy.interpolate import CubicHermiteSpline
 
-    from enerf.data.camera_paths import keyframe_path
+    from enerf.cameras.paths import keyframe_path
 
     keys = _random_poses(4, 3)
     fovs = np.array([30.0, 60.0, 45.0, 50.0])
@@ -301,7 +301,8 @@ def test_keyframe_path_against_scipy_and_numpy():
 def test_camera_path_v2_file_round_trip(tmp_path):
     """A version-2 file (per-keyframe fov and seconds, smoothness) reads back as written, its
     frames and fields of view are keyframe_path's, and a version-1 file reads as before."""
-    from enerf.data.camera_paths import CameraPath, keyframe_path
+    from enerf.cameras.path_file import CameraPath
+    from enerf.cameras.paths import keyframe_path
 
     keys = _random_poses(3, 4)
     cam = CameraPath(keys, 11, 40, 30, 50.0, 5.0, np.array([50.0, 20.0, 70.0]), np.array([0.4, 1.6, 1.0]), 0.25)
@@ -343,7 +344,7 @@ def test_nerfstudio_camera_path_both_ways(runs, tmp_path):
     row, each with its own fov: ``enerf render --path`` equals render_view at focal
     h / 2 / tan(fov / 2)); its keyframes load into the editor's list (fov, transition seconds,
     smoothness) and are written back the same; the frames written are keyframe_path's."""
-    from enerf.data.nerfstudio_path import from_nerfstudio, to_nerfstudio
+    from enerf.cameras.nerfstudio_path import from_nerfstudio, to_nerfstudio
     from enerf.viewer.keyframes import KeyframeList
 
     path = tmp_path / "camera_path.json"

@@ -33,7 +33,7 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     pytest.skip("no headless browser: apt-get install -y chromium chromium-driver", allow_module_level=True)
 
 from enerf.config import ViewerConfig  # noqa: E402
-from enerf.data.camera_paths import camera_path_dict  # noqa: E402
+from enerf.cameras.path_file import camera_path_dict  # noqa: E402
 from enerf.loaded_run import load_run  # noqa: E402
 from enerf.viewer.app import open_view  # noqa: E402
 from enerf.viewer.render import fov_from_focal, render_view  # noqa: E402
@@ -273,7 +273,7 @@ def test_camera_path_editor(runs, browser):
     the smoothness set, saved in both formats and loaded back; the files hold exactly those
     cameras (an independent computation: the poses set, the typed values), nerfstudio's frames
     are the enerf path's frames, and the preview flies the browser's camera to the last keyframe."""
-    from enerf.data.camera_paths import keyframe_path
+    from enerf.cameras.paths import keyframe_path
 
     viewer = open_view([runs["vanilla"]], ViewerConfig(port=0, max_width=64))
     try:

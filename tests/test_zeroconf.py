@@ -18,7 +18,8 @@ from enerf.cli import main
 from enerf.cli.train import build_train_parser, run_config_from_args, train_preset
 from enerf.data.blender import load_blender
 from enerf.data.nerfstudio import load_nerfstudio
-from enerf.data.scene_kind import classify_cameras, scene_cameras
+from enerf.cameras.scene_kind import classify_cameras
+from enerf.data.loaders import scene_cameras
 from conftest import shared_scene
 from test_nerfstudio import _look_at
 
@@ -150,7 +151,7 @@ def test_declared_size_of_the_original_photos_scales_the_intrinsics(tmp_path):
     # fl 48 -> 12 px; cx 32.5 -> 8.125, cy 23.75 -> 5.9375: undistorted to a centred 16 x 12 canvas... or a crop of it
     assert scene.focal == pytest.approx(12.0)
     assert len(said) == 1 and "w = 64, h = 48 but the images are 16x12" in said[0] and "scaled by 0.25" in said[0]
-    from enerf.data.nerfstudio import Frame, frame_camera
+    from enerf.data.transforms_reader import Frame, frame_camera
 
     meta = json.loads((folder / "transforms.json").read_text())
     frame = Frame(0, folder / "images/f_00.png", "images/f_00", np.eye(4), meta["frames"][0])

@@ -5,7 +5,7 @@
         --ckpt lego=runs/lego_cpu/checkpoints/latest.pt
 
 For each checkpoint: a portable copy in ``--work/<name>/checkpoints/latest.pt`` that carries its
-cameras (``enerf.data.cameras``; checkpoints trained before enerf saved them get them from their
+cameras (``enerf.data.camera_record``; checkpoints trained before enerf saved them get them from their
 scene folder once, here) and whose recorded scene folder is a path that does not exist (a
 checkpoint on another machine). Then, in ``--work/<name>`` and timed, each command of
 ``EXPORTS`` (flags per scene in ``FLAGS``), and ``enerf eval`` without the folder (it must
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from enerf.atomic import atomic_replace, atomic_write_json  # noqa: E402
 from enerf.checkpoint import load_checkpoint  # noqa: E402
-from enerf.data.cameras import cameras_record  # noqa: E402
+from enerf.data.camera_record import cameras_record  # noqa: E402
 from enerf.data.loaders import load_scene  # noqa: E402
 
 MACHINE = "2 CPU cores (AMD EPYC, AVX2), no GPU; other jobs were running (load average in each entry)"

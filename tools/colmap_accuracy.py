@@ -35,7 +35,7 @@ import numpy as np
 from enerf.data.colmap import LLFF_CAMERA_MODELS, colmap_scene
 from enerf.data.colmap_poses import pose_errors
 from enerf.data.llff import read_poses_bounds
-from enerf.data.nerfstudio import read_transforms
+from enerf.data.transforms_reader import read_transforms
 
 FERN = Path(os.environ.get("ENERF_SHARED_DATA", "../shared/data")) / "nerf_llff_data" / "fern"
 

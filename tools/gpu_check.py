@@ -56,7 +56,7 @@ from torch import Tensor
 from enerf.atomic import atomic_write_text
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import RenderConfig, RunConfig
-from enerf.data.rays import Rays
+from enerf.cameras.rays import Rays
 from enerf.data.resolve import resolve_scene_dir
 from enerf.errors import EnerfError
 from enerf.render.compositing import exclusive_segment_sum

@@ -7,7 +7,7 @@ nerf-pytorch config file works unchanged.
 Without a config file, what no flag sets comes from the device's preset (``--preset auto``: the
 paper's settings on CUDA where the scene has them, the 10-minute CPU settings otherwise;
 ``enerf.config.presets``), chosen by the scene's layout and what its cameras show (forward-facing or
-walk-around, ``--scene_kind auto``: ``enerf.data.scene_kind``); the command says both in its first
+walk-around, ``--scene_kind auto``: ``enerf.cameras.scene_kind``); the command says both in its first
 line.
 """
 
@@ -88,11 +88,12 @@ def scene_layout(args, data_root: Path) -> str:
 
 def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
     """(forward | walkaround, what the start line says about it): ``--scene_kind`` when given, else
-    what the scene's cameras show (``enerf.data.scene_kind``); the layout's own rays (LLFF: forward,
+    what the scene's cameras show (``enerf.cameras.scene_kind``); the layout's own rays (LLFF: forward,
     transforms.json: walk-around) when its cameras cannot be read, so that loading it reports the
     problem in its own words."""
     from ..data.resolve import resolve_scene_dir
-    from ..data.scene_kind import classify_cameras, scene_cameras
+    from ..cameras.scene_kind import classify_cameras
+    from ..data.loaders import scene_cameras
 
     chosen = getattr(args, "data.scene_kind", None) or SCENE_KIND_DEFAULT
     if layout == "blender":

@@ -21,7 +21,7 @@ __all__ = ["RunFolderConfig", "ConditioningConfig", "DataConfig", "FieldConfig",
 
 # The choices of the config's string fields (each field is annotated with its Literal).
 DatasetType = Literal["auto", "llff", "blender", "nerfstudio"]  # enerf.data.loaders.LOADERS
-SceneKind = Literal["auto", "forward", "walkaround"]  # enerf.data.scene_kind: what the cameras show
+SceneKind = Literal["auto", "forward", "walkaround"]  # enerf.cameras.scene_kind: what the cameras show
 Encoding = Literal["frequency", "triplane"]  # enerf.fields.nerf: how positions enter the MLP
 ContractionKind = Literal["none", "mipnerf360", "linf"]  # enerf.nn.contraction: unbounded scenes
 Conditioning = Literal["none", "row", "col", "rowcol", "rowcol_indep", "wn", "ws"]  # enerf.nn.conditioning.CONDITIONERS
@@ -31,7 +31,7 @@ Precond = Literal["none", "bnp"]  # gradient preconditioners (enerf.optim)
 OptimizerName = Literal["adam", "sgd"]  # enerf.optim.build_optimizer
 DecaySpace = Literal["p", "z"]  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
 Device = Literal["auto", "cpu", "cuda"]
-# after training: none, auto (enerf.data.camera_paths.default_path) or one of enerf render's --path names
+# after training: none, auto (enerf.cameras.paths.default_path) or one of enerf render's --path names
 FinalVideo = Literal["none", "auto", "spiral", "orbit", "test", "train", "interp", "ellipse"]
 DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SPACES, DEVICES, CONTRACTIONS = (
     get_args(t) for t in (DatasetType, Encoding, Conditioning, RendererName, Precond, DecaySpace, Device,

@@ -1,7 +1,7 @@
 """Device presets: what ``enerf train`` takes for the settings that no config file or flag set.
 
 ``--preset`` (default ``auto``) picks one by the device, the scene's layout and what its cameras
-show (``--scene_kind``, default ``auto``: decided from the cameras, ``enerf.data.scene_kind``):
+show (``--scene_kind``, default ``auto``: decided from the cameras, ``enerf.cameras.scene_kind``):
 
     cpu    the 10-minute CPU settings: configs/fern_cpu.txt (forward-facing scenes, NDC rays),
            configs/capture_cpu.txt (walk-around captures: world-space rays, a scene contraction) or

@@ -26,7 +26,7 @@ import imageio.v3 as iio
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from .camera_paths import llff_spiral_path, normalize, poses_avg, spherical_path, to_homogeneous
+from ..cameras.paths import llff_spiral_path, normalize, poses_avg, spherical_path, to_homogeneous
 from .images import Images
 from .scene import Scene
 

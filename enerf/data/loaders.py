@@ -6,15 +6,18 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from ..config import DataConfig
 from ..errors import ConfigError, DataError
-from .blender import load_blender
-from .llff import load_llff
+from .blender import blender_cameras, load_blender
+from .llff import load_llff, read_poses_bounds
 from .nerfstudio import load_nerfstudio
 from .resolve import resolve_scene_dir
 from .scene import Scene
+from .transforms_reader import parse_frames, read_transforms
 
-__all__ = ["LOADERS", "dataset_type_of", "load_scene", "with_far"]
+__all__ = ["LOADERS", "dataset_type_of", "scene_cameras", "load_scene", "with_far"]
 
 
 def _load_llff(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
@@ -62,6 +65,30 @@ def dataset_type_of(scene_dir: Path, dataset_type: str) -> str:
                         "--out SCENE, then enerf train --datadir SCENE")
     raise DataError(f"{scene_dir}: none of transforms_train.json (Blender), transforms.json (nerfstudio) or "
                     "poses_bounds.npy (LLFF) found; is this the scene folder?")
+
+
+def scene_cameras(scene_dir: Path, layout: str) -> np.ndarray:
+    """The camera-to-world poses of a scene folder, read without its images.
+
+    Args:
+        layout: llff | blender | nerfstudio (``dataset_type_of``)
+    Returns:
+        np.ndarray  # [N, 3, 4] OpenGL axes
+    Raises:
+        DataError: a missing or malformed pose file (the loader's own message).
+    """
+    scene_dir = Path(scene_dir)
+    if layout == "llff":
+        raw, _ = read_poses_bounds(scene_dir / "poses_bounds.npy")
+        # [down, right, back, t] -> [right, up, back, t], as load_llff
+        return np.concatenate([raw[:, :, 1:2], -raw[:, :, 0:1], raw[:, :, 2:4]], axis=2)[:, :3, :4]
+    if layout == "blender":
+        return blender_cameras(scene_dir)
+    json_path = scene_dir / "transforms.json"
+    frames, _ = parse_frames(read_transforms(json_path), json_path)
+    if not frames:  # the loader names the missing images
+        return np.zeros((0, 3, 4))
+    return np.stack([f.c2w[:3, :4] for f in frames])
 
 
 def load_scene(cfg: DataConfig, data_root: Path, white_bkgd: bool = False) -> Scene:

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ..errors import CheckpointError
-from .rays import RayExtent, Rays, flatten_rays, ray_extent, rays_for_pixels
+from ..cameras.rays import RayExtent, Rays, flatten_rays, ray_extent, rays_for_pixels
 from .scene import Scene
 
 __all__ = ["RaySampler", "training_rays", "center_box"]

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from .images import Images
-from .rays import Rays, make_rays
+from ..cameras.rays import Rays, make_rays
 
 __all__ = ["Scene"]
 

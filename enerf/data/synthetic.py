@@ -84,7 +84,7 @@ def synthetic_cameras(n_views: int, seed: int) -> np.ndarray:
 
 
 def _camera_rays(c2w: np.ndarray, height: int, width: int, focal: float) -> tuple[np.ndarray, np.ndarray]:
-    """Pixel-centre rays of one camera, as ``enerf.data.rays.pixel_rays`` (float64 numpy)."""
+    """Pixel-centre rays of one camera, as ``enerf.cameras.rays.pixel_rays`` (float64 numpy)."""
     j, i = np.meshgrid(np.arange(height) + 0.5, np.arange(width) + 0.5, indexing="ij")
     cam = np.stack([(i - 0.5 * width) / focal, -(j - 0.5 * height) / focal, -np.ones_like(i)], -1)
     directions = cam.reshape(-1, 3) @ c2w[:3, :3].T

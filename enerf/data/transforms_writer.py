@@ -1,6 +1,6 @@
 """Writing nerfstudio / instant-ngp ``transforms.json`` files (``enerf data colmap --layout
 nerfstudio|blender``): COLMAP's camera as the format's fields, and the file itself. The reader is
-``enerf.data.nerfstudio``."""
+``enerf.data.transforms_reader`` (the loader: ``enerf.data.nerfstudio``)."""
 
 from __future__ import annotations
 

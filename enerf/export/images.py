@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ..config import RenderConfig
-from ..data.rays import Rays
+from ..cameras.rays import Rays
 from ..data.scene import Scene
 from ..fields.nerf import NeRFField
 from ..render import Renderer, build_renderer

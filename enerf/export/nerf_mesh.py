@@ -28,8 +28,8 @@ from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
 from ..config import MeshConfig
-from ..data.camera_paths import focus_box
-from ..data.rays import ndc_to_world
+from ..cameras.paths import focus_box
+from ..cameras.rays import ndc_to_world
 from ..data.scene import Scene
 from ..errors import ConfigError, EnerfError
 from ..loaded_run import LoadedRun, load_run

@@ -29,8 +29,9 @@ from matplotlib import colormaps
 from ..atomic import atomic_write_bytes, publish
 from ..config import CAMERA_PATHS, VideoConfig
 from ..data.blender import orbit_path
-from ..data.camera_paths import ellipse_path, interpolated_path, llff_spiral_path, read_camera_path, spherical_path
-from ..data.rays import Rays, make_rays
+from ..cameras.paths import ellipse_path, interpolated_path, llff_spiral_path, spherical_path
+from ..cameras.path_file import read_camera_path
+from ..cameras.rays import Rays, make_rays
 from ..data.scene import Scene
 from ..errors import ConfigError
 from ..progress import progress_bar
@@ -70,7 +71,7 @@ def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) 
     * ``orbit``: nerf-pytorch's Blender path, a circle at elevation -30 degrees and radius 4
       looking at the origin (``--frames``; nerf-pytorch renders 40). ``spiral`` on a scene with
       a content box (Blender) is the orbit too.
-    * a ``.json`` file: a camera path file (``enerf.data.camera_paths.CameraPath``, saved by
+    * a ``.json`` file: a camera path file (``enerf.cameras.path_file.CameraPath``, saved by
       ``enerf view``): its keyframes, or its ``frames`` frames through them.
     """
     if path.lower().endswith(".json"):

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..data.rays import ndc_to_world
+from ..cameras.rays import ndc_to_world
 from ..data.scene import Scene
 from ..errors import ConfigError
 from ..loaded_run import LoadedRun
@@ -106,7 +106,7 @@ class ViewDepth:
 
 
 def world_to_ndc(points: Tensor, height: int, width: int, focal: float, near: float = 1.0) -> Tensor:
-    """The NDC warp of points (``enerf.data.rays.ndc_rays``): scene [..., 3], z < 0 -> NDC [..., 3]
+    """The NDC warp of points (``enerf.cameras.rays.ndc_rays``): scene [..., 3], z < 0 -> NDC [..., 3]
     (the inverse of ``ndc_to_world``)."""
     x, y, z = points.unbind(-1)
     return torch.stack([-2.0 * focal / width * x / z, -2.0 * focal / height * y / z, 1.0 + 2.0 * near / z], -1)

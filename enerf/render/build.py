@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 from ..config import RENDERERS, RenderConfig
-from ..data.rays import RayExtent, Rays, flatten_rays, ray_extent
+from ..cameras.rays import RayExtent, Rays, flatten_rays, ray_extent
 from ..errors import ConfigError
 from .estimator import RadianceField
 from .grid_estimator import TorchGridEstimator

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..data.rays import Rays
+from ..cameras.rays import Rays
 from .estimator import Samples
 
 __all__ = [

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from ..config import RenderConfig
-from ..data.rays import Rays
+from ..cameras.rays import Rays
 
 __all__ = ["DensityFn", "RadianceField", "Samples", "Estimator", "midpoints"]
 

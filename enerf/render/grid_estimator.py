@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from ..config import RenderConfig
-from ..data.rays import Rays
+from ..cameras.rays import Rays
 from ..distributed import all_reduce_max_, broadcast_buffers
 from ..errors import CheckpointError, ConfigError
 from .estimator import DensityFn, Samples, midpoints

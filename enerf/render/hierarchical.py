@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ..config import RenderConfig
-from ..data.rays import Rays
+from ..cameras.rays import Rays
 from .estimator import DensityFn, Samples
 from .sampling import sample_pdf, stratified_samples
 

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from ..config import RenderConfig
-from ..data.rays import Rays
+from ..cameras.rays import Rays
 from ..distributed import broadcast_buffers
 from .estimator import DensityFn, Samples
 from .grid_estimator import OccupancyGridEstimator

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from ..config import RenderConfig
-from ..data.rays import Rays, flatten_rays, index_rays
+from ..cameras.rays import Rays, flatten_rays, index_rays
 from .compositing import composite_samples, sample_weights
 from .estimator import DensityFn, Estimator, RadianceField, Samples
 

@@ -24,9 +24,9 @@ import torch
 
 from ..checkpoint import load_checkpoint
 from ..config import RunConfig, TrainConfig
-from ..data.cameras import cameras_record
+from ..data.camera_record import cameras_record
 from ..data.loaders import load_scene
-from ..data.normalize import transform_record
+from ..cameras.normalize import transform_record
 from ..data.sampler import RaySampler
 from ..data.scene import Scene
 from ..distributed import broadcast_parameters, process_group, rank_device, rank_generator, shard_batch, sum_over_ranks

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_write_json
-from ..data.camera_paths import CameraPath, read_camera_path
-from ..data.nerfstudio_path import to_nerfstudio
+from ..cameras.path_file import CameraPath, read_camera_path
+from ..cameras.nerfstudio_path import to_nerfstudio
 from ..errors import ConfigError
 
 __all__ = ["Keyframe", "KeyframeList", "PATH_FORMATS"]

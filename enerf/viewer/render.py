@@ -3,7 +3,7 @@
 Everything the viewer shows goes through this function, and it goes through the whole-image
 path ``enerf render`` and evaluation use (``enerf.export.images.render_rays_image`` with the
 run's renderer and its trained occupancy grid), so a viewer frame and an offline render of the
-same camera are the same pixels. Rays are made as for a video frame (``enerf.data.rays.make_rays``:
+same camera are the same pixels. Rays are made as for a video frame (``enerf.cameras.rays.make_rays``:
 pixel centres, NDC for forward-facing scenes).
 
 Rendering never changes the run it draws: it runs under ``torch.no_grad`` with no jitter
@@ -21,7 +21,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from ..data.rays import make_rays
+from ..cameras.rays import make_rays
 from ..export.images import render_rays_image
 from ..export.video import colorize, depth_range, depth_values
 from ..loaded_run import LoadedRun

@@ -30,11 +30,10 @@ fern 9 / 9 deg, sargos 6 / 21 deg (forward-facing); the fox 47 / 48 deg, boardga
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CameraLayout", "FORWARD_MAX_DEG", "FORWARD_MAX_AROUND_DEG", "classify_cameras", "look_at_point", "focus_depth", "scene_cameras"]
+__all__ = ["CameraLayout", "FORWARD_MAX_DEG", "FORWARD_MAX_AROUND_DEG", "classify_cameras", "look_at_point", "focus_depth"]
 
 FORWARD_MAX_DEG = 30.0
 FORWARD_MAX_AROUND_DEG = 60.0
@@ -126,33 +125,3 @@ def classify_cameras(c2w: np.ndarray) -> CameraLayout:
             around = _spread(offsets / lengths)
     forward = spread <= FORWARD_MAX_DEG and (around is None or around <= FORWARD_MAX_AROUND_DEG)
     return CameraLayout("forward" if forward else "walkaround", spread, around)
-
-
-def scene_cameras(scene_dir: Path, layout: str) -> np.ndarray:
-    """The camera-to-world poses of a scene folder, read without its images.
-
-    Args:
-        layout: llff | blender | nerfstudio (``enerf.data.loaders.dataset_type_of``)
-    Returns:
-        np.ndarray  # [N, 3, 4] OpenGL axes
-    Raises:
-        DataError: a missing or malformed pose file (the loader's own message).
-    """
-    scene_dir = Path(scene_dir)
-    if layout == "llff":
-        from .llff import read_poses_bounds
-
-        raw, _ = read_poses_bounds(scene_dir / "poses_bounds.npy")
-        # [down, right, back, t] -> [right, up, back, t], as load_llff
-        return np.concatenate([raw[:, :, 1:2], -raw[:, :, 0:1], raw[:, :, 2:4]], axis=2)[:, :3, :4]
-    if layout == "blender":
-        from .blender import blender_cameras
-
-        return blender_cameras(scene_dir)
-    from .nerfstudio import parse_frames, read_transforms
-
-    json_path = scene_dir / "transforms.json"
-    frames, _ = parse_frames(read_transforms(json_path), json_path)
-    if not frames:  # the loader names the missing images
-        return np.zeros((0, 3, 4))
-    return np.stack([f.c2w[:3, :4] for f in frames])

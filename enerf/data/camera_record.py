@@ -5,7 +5,7 @@ and exports with no scene folder (``enerf.loaded_run.load_run``).
 a checkpoint's ``extra["cameras"]`` by training; ``scene_from_cameras(record)`` rebuilds a
 ``Scene`` whose images are ``MissingImages``: their size is known, reading one raises DataError
 (``enerf eval`` needs the folder: ``--datadir``). Scenes are pinhole cameras with a centred
-principal point (the loaders undistort photos to it, ``enerf.data.lens``), so one focal length
+principal point (the loaders undistort photos to it, ``enerf.cameras.lens``), so one focal length
 describes every view.
 """
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .camera_paths import CameraPath, to_homogeneous
+from .path_file import CameraPath
+from .paths import to_homogeneous
 
 __all__ = ["to_nerfstudio", "from_nerfstudio"]
 
