@@ -11,7 +11,7 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from enerf.cli import main
-from enerf.data.colmap_poses import (
+from enerf.ingest.colmap_poses import (
     cam_from_world_from_llff_pose,
     depth_bounds,
     llff_pose_from_cam_from_world,
@@ -298,7 +298,7 @@ def test_mapper_keeps_the_largest_of_several_models(tmp_path):
     mapper runs with multiple_models and keeps the second as sparse/0."""
     from types import SimpleNamespace
 
-    from enerf.data.colmap import _map
+    from enerf.ingest.colmap import _map
 
     seen = {}
 

@@ -15,10 +15,10 @@ from scipy.ndimage import gaussian_filter, laplace
 from test_colmap import _fails, needs_pycolmap
 
 from enerf.cli import main
-from enerf.data.colmap import collect_photos, copy_upright
-from enerf.data.colmap_poses import pose_errors
+from enerf.ingest.photos import collect_photos, copy_upright
+from enerf.ingest.colmap_poses import pose_errors
 from enerf.data.synthetic import default_geometry, geometry_from_dict, render_view
-from enerf.data.video import MIN_SHARPNESS, analysis_grey, extract_sharpest, open_video, path_jumps, sharpness
+from enerf.ingest.video import MIN_SHARPNESS, analysis_grey, extract_sharpest, open_video, path_jumps, sharpness
 
 HAS_X265 = "libx265" in subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-encoders"],
                                        capture_output=True, text=True).stdout

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from enerf.data.colmap import LLFF_CAMERA_MODELS, colmap_scene
-from enerf.data.colmap_poses import pose_errors
+from enerf.ingest.colmap import LLFF_CAMERA_MODELS, colmap_scene
+from enerf.ingest.colmap_poses import pose_errors
 from enerf.data.llff import read_poses_bounds
 from enerf.data.transforms_reader import read_transforms
 

@@ -33,7 +33,7 @@ def _capture_args(action: str, argv: list[str]):
 
 
 def cmd_images(argv: list[str]) -> int:
-    from ..data.colmap import colmap_scene, summary_line
+    from ..ingest.colmap import colmap_scene, summary_line
 
     args, pose, _ = _capture_args("images", argv)
     info = colmap_scene(args.source, args.out, pose.factors, "exhaustive" if pose.matcher == "auto" else pose.matcher,
@@ -44,8 +44,8 @@ def cmd_images(argv: list[str]) -> int:
 
 
 def cmd_video(argv: list[str]) -> int:
-    from ..data.colmap import summary_line
-    from ..data.video import video_scene
+    from ..ingest.colmap import summary_line
+    from ..ingest.video import video_scene
 
     args, pose, frames = _capture_args("video", argv)
     info = video_scene(args.source, args.out, pose, frames, args.overwrite, progress=not args.quiet)
@@ -60,7 +60,7 @@ def cmd_data(argv: list[str]) -> int:
     from ..data.synthetic import synth_main
 
     if argv and argv[0] == "colmap":
-        from ..data.colmap import colmap_main
+        from ..ingest.colmap import colmap_main
 
         return colmap_main(argv[1:])
     if argv and argv[0] in ("images", "video"):

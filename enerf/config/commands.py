@@ -20,8 +20,8 @@ CAMERA_PATHS = get_args(CameraPath)
 ViewerOutput = Literal["rgb", "depth", "accumulation"]  # enerf.viewer.render.OUTPUTS
 ViewerLayout = Literal["side", "split", "a", "b", "difference"]  # two checkpoints: how they share the view
 VIEWER_OUTPUTS, VIEWER_LAYOUTS = get_args(ViewerOutput), get_args(ViewerLayout)
-PoseMatcher = Literal["auto", "sequential", "exhaustive"]  # enerf.data.colmap.MATCHERS, plus auto
-PoseLayout = Literal["nerfstudio", "llff", "blender"]  # enerf.data.colmap.LAYOUTS
+PoseMatcher = Literal["auto", "sequential", "exhaustive"]  # enerf.ingest.colmap.MATCHERS, plus auto
+PoseLayout = Literal["nerfstudio", "llff", "blender"]  # enerf.ingest.colmap.LAYOUTS
 CameraModel = Literal["SIMPLE_RADIAL", "SIMPLE_PINHOLE", "RADIAL", "PINHOLE", "OPENCV", "OPENCV_FISHEYE"]
 
 
@@ -129,7 +129,7 @@ class SynthConfig:
 @config_class
 class PoseConfig:
     """``enerf data video`` and ``enerf data images``: how COLMAP poses the frames / photos and the
-    layout written (``enerf.data.colmap.pose_folder``)."""
+    layout written (``enerf.ingest.colmap.pose_folder``)."""
 
     matcher: PoseMatcher = option("auto", "auto: sequential for video frames, exhaustive for photos; sequential: "
                                   "each image with the --overlap next ones in name order; exhaustive: every pair")
@@ -148,7 +148,7 @@ class PoseConfig:
 
 @config_class
 class FramesConfig:
-    """``enerf data video``: which frames of the video are kept (``enerf.data.video.extract_sharpest``)."""
+    """``enerf data video``: which frames of the video are kept (``enerf.ingest.video.extract_sharpest``)."""
 
     frames: int = option(120, "frames to keep: the video is cut into this many runs of consecutive frames and the "
                          "sharpest of each is kept", lo=3, hi=100_000)

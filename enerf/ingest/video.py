@@ -206,7 +206,7 @@ def video_scene(
 ) -> dict:
     """``enerf data video``: the sharpest of every run of consecutive frames (``extract_sharpest``)
     written as ``images/frame_NNNNN.jpg`` (NNNNN: its number in the video, from 1; JPEG quality 95), posed with COLMAP on one shared camera
-    (``enerf.data.colmap.pose_folder``; matcher ``auto`` is sequential), the scene built beside
+    (``enerf.ingest.colmap.pose_folder``; matcher ``auto`` is sequential), the scene built beside
     ``out`` and renamed into place.
 
     Returns:
@@ -219,7 +219,8 @@ def video_scene(
     """
     from PIL import Image
 
-    from .colmap import built_beside, check_out, check_pose_options, import_pycolmap, pose_folder
+    from .colmap import check_pose_options, import_pycolmap, pose_folder
+    from .photos import built_beside, check_out
 
     start = time.perf_counter()
     video, out = Path(video), Path(out)

@@ -12,15 +12,15 @@ Output (``--layout llff``, what ``enerf train --datadir SCENE`` reads)::
 ``--layout nerfstudio`` writes ``transforms.json`` in place of ``poses_bounds.npy``, as nerfstudio's
 ``ns-process-data`` does: camera-to-world with OpenGL axes in COLMAP's world turned z-up (the
 turn is stored as ``applied_transform``), the camera's model and distortion mapped as
-nerfstudio's ``colmap_utils`` maps them (``enerf.data.nerfstudio.colmap_camera_fields``), per
+nerfstudio's ``colmap_utils`` maps them (``enerf.data.transforms_writer.colmap_camera_fields``), per
 frame ``file_path`` ``images/NAME`` and the ``near`` / ``far`` depths. ``--layout blender`` writes
 the same file in COLMAP's own world frame (no ``applied_transform``). ``enerf train`` reads both
 (``enerf.data.nerfstudio``, which undistorts the photos).
 
 Photos are read upright: one with an EXIF orientation tag is turned as the tag says before
-anything else (``copy_upright``). ``pose_folder`` is the posing itself, on a folder of images
+anything else (``enerf.ingest.photos.copy_upright``). ``pose_folder`` is the posing itself, on a folder of images
 already in place; ``enerf data images`` (``enerf.cli.data``) and ``enerf data video``
-(``enerf.data.video``) use it too.
+(``enerf.ingest.video``) use it too.
 
 All photos share one camera, SIMPLE_RADIAL by default (focal length, principal point at the
 centre, one radial coefficient), as LLFF's ``imgs2poses.py`` sets COLMAP up; like it, the LLFF
@@ -34,12 +34,9 @@ into place at the end, so ``SCENE`` is absent or complete.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -49,13 +46,13 @@ import numpy as np
 
 from ..errors import ConfigError, DataError, EnerfError
 from ..progress import progress_bar
+from ..data.llff import area_downscale, read_image
+from ..data.transforms_writer import colmap_camera_fields, transforms_meta, write_transforms
 from .colmap_poses import depth_bounds, llff_pose_from_cam_from_world, opengl_c2w_from_cam_from_world, poses_bounds_rows
-from .llff import IMAGE_SUFFIXES, area_downscale, read_image
-from .transforms_writer import colmap_camera_fields, transforms_meta, write_transforms
+from .photos import MIN_IMAGES, built_beside, check_out, collect_photos, copy_upright
 
-__all__ = ["colmap_scene", "colmap_main", "pose_folder", "check_pose_options", "check_out", "collect_photos",
-           "upright_size", "copy_upright", "built_beside", "summary_line", "import_pycolmap", "NERFSTUDIO_APPLIED", "MATCHERS",
-           "LAYOUTS", "CAMERA_MODELS", "LLFF_CAMERA_MODELS", "MIN_IMAGES"]
+__all__ = ["colmap_scene", "colmap_main", "pose_folder", "check_pose_options", "summary_line", "import_pycolmap",
+           "NERFSTUDIO_APPLIED", "MATCHERS", "LAYOUTS", "CAMERA_MODELS", "LLFF_CAMERA_MODELS"]
 
 MATCHERS = ("exhaustive", "sequential")
 LAYOUTS = ("llff", "nerfstudio", "blender")
@@ -63,8 +60,6 @@ CAMERA_MODELS = ("SIMPLE_RADIAL", "SIMPLE_PINHOLE", "RADIAL", "PINHOLE", "OPENCV
 LLFF_CAMERA_MODELS = ("SIMPLE_RADIAL", "SIMPLE_PINHOLE", "RADIAL")  # one focal length: poses_bounds.npy's hwf
 # ns-process-data's applied_transform: COLMAP's world (y down for the first camera) turned z-up
 NERFSTUDIO_APPLIED = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, -1.0, 0.0, 0.0]])
-MIN_IMAGES = 3
-EXIF_ORIENTATION = 0x0112
 INSTALL_HINT = 'pip install -e ".[colmap]"'
 
 
@@ -75,86 +70,6 @@ def import_pycolmap():
     except ImportError:
         raise EnerfError(f"enerf data colmap needs pycolmap, which is not installed: {INSTALL_HINT}") from None
     return pycolmap
-
-
-def collect_photos(folder: Path) -> tuple[list[Path], list[str], tuple[int, int]]:
-    """The photos of ``folder`` (png / jpg, sorted by name) and the names of the other files.
-
-    Returns:
-        photos: the image files, sorted by name
-        skipped: names of files (and folders) that are not png / jpg images
-        size: (width, height) shared by every photo, upright (EXIF orientation applied)
-    Raises:
-        DataError: missing folder, fewer than ``MIN_IMAGES`` photos, an unreadable photo, photos of
-            different sizes or two photos with the same name stem.
-    """
-    from PIL import Image
-
-    if not folder.is_dir():
-        raise DataError(f"{folder}: --images folder not found")
-    entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
-    photos = [p for p in entries if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
-    skipped = [p.name + ("/" if p.is_dir() else "") for p in entries if p not in photos]
-    if len(photos) < MIN_IMAGES:
-        raise DataError(f"{folder}: {len(photos)} png / jpg photo(s) found, at least {MIN_IMAGES} are needed "
-                        "(take overlapping photos of the scene from several positions)")
-    stems: dict[str, str] = {}
-    for p in photos:
-        if p.stem in stems:
-            raise DataError(f"{folder}: {stems[p.stem]} and {p.name} share a name stem (downscaled copies would "
-                            "collide); rename one")
-        stems[p.stem] = p.name
-    sizes = []
-    for p in photos:
-        try:
-            with Image.open(p) as img:
-                sizes.append(upright_size(img))
-        except Exception as exc:
-            raise DataError(f"{p}: unreadable image ({type(exc).__name__}); remove it or convert it to png / jpg") from None
-        if sizes[-1] != sizes[0]:
-            raise DataError(f"{folder}: photos of different sizes ({photos[0].name} is {sizes[0][0]}x{sizes[0][1]}, "
-                            f"{p.name} is {sizes[-1][0]}x{sizes[-1][1]}); resize them to one size first")
-    return photos, skipped, sizes[0]
-
-
-def upright_size(img) -> tuple[int, int]:
-    """(width, height) of PIL image ``img`` once its EXIF orientation is applied (tags 5-8 turn
-    it by 90 degrees)."""
-    orientation = img.getexif().get(EXIF_ORIENTATION, 1)
-    return (img.height, img.width) if orientation in (5, 6, 7, 8) else img.size
-
-
-def copy_upright(src: Path, dst: Path) -> None:
-    """Copy photo ``src`` to ``dst``: unchanged, or, when its EXIF orientation is not 1, turned
-    upright (PIL's ``ImageOps.exif_transpose``, which also drops the tag) and saved again (JPEG
-    at quality 95), since COLMAP and enerf's loaders read the pixels as stored."""
-    from PIL import Image, ImageOps
-
-    with Image.open(src) as img:
-        if img.getexif().get(EXIF_ORIENTATION, 1) != 1:
-            upright = ImageOps.exif_transpose(img)
-            upright.save(dst, **({"quality": 95} if dst.suffix.lower() in (".jpg", ".jpeg") else {}))
-            return
-    shutil.copy2(src, dst)
-
-
-@contextlib.contextmanager
-def built_beside(out: Path, overwrite: bool):
-    """Yield a temporary folder beside ``out``; renamed to ``out`` when the block succeeds, removed otherwise."""
-    if out.exists() and not overwrite:
-        raise DataError(f"{out}: already exists; choose another --out or pass --overwrite")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.colmap-", dir=out.parent))
-    try:
-        yield tmp
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / "scene")
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _extract(pycolmap, tmp: Path, names: list[str], camera_model: str, progress: bool) -> tuple[int, int]:
@@ -297,15 +212,6 @@ def check_pose_options(factors, matcher: str, layout: str, camera_model: str, ov
     if overlap < 1:
         raise ConfigError(f"--overlap must be at least 1, got {overlap}")
     return sorted({int(f) for f in factors})
-
-
-def check_out(out: Path, overwrite: bool, source: Path) -> None:
-    """Raise DataError when ``out`` exists without ``overwrite``, or would replace ``source``."""
-    if out.exists() and not overwrite:
-        raise DataError(f"{out}: already exists; choose another --out or pass --overwrite")
-    if out.exists() and out.resolve() in (source.resolve(), *source.resolve().parents):
-        raise DataError(f"{source}: lies inside --out {out}, which --overwrite replaces as a whole; "
-                        "move it out of it first")
 
 
 def pose_folder(
