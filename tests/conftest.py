@@ -54,7 +54,7 @@ def fox_dir(shared_data) -> Path:
 @pytest.fixture(scope="module")
 def scene_dir(tmp_path_factory) -> Path:
     """A tiny synthetic forward-facing scene (8 views of 40 x 30, seed 1), made once per module."""
-    from enerf.data.synthetic import make_synthetic_scene
+    from enerf.synthetic.scene import make_synthetic_scene
 
     return make_synthetic_scene(tmp_path_factory.mktemp("scene") / "tiny", n_views=8, width=40, height=30, seed=1)
 

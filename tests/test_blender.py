@@ -21,7 +21,7 @@ from enerf.config import DataConfig, FieldConfig, RenderConfig, run_config_from_
 from enerf.data.blender import BLENDER_AABB, load_blender, orbit_path, read_rgba
 from enerf.data.llff import load_llff
 from enerf.data.resolve import LLFF_URL, resolve_scene_dir
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 from enerf.errors import ConfigError, DataError
 from enerf.export.video import camera_path
 from enerf.render import build_renderer

@@ -224,7 +224,7 @@ def test_enerf_train_with_bnp_and_regularization_resumes_exactly(tmp_path):
 
     from enerf.checkpoint import load_checkpoint
     from enerf.cli import main
-    from enerf.data.synthetic import make_synthetic_scene
+    from enerf.synthetic.scene import make_synthetic_scene
 
     scene = make_synthetic_scene(tmp_path / "tiny", n_views=4, width=16, height=12, seed=2)
     tiny = ["--datadir", str(scene), "--basedir", str(tmp_path), "--factor", "1", "--llffhold", "4",

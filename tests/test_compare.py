@@ -21,7 +21,7 @@ from enerf.compare.compare import run_compare
 from enerf.compare.grid import ProcessResult, threads_per_run
 from enerf.compare.tasks import parse_mode
 from enerf.config import CompareConfig, DataConfig, RunConfig
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 from enerf.errors import ConfigError, EnerfError
 
 

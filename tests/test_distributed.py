@@ -19,7 +19,7 @@ import torch.multiprocessing as mp
 
 from enerf.checkpoint import load_checkpoint
 from enerf.config import DataConfig, FieldConfig, RenderConfig, RunConfig, TrainConfig
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 from enerf.distributed import process_group, shard_bounds
 from enerf.train.nerf import prepare_run, step_run, train_nerf
 

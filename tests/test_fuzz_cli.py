@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from enerf.cli import main
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 from enerf.runfolder import RunLock
 
 TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",

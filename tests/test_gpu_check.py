@@ -16,7 +16,7 @@ import torch
 
 from enerf.render import density_fn
 
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gpu_check.py")

@@ -15,7 +15,7 @@ from scipy import ndimage
 
 from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
-from enerf.data.synthetic import load_geometry, trace_rays
+from enerf.synthetic.scene import load_geometry, trace_rays
 from enerf.data.loaders import load_scene
 from enerf.fields.build import build_fields
 from enerf.export.images import render_view

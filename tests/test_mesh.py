@@ -14,7 +14,7 @@ from enerf.cli import main
 from enerf.config import MeshConfig
 from enerf.data.llff import load_llff
 from enerf.cameras.rays import ndc_rays, ndc_to_world
-from enerf.data.surface_distance import primitive_distance, surface_distance
+from enerf.synthetic.surface_distance import primitive_distance, surface_distance
 from enerf.export.nerf_mesh import (
     _similarity,
     default_bbox,

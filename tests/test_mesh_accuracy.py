@@ -9,7 +9,7 @@ import pytest
 import trimesh
 from scipy.spatial import cKDTree
 
-from enerf.data.surface_distance import surface_closest, surface_distance
+from enerf.synthetic.surface_distance import surface_closest, surface_distance
 from enerf.metrics import reference_metrics
 
 SPEC = {"primitives": [

@@ -11,7 +11,7 @@ import torch
 
 from enerf.config import RenderConfig
 from enerf.cameras.rays import Rays
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 from enerf.errors import ConfigError
 from enerf.fields import AnalyticField
 from enerf.render import build_renderer

@@ -12,7 +12,7 @@ import pytest
 from enerf.compare.compare import run_compare
 from enerf.compare.launchers import RAY_MISSING, make_launcher
 from enerf.config import CompareConfig
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 from enerf.errors import ConfigError, EnerfError
 
 TINY = ["--factor", "1", "--llffhold", "3", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",

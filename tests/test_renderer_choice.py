@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 from enerf.errors import ConfigError
 from enerf.render import nerfacc_backend, resolve_renderer
 

@@ -22,7 +22,7 @@ from enerf.cli.common import error_line, flag_name
 from enerf.config import (CompareConfig, FieldConfig, MeshConfig, RunConfig, ShapeMeshConfig, ShapeRunConfig,
                           SynthConfig, TrainConfig, VideoConfig)
 from enerf.config.spec import value_type
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 from enerf.errors import CheckpointError, ConfigError, DivergenceError
 from enerf.runfolder import RunLock, check_output_dir, check_output_file, remove_stale_temp_files
 from enerf.train.divergence import FiniteGuard, black_level_psnr, black_warning

@@ -18,7 +18,7 @@ from enerf.data.blender import load_blender
 from enerf.data.llff import load_llff
 from enerf.cameras.rays import Rays, flatten_rays, ndc_rays, ray_extent
 from enerf.data.sampler import RaySampler, training_rays
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 from enerf.render import rays_aabb
 
 TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from skimage.metrics import peak_signal_noise_ratio
 
-from enerf.data import synthetic
+from enerf.synthetic import scene as synthetic
 from enerf.data.llff import load_llff
-from enerf.data.synthetic import build_texture, default_geometry, load_geometry, make_synthetic_scene, trace_rays
+from enerf.synthetic.scene import build_texture, default_geometry, load_geometry, make_synthetic_scene, trace_rays
 from enerf.errors import DataError
 
 

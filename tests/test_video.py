@@ -15,7 +15,7 @@ from enerf.cli import main
 from enerf.config import VideoConfig
 from enerf.cameras.paths import interpolated_path
 from enerf.cameras.rays import ndc_rays, ndc_to_world
-from enerf.data.synthetic import make_synthetic_scene
+from enerf.synthetic.scene import make_synthetic_scene
 from enerf.loaded_run import load_run
 from enerf.export.video import camera_path, depth_values, render_video
 from enerf.export.images import render_view

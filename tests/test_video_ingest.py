@@ -17,7 +17,7 @@ from test_colmap import _fails, needs_pycolmap
 from enerf.cli import main
 from enerf.ingest.photos import collect_photos, copy_upright
 from enerf.ingest.colmap_poses import pose_errors
-from enerf.data.synthetic import default_geometry, geometry_from_dict, render_view
+from enerf.synthetic.scene import default_geometry, geometry_from_dict, render_view
 from enerf.ingest.video import MIN_SHARPNESS, analysis_grey, extract_sharpest, open_video, path_jumps, sharpness
 
 HAS_X265 = "libx265" in subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-encoders"],
@@ -178,7 +178,7 @@ def test_path_jumps_finds_a_frame_put_across_the_loop():
 def _arc_cameras(n):
     """n camera-to-world poses ([right, up, back, centre]) on an arc of radius 6 about (0, 0, -6),
     40 degrees wide, rising 0.3, each looking at the arc's centre."""
-    from enerf.data.synthetic import _look_at
+    from enerf.synthetic.scene import _look_at
 
     target = np.array([0.0, 0.0, -6.0])
     poses = []

@@ -39,7 +39,7 @@ def _train(scene: Path, basedir: Path, name: str, iters: int = 4, *flags: str) -
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Two tiny runs (vanilla, row) of one synthetic forward-facing scene, 32 x 24 pixels."""
-    from enerf.data.synthetic import make_synthetic_scene
+    from enerf.synthetic.scene import make_synthetic_scene
 
     root = tmp_path_factory.mktemp("viewer")
     scene = make_synthetic_scene(root / "scene", n_views=8, width=32, height=24, seed=1)
@@ -490,7 +490,7 @@ def test_view_bad_input_is_one_line(runs, tmp_path, capsys):
         assert main(["view", "--ckpt", str(runs["a"]), "--port", str(port)]) == 2
         err = capsys.readouterr().err
         assert f"port {port}" in err and "in use" in err and err.count("\n") == 1
-    from enerf.data.synthetic import make_synthetic_scene
+    from enerf.synthetic.scene import make_synthetic_scene
 
     other = make_synthetic_scene(tmp_path / "other", n_views=6, width=24, height=20, seed=3)
     c = _train(other, tmp_path / "runs", "other", 1)

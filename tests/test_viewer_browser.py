@@ -67,7 +67,7 @@ def _browser():
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Two tiny runs (vanilla, row) of one synthetic forward-facing scene, 64 x 48 pixels."""
-    from enerf.data.synthetic import make_synthetic_scene
+    from enerf.synthetic.scene import make_synthetic_scene
 
     root = tmp_path_factory.mktemp("viewer_browser")
     scene = make_synthetic_scene(root / "scene", n_views=8, width=64, height=48, seed=1)

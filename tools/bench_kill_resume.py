@@ -151,7 +151,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     torch.set_num_threads(1)
     import enerf.train.nerf  # noqa: F401  (imported once here; every forked run starts with it)
-    from enerf.data.synthetic import make_synthetic_scene
+    from enerf.synthetic.scene import make_synthetic_scene
 
     base = Path(args.out)
     shutil.rmtree(base, ignore_errors=True)

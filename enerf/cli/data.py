@@ -57,7 +57,7 @@ def cmd_video(argv: list[str]) -> int:
 
 
 def cmd_data(argv: list[str]) -> int:
-    from ..data.synthetic import synth_main
+    from ..synthetic.scene import synth_main
 
     if argv and argv[0] == "colmap":
         from ..ingest.colmap import colmap_main

@@ -79,7 +79,7 @@ def scene_layout(args, data_root: Path) -> str:
     scene = getattr(args, "data.scene", None) or DataConfig().scene
     datadir = getattr(args, "data.datadir", None) or ""
     if scene == "demo" and not datadir and not (Path(data_root) / "demo").is_dir():
-        return "llff"  # made on first use by enerf.data.synthetic, in LLFF layout
+        return "llff"  # made on first use by enerf.synthetic.scene, in LLFF layout
     try:
         return dataset_type_of(resolve_scene_dir(scene, datadir, data_root), "auto")
     except (EnerfError, OSError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DataError
-from .synthetic import make_synthetic_scene
+from ..synthetic.scene import make_synthetic_scene
 
 __all__ = ["resolve_scene_dir", "find_scene_dir", "LLFF_URL"]
 

@@ -319,7 +319,7 @@ def distance_to_true_surfaces(run: LoadedRun, mesh: trimesh.Trimesh, frame: str)
     """
     import json
 
-    from ..data.surface_distance import surface_distance
+    from ..synthetic.surface_distance import surface_distance
 
     if run.scene_dir is None:
         return None

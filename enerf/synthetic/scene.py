@@ -9,8 +9,8 @@ point has the same colour from every view and every pixel can be recomputed exac
 ``load_geometry(scene_dir)`` + ``trace_rays`` re-render any ray given in the world frame
 of ``poses_bounds.npy`` (``Scene.scene_to_world`` maps loader rays there).
 
-The scene's geometry and tracer live in ``synthetic_geometry``, its textures in
-``synthetic_textures``; this module places the cameras, renders the views and writes the
+The scene's geometry and tracer live in ``enerf.synthetic.geometry``, its textures in
+``enerf.synthetic.textures``; this module places the cameras, renders the views and writes the
 folder. World frame: y up, cameras near z = 0 looking towards -z. Written files::
 
     images/000.png ...    8-bit RGB renders
@@ -31,8 +31,8 @@ import imageio.v3 as iio
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from .synthetic_geometry import FORMAT, Geometry, default_geometry, geometry_from_dict, load_geometry, trace_rays
-from .synthetic_textures import build_texture
+from .geometry import FORMAT, Geometry, default_geometry, geometry_from_dict, load_geometry, trace_rays
+from .textures import build_texture
 
 __all__ = [
     "FORMAT",

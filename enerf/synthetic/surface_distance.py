@@ -1,7 +1,7 @@
 """Exact distance from points to the surfaces of the embedded scene (from its scene.json spec).
 
 Used to score meshes extracted from a NeRF trained on the synthetic scene: every primitive
-type of ``enerf.data.synthetic`` has a closed-form closest point.
+type of ``enerf.synthetic.scene`` has a closed-form closest point.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
-from .synthetic_textures import build_texture, sample_texture
+from .textures import build_texture, sample_texture
 
 __all__ = ["FORMAT", "Geometry", "default_geometry", "geometry_from_dict", "load_geometry", "trace_rays"]
 
