@@ -32,7 +32,6 @@ from .data.resolve import find_scene_dir
 from .data.scene import Scene
 from .errors import CheckpointError, ConfigError, DataError
 from .fields.build import build_fields
-from .fields.shape import ShapeField
 from .render import Renderer, build_renderer, keeps_grid
 from .runfolder import checkpoint_run_folder
 
@@ -112,6 +111,8 @@ _WRONG_TASK = {
 
 def _build_models(cfg: RunConfig | ShapeRunConfig, models: dict, device: torch.device) -> dict[str, nn.Module]:
     if isinstance(cfg, ShapeRunConfig):
+        from .shapes.field import ShapeField  # the shapes application, imported only for its checkpoints
+
         return {"field": ShapeField(cfg.field).to(device)}
     return build_fields(cfg.field, with_fine="fine" in models, device=device, render=cfg.render)
 

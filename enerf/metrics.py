@@ -173,7 +173,7 @@ def image_metrics(pred, gt, lpips_metric: LpipsMetric | None = None) -> dict:
 # --- 3D shape metrics (Occupancy Networks' IoU, Chamfer-L1, normal consistency; F-score) ------
 #
 # Surfaces are compared through surface samples and *exact point-to-mesh distances* (closest
-# point on the other mesh's triangles, candidates from a scipy KD-tree; enerf.data.mesh), not
+# point on the other mesh's triangles, candidates from a scipy KD-tree; enerf.mesh_distance), not
 # through the nearest of the other mesh's samples as in Occupancy Networks' evaluation code:
 # the point-to-point version has a floor set by the sample spacing (two independent 100k
 # samplings of one surface are not at distance 0), the point-to-mesh version is 0 for identical
@@ -232,7 +232,7 @@ def shape_metrics(pred_mesh, gt_mesh, n_points: int = 100_000, tau: float = 0.01
     * ``precision`` / ``recall``  fraction of P (of G) within ``tau`` of the other mesh;
       ``fscore`` = 2 P R / (P + R) (0 when both are 0)
     """
-    from .data.mesh import point_mesh_distance
+    from .mesh_distance import point_mesh_distance
 
     pred_pts, pred_n = surface_samples(pred_mesh, n_points, seed)
     gt_pts, gt_n = surface_samples(gt_mesh, n_points, seed + 1)
@@ -257,7 +257,7 @@ def reference_metrics(pred_mesh, gt_points, gt_normals, gt_closest, n_points: in
         the dict of ``shape_metrics`` plus ``scored_fraction``, the share of the prediction's samples
         inside ``region`` (``accuracy`` etc. are NaN when none is).
     """
-    from .data.mesh import point_mesh_distance
+    from .mesh_distance import point_mesh_distance
 
     pred_pts, pred_n = surface_samples(pred_mesh, n_points, seed)
     keep = np.ones(len(pred_pts), bool) if region is None else np.asarray(region(pred_pts), bool)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import trimesh
 
-from enerf.data.mesh import (
+from enerf.shapes.builtin import bunny_scan_path, load_shape, make_shape
+from enerf.shapes.mesh import (
     cached_samples,
     label_points,
     load_mesh_file,
@@ -14,7 +15,6 @@ from enerf.data.mesh import (
     sample_training_points,
     volume_box,
 )
-from enerf.data.shapes import bunny_scan_path, load_shape, make_shape
 from enerf.errors import DataError
 
 

@@ -56,10 +56,10 @@ def make_task(task: str, flags: list[str]):
     from enerf.cli.common import config_from_args
     from enerf.cli.shape import build_shape_train_parser
     from enerf.config import ShapeRunConfig
-    from enerf.data.shape_samples import load_shape_data
-    from enerf.fields.shape import ShapeField
+    from enerf.shapes.samples import load_shape_data
+    from enerf.shapes.field import ShapeField
     from enerf.rng import seed_everything
-    from enerf.train.shape import ShapeTask
+    from enerf.shapes.train import ShapeTask
     from enerf.train.state import LoopState, optimizer_from_config
 
     args = build_shape_train_parser().parse_args(["--config", "configs/shape_paper_cpu.txt", "--mesh", "bunny",
@@ -158,7 +158,7 @@ def summary(records: list[dict], skip: int) -> dict:
 def final_score(task_name: str, task, steps: int) -> float:
     if task_name == "demo":
         return float(task.evaluate(steps).record["psnr"])
-    from enerf.train.shape import evaluate_shape
+    from enerf.shapes.train import evaluate_shape
     m, _ = evaluate_shape(task.field, task.data, task.cfg, task.device, surface=False)
     return float(m["iou"])
 

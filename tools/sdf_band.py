@@ -33,11 +33,11 @@ sys.path.insert(0, str(ROOT))
 
 from enerf.atomic import atomic_write_json  # noqa: E402
 from enerf.config import ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig  # noqa: E402
-from enerf.data.shape_samples import load_shape_data  # noqa: E402
-from enerf.fields.shape import ShapeField  # noqa: E402
+from enerf.shapes.samples import load_shape_data  # noqa: E402
+from enerf.shapes.field import ShapeField  # noqa: E402
 from enerf.metrics import volumetric_iou  # noqa: E402
 from enerf.rng import seed_everything  # noqa: E402
-from enerf.train.losses import shape_losses  # noqa: E402
+from enerf.shapes.losses import shape_losses  # noqa: E402
 from enerf.train.state import optimizer_from_config  # noqa: E402
 
 # configs/shape_paper_cpu.txt, kind sdf

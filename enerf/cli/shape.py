@@ -37,7 +37,7 @@ def _print_shape_metrics(m: dict, where: Path) -> None:
 
 
 def cmd_shape(argv: list[str]) -> int:
-    from ..train.shape import evaluate_shape_checkpoint, mesh_from_checkpoint, train_shape
+    from ..shapes.train import evaluate_shape_checkpoint, mesh_from_checkpoint, train_shape
 
     if not argv or argv[0] not in ACTIONS:
         if argv and argv[0] not in ("-h", "--help"):

@@ -8,12 +8,12 @@ from pathlib import Path
 import torch
 import trimesh
 
-from ..data.mesh import volume_box
 from ..errors import EnerfError
-from ..fields.shape import ISO_LEVEL, ShapeField
+from ..export.isosurface import isosurface, query_grid, save_mesh
 from ..loaded_run import load_run
 from ..runfolder import check_output_file
-from .isosurface import isosurface, query_grid, save_mesh
+from .field import ISO_LEVEL, ShapeField
+from .mesh import volume_box
 
 __all__ = ["SHAPE_MESH_FORMATS", "extract_mesh", "mesh_from_checkpoint"]
 

@@ -7,7 +7,7 @@ import trimesh
 
 from ..config import ShapeDataConfig
 from .mesh import MeshSamples, cached_samples, normalize_mesh, sample_eval_points, sample_training_points, volume_box
-from .shapes import load_shape
+from .builtin import load_shape
 
 __all__ = ["ShapeData", "load_shape_data"]
 

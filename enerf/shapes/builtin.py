@@ -88,7 +88,7 @@ def make_shape(name: str) -> trimesh.Trimesh:
 
 
 def load_shape(name_or_path: str) -> trimesh.Trimesh:
-    """``--mesh`` resolution: a built-in name, else a mesh file (see ``enerf.data.mesh``)."""
+    """``--mesh`` resolution: a built-in name, else a mesh file (see ``enerf.shapes.mesh``)."""
     from .mesh import load_mesh_file
 
     if name_or_path in SHAPES:

@@ -9,8 +9,8 @@ One run writes into ``<basedir>/<expname>/`` (the NeRF trainer's layout)::
     mesh_<R>.ply           the surface the metrics were computed on (marching cubes, R^3)
     tb/                    TensorBoard scalars (loss terms, lr, IoU, kappa per layer)
 
-The loop is ``enerf.train.loop``; the loss terms are ``enerf.train.losses.shape_losses``, the
-labelled points ``enerf.data.shape_samples``, the meshing ``enerf.export.shape_mesh``.
+The loop is ``enerf.train.loop``; the loss terms are ``enerf.shapes.losses.shape_losses``, the
+labelled points ``enerf.shapes.samples``, the meshing ``enerf.shapes.extract``.
 """
 
 from __future__ import annotations
@@ -27,22 +27,22 @@ from torch import Tensor
 from ..atomic import atomic_write_json, json_safe
 from ..checkpoint import load_checkpoint
 from ..config import ShapeRunConfig
-from ..data.shape_samples import ShapeData, load_shape_data
 from ..errors import CheckpointError, EnerfError
 from ..export.isosurface import save_mesh
-from ..export.shape_mesh import extract_mesh, mesh_from_checkpoint
-from ..fields.shape import ShapeField
+from ..loaded_run import load_run, select_device
 from ..metrics import shape_metrics, volumetric_iou
 from ..nn.conditioning import condition_numbers
 from ..optim import PreconditionedOptimizer
 from ..rng import seed_everything
-from ..loaded_run import load_run, select_device
-from ..runfolder import config_run_folder
 from ..runfolder import RunLock, check_output_dir
-from .evaluate import read_metrics
-from .loop import Evaluation, train_loop
+from ..runfolder import config_run_folder
+from ..train.evaluate import read_metrics
+from ..train.loop import Evaluation, train_loop
+from ..train.state import LoopState, optimizer_from_config, restore_loop_state
+from .extract import extract_mesh, mesh_from_checkpoint
+from .field import ShapeField
 from .losses import shape_losses
-from .state import LoopState, optimizer_from_config, restore_loop_state
+from .samples import ShapeData, load_shape_data
 
 __all__ = [
     "ShapeTask",
@@ -50,7 +50,7 @@ __all__ = [
     "evaluate_shape",
     "train_shape",
     "evaluate_shape_checkpoint",
-    "mesh_from_checkpoint",  # enerf.export.shape_mesh's, here for ``enerf shape mesh``
+    "mesh_from_checkpoint",  # enerf.shapes.extract's, here for ``enerf shape mesh``
 ]
 
 
