@@ -18,7 +18,8 @@ from skimage.transform import downscale_local_mean
 from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
 from enerf.config import DataConfig, FieldConfig, RenderConfig, run_config_from_dict
-from enerf.data.blender import BLENDER_AABB, load_blender, orbit_path, read_rgba
+from enerf.cameras.paths import orbit_path
+from enerf.data.blender import BLENDER_AABB, load_blender, read_rgba
 from enerf.data.llff import load_llff
 from enerf.data.resolve import LLFF_URL, resolve_scene_dir
 from enerf.synthetic.scene import make_synthetic_scene

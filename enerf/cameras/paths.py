@@ -11,6 +11,8 @@ saves): ``enerf.cameras.path_file``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "render_path_spiral",
     "llff_spiral_path",
     "spherical_path",
+    "orbit_path",
     "interpolated_path",
     "keyframe_path",
     "look_at_point",
@@ -140,6 +143,27 @@ def spherical_path(radius: float, height: float, n_frames: int = 120) -> np.ndar
         vec1 = normalize(np.cross(vec2, vec0))
         frames.append(np.stack([vec0, vec1, vec2, origin], 1))
     return np.stack(frames, 0)
+
+
+def orbit_path(n_frames: int = 40, elevation_deg: float = -30.0, radius: float = 4.0) -> np.ndarray:
+    """nerf-pytorch's Blender video path: ``pose_spherical(theta, elevation, radius)`` for theta in
+    ``linspace(-180, 180, n_frames + 1)[:-1]``; cameras on a circle looking at the origin.
+
+    Returns:
+        np.ndarray  # [n_frames, 3, 4] camera-to-world, columns [right, up, back, t]
+    """
+    poses = []
+    for theta in np.linspace(-180.0, 180.0, n_frames + 1)[:-1]:
+        th, ph = math.radians(theta), math.radians(elevation_deg)
+        trans = np.eye(4)
+        trans[2, 3] = radius
+        rot_phi = np.array([[1, 0, 0, 0], [0, math.cos(ph), -math.sin(ph), 0], [0, math.sin(ph), math.cos(ph), 0],
+                            [0, 0, 0, 1]])
+        rot_theta = np.array([[math.cos(th), 0, -math.sin(th), 0], [0, 1, 0, 0], [math.sin(th), 0, math.cos(th), 0],
+                              [0, 0, 0, 1]])
+        c2w = np.array([[-1, 0, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1]]) @ rot_theta @ rot_phi @ trans
+        poses.append(c2w[:3, :4])
+    return np.stack(poses).astype(np.float32)
 
 
 def _hermite(points: np.ndarray, seg: np.ndarray, s: np.ndarray, smoothness: float) -> np.ndarray:

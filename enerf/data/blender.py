@@ -26,36 +26,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cameras.paths import orbit_path
 from ..errors import ConfigError, DataError
 from .llff import area_downscale, checked_factor, read_json_object
 from .images import Images
 from .scene import Scene
 
-__all__ = ["load_blender", "blender_cameras", "orbit_path", "read_rgba", "read_rgba_codes", "BLENDER_NEAR", "BLENDER_FAR", "BLENDER_AABB"]
+__all__ = ["load_blender", "blender_cameras", "read_rgba", "read_rgba_codes", "BLENDER_NEAR", "BLENDER_FAR", "BLENDER_AABB"]
 
 BLENDER_NEAR, BLENDER_FAR = 2.0, 6.0
 BLENDER_AABB = (-1.5, -1.5, -1.5, 1.5, 1.5, 1.5)
-
-
-def orbit_path(n_frames: int = 40, elevation_deg: float = -30.0, radius: float = 4.0) -> np.ndarray:
-    """nerf-pytorch's Blender video path: ``pose_spherical(theta, elevation, radius)`` for theta in
-    ``linspace(-180, 180, n_frames + 1)[:-1]``; cameras on a circle looking at the origin.
-
-    Returns:
-        np.ndarray  # [n_frames, 3, 4] camera-to-world, columns [right, up, back, t]
-    """
-    poses = []
-    for theta in np.linspace(-180.0, 180.0, n_frames + 1)[:-1]:
-        th, ph = math.radians(theta), math.radians(elevation_deg)
-        trans = np.eye(4)
-        trans[2, 3] = radius
-        rot_phi = np.array([[1, 0, 0, 0], [0, math.cos(ph), -math.sin(ph), 0], [0, math.sin(ph), math.cos(ph), 0],
-                            [0, 0, 0, 1]])
-        rot_theta = np.array([[math.cos(th), 0, -math.sin(th), 0], [0, 1, 0, 0], [math.sin(th), 0, math.cos(th), 0],
-                              [0, 0, 0, 1]])
-        c2w = np.array([[-1, 0, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1]]) @ rot_theta @ rot_phi @ trans
-        poses.append(c2w[:3, :4])
-    return np.stack(poses).astype(np.float32)
 
 
 def read_rgba_codes(path: Path) -> np.ndarray:

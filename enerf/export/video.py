@@ -28,8 +28,7 @@ from matplotlib import colormaps
 
 from ..atomic import atomic_write_bytes, publish
 from ..config import CAMERA_PATHS, VideoConfig
-from ..data.blender import orbit_path
-from ..cameras.paths import ellipse_path, interpolated_path, llff_spiral_path, spherical_path
+from ..cameras.paths import ellipse_path, interpolated_path, llff_spiral_path, orbit_path, spherical_path
 from ..cameras.path_file import read_camera_path
 from ..cameras.rays import Rays, make_rays
 from ..data.scene import Scene
