@@ -1,0 +1,11 @@
+"""Training: the loop every task runs and the NeRF task on it (the shape task is ``enerf.shapes.train``).
+
+    loop.py           the loop: steps, logging, evaluation cadence, checkpoints, time budget
+    nerf.py           the NeRF task: its step and its run
+    state.py          the optimizer a config asks for, the loop's resumable state
+    losses.py         the NeRF loss terms, by name
+    rays_per_step.py  rays per step sized for a target number of samples
+    evaluate.py       held-out evaluation: PSNR / SSIM / LPIPS, metrics.json
+    estimate.py       the run's duration, said after its first steps
+    divergence.py     a non-finite loss, gradient or weight stops the run
+"""
