@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import ROOT as REPO
 MACHINE = "2 CPU cores (AMD EPYC, AVX2), no GPU, torch 2.14.1, nothing else running during the timed runs"
 
 

@@ -25,7 +25,6 @@ import json
 import os
 import socket
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -33,12 +32,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from enerf.cli.common import DATA_ROOT  # noqa: E402
-from enerf.cli.train import build_train_parser, run_config_from_args  # noqa: E402
-from enerf.distributed import process_group  # noqa: E402
-from enerf.train.nerf import prepare_run, step_run  # noqa: E402
+from enerf.cli.common import DATA_ROOT
+from enerf.cli.train import build_train_parser, run_config_from_args
+from enerf.distributed import process_group
+from enerf.train.nerf import prepare_run, step_run
 
 
 def _worker(rank: int, nprocs: int, port: int, argv: list[str], warmup: int, steps: int, threads: int,

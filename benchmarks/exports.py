@@ -29,13 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import ROOT as ROOT
 
-from enerf.atomic import atomic_replace, atomic_write_json  # noqa: E402
-from enerf.checkpoint import load_checkpoint  # noqa: E402
-from enerf.data.cameras import cameras_record  # noqa: E402
-from enerf.data.loaders import load_scene  # noqa: E402
+from enerf.atomic import atomic_replace, atomic_write_json
+from enerf.checkpoint import load_checkpoint
+from enerf.data.cameras import cameras_record
+from enerf.data.loaders import load_scene
 
 MACHINE = "2 CPU cores (AMD EPYC, AVX2), no GPU; other jobs were running (load average in each entry)"
 EXPORTS = {  # name -> enerf arguments after --ckpt C

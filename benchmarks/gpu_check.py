@@ -88,7 +88,7 @@ __all__ = [
     "main",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.harness import ROOT as ROOT
 CUDA = torch.device("cuda")
 CPU = torch.device("cpu")
 

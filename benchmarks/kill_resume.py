@@ -30,7 +30,6 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
 TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
         "--multires", "4", "--multires_views", "2", "--N_samples", "16", "--N_rand", "128", "--log_every", "5",
         "--kappa_every", "10", "--no_lpips", "--quiet", "--device", "cpu", "--ckpt_every", "1"]
@@ -148,7 +147,6 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--out", default="/tmp/kill_resume")
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO))
     torch.set_num_threads(1)
     import enerf.train.nerf  # noqa: F401  (imported once here; every forked run starts with it)
     from enerf.data.synthetic import make_synthetic_scene

@@ -18,12 +18,9 @@ import io
 import resource
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def peak_mib() -> float:
@@ -41,7 +38,6 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--batches", type=int, default=20)
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO))
     torch.set_num_threads(1)
     from tqdm import tqdm
 

@@ -46,18 +46,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from enerf.atomic import atomic_write_json  # noqa: E402
-from enerf.cli import main as enerf_main  # noqa: E402
-from enerf.config import MeshConfig  # noqa: E402
-from enerf.data.surface_distance import surface_closest  # noqa: E402
-from enerf.errors import EnerfError  # noqa: E402
-from enerf.data.synthetic import geometry_from_dict, make_synthetic_scene, trace_rays  # noqa: E402
-from enerf.export import nerf_mesh  # noqa: E402
-from enerf.loaded_run import load_run  # noqa: E402
-from enerf.metrics import reference_metrics  # noqa: E402
+from enerf.atomic import atomic_write_json
+from enerf.cli import main as enerf_main
+from enerf.config import MeshConfig
+from enerf.data.surface_distance import surface_closest
+from enerf.errors import EnerfError
+from enerf.data.synthetic import geometry_from_dict, make_synthetic_scene, trace_rays
+from enerf.export import nerf_mesh
+from enerf.loaded_run import load_run
+from enerf.metrics import reference_metrics
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.harness import ROOT as ROOT
 
 
 def camera_rays(c2w: np.ndarray, height: int, width: int, focal: float, stride: int) -> tuple[np.ndarray, np.ndarray]:

@@ -23,10 +23,9 @@ from pathlib import Path
 import numpy as np
 import trimesh
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from enerf.atomic import atomic_write_json  # noqa: E402
+from enerf.atomic import atomic_write_json
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.harness import ROOT as ROOT
 
 
 def summarize(rows: list[dict]) -> dict:

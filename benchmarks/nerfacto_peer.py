@@ -25,9 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared report writer
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import ROOT as REPO
 
 
 def train_seconds(run_dir: Path) -> dict[int, float]:

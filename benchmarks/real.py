@@ -31,8 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared report writer
-from report_files import write_report_files  # noqa: E402
+from benchmarks.harness import write_report_files
 
 TARGETS = {"fern": 24.0, "lego": 28.0}  # issue targets (dB) within 10 minutes of training
 MARKS = (60.0, 120.0, 300.0, 600.0)

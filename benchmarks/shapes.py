@@ -35,8 +35,7 @@ from pathlib import Path
 
 from enerf.errors import EnerfError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared grid runner
-from compare_grid import finished_metrics, grid_runs, run_grid_runs  # noqa: E402
+from benchmarks.grid import finished_metrics, grid_runs, run_grid_runs
 
 METRICS = (("iou", "IoU", ".4f"), ("chamfer_l1", "Chamfer-L1", ".5f"),
            ("normal_consistency", "NC", ".4f"), ("fscore", "F-score", ".4f"))

@@ -38,16 +38,15 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import ROOT as ROOT
 
-from enerf.cli import main as enerf_main  # noqa: E402
-from enerf.config import ViewerConfig  # noqa: E402
-from enerf.loaded_run import load_run  # noqa: E402
-from enerf.train.evaluate import read_metrics  # noqa: E402
-from enerf.viewer.scene import viser_from_c2w  # noqa: E402
-from enerf.viewer.server import Viewer  # noqa: E402
-from enerf.viewer.session import _Browser  # noqa: E402
+from enerf.cli import main as enerf_main
+from enerf.config import ViewerConfig
+from enerf.loaded_run import load_run
+from enerf.train.evaluate import read_metrics
+from enerf.viewer.scene import viser_from_c2w
+from enerf.viewer.server import Viewer
+from enerf.viewer.session import Browser
 
 SCENES = {  # name -> (config file, scene flags, folder under --data that must exist)
     "demo": ("configs/demo.txt", [], None),
@@ -116,7 +115,7 @@ def bench(name: str, ckpt: Path, cfg: ViewerConfig, canvas: int, repeats: int, d
         height = int(round(canvas * scene.height / scene.width))
         fov = 2 * np.arctan(0.5 * scene.height / scene.focal)
         client = _Client(_Camera(pose, fov, canvas, height))
-        browser = _Browser(client)
+        browser = Browser(client)
         viewer._browsers[0] = browser
         rows = []
         for k in range(repeats + 1):

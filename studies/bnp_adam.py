@@ -34,12 +34,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import ROOT as ROOT
 
-from enerf.atomic import atomic_write_json  # noqa: E402
-from enerf.optim.bnp import bnp_linear_transform, weight_parameter  # noqa: E402
-from enerf.train.loop import take_step  # noqa: E402
+from enerf.atomic import atomic_write_json
+from enerf.optim.bnp import bnp_linear_transform, weight_parameter
+from enerf.train.loop import take_step
 
 VARIANTS = ("full", "centring", "scaling", "plain")
 

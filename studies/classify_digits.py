@@ -43,8 +43,7 @@ from enerf.errors import EnerfError
 from enerf.nn import condition_model
 from enerf.optim import BNP
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared report writer
-from report_files import write_report_files  # noqa: E402
+from benchmarks.harness import write_report_files
 
 PAPER_CNN_LAYERS = ("conv1", "fc")  # the paper's placement: first convolution, last linear layer
 # norm -> (conditioning, the CNN layers it goes on); "BN+E(conv1)": E on the first convolution only

@@ -30,16 +30,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import ROOT as ROOT
 
-from enerf.atomic import atomic_write_json  # noqa: E402
+from enerf.atomic import atomic_write_json
 
 CELLS = ("none", "row", "none~equilibrated", "row~vanilla")
 CONTRASTS = {

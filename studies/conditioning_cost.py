@@ -29,9 +29,7 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -40,8 +38,7 @@ from enerf.config import FieldConfig
 from enerf.fields.nerf import NeRFField
 from enerf.nn.conditioning import fold_module
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared benchmark set-up
-from mlp_timing import add_mlp_arguments, random_batch, set_up, timed_training_step  # noqa: E402
+from studies.mlp_timing import add_mlp_arguments, random_batch, set_up, timed_training_step
 
 
 def parse_args() -> argparse.Namespace:

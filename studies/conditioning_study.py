@@ -23,8 +23,7 @@ from pathlib import Path
 
 from enerf.errors import EnerfError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared grid runner
-from compare_grid import finished_metrics, grid_runs, mean_std, run_grid_runs  # noqa: E402
+from benchmarks.grid import finished_metrics, grid_runs, mean_std, run_grid_runs
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import ROOT as REPO
 
 
 def main() -> int:
@@ -24,7 +24,6 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO))
     import torch
 
     from enerf.cli import build_train_parser, run_config_from_args

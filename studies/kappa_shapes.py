@@ -23,10 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import ROOT as ROOT
 
-from enerf.atomic import atomic_write_json  # noqa: E402
+from enerf.atomic import atomic_write_json
 
 SHAPES = ((4, 3), (3, 4), (8, 8), (256, 256))
 

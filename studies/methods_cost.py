@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -31,8 +29,7 @@ from enerf.config import FieldConfig
 from enerf.fields.nerf import NeRFField
 from enerf.optim import build_optimizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared benchmark set-up
-from mlp_timing import add_mlp_arguments, random_batch, set_up, timed_training_step  # noqa: E402
+from studies.mlp_timing import add_mlp_arguments, random_batch, set_up, timed_training_step
 
 VARIANTS = ("none", "row", "col", "rowcol", "wn", "ws", "bnp")
 TARGETS = {"row": 1.05, "wn": 1.05, "ws": 1.05, "bnp": 1.10}

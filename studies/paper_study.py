@@ -31,9 +31,8 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from enerf.atomic import atomic_write_json  # noqa: E402
+from benchmarks.harness import ROOT as ROOT
+from enerf.atomic import atomic_write_json
 
 DATA = Path("../shared/data")  # relative to the checkout, where the compares run (and as their records say)
 MESHES = ["bunny", "data/meshes/armadillo.off", "data/meshes/fandisk.off"]

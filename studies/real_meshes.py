@@ -22,8 +22,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from enerf.atomic import atomic_write_bytes  # noqa: E402
+from enerf.atomic import atomic_write_bytes
 
 ARCHIVE = Path("/usr/share/doc/libcgal-dev/data.tar.gz")
 MESHES = ("armadillo.off", "fandisk.off")

@@ -28,17 +28,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import ROOT as ROOT
 
-from enerf.atomic import atomic_write_json  # noqa: E402
-from enerf.config import ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig  # noqa: E402
-from enerf.data.shape_samples import load_shape_data  # noqa: E402
-from enerf.fields.shape import ShapeField  # noqa: E402
-from enerf.metrics import volumetric_iou  # noqa: E402
-from enerf.rng import seed_everything  # noqa: E402
-from enerf.train.losses import shape_losses  # noqa: E402
-from enerf.train.state import optimizer_from_config  # noqa: E402
+from enerf.atomic import atomic_write_json
+from enerf.config import ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig
+from enerf.data.shape_samples import load_shape_data
+from enerf.fields.shape import ShapeField
+from enerf.metrics import volumetric_iou
+from enerf.rng import seed_everything
+from enerf.train.losses import shape_losses
+from enerf.train.state import optimizer_from_config
 
 # configs/shape_paper_cpu.txt, kind sdf
 PAPER = {"netdepth": 8, "netwidth": 256, "skips": (4,), "multires": 6, "kind": "sdf", "batch_size": 2048,
