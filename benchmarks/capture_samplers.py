@@ -1,16 +1,16 @@
 """The capture samplers side by side: benchmarks/capture_proposal.json and docs/img/capture_samplers.png.
 
-Reads the ``bench_real.json`` of each run (``tools/bench_real.py``) and writes one record and one
+Reads the ``bench_real.json`` of each run (``benchmarks/real.py``) and writes one record and one
 plot (held-out PSNR of the periodic evaluations against training time, each scene's two samplers)::
 
-    python tools/bench_real.py --scene fox --datadir ../shared/data/nerfstudio/fox --config configs/capture_cpu.txt --out runs/bench_proposal
-    python tools/bench_real.py --scene boardgame --datadir ../shared/data/captures/boardgame --config configs/capture_cpu.txt --out runs/bench_proposal
-    python tools/bench_real.py --scene boardgame --datadir ../shared/data/captures/boardgame --config configs/capture_cpu.txt --out runs/bench_hierarchical -- --renderer hierarchical --N_samples 64 --video none
-    python tools/bench_real.py --scene boardgame --datadir ../shared/data/captures/boardgame --config configs/capture_cpu.txt --out runs/bench_proposal_30min --minutes 30 -- --video none
+    python -m benchmarks.real --scene fox --datadir ../shared/data/nerfstudio/fox --config configs/capture_cpu.txt --out runs/bench_proposal
+    python -m benchmarks.real --scene boardgame --datadir ../shared/data/captures/boardgame --config configs/capture_cpu.txt --out runs/bench_proposal
+    python -m benchmarks.real --scene boardgame --datadir ../shared/data/captures/boardgame --config configs/capture_cpu.txt --out runs/bench_hierarchical -- --renderer hierarchical --N_samples 64 --video none
+    python -m benchmarks.real --scene boardgame --datadir ../shared/data/captures/boardgame --config configs/capture_cpu.txt --out runs/bench_proposal_30min --minutes 30 -- --video none
     # the phone-video recipe, no other flag, each command timed (date +%s before and after)
     enerf data video ../shared/data/video/beer.mp4 --out runs/beer/capture
     enerf train --datadir runs/beer/capture --basedir runs/beer
-    python tools/capture_samplers.py --beer_video_seconds V --beer_total_seconds T
+    python -m benchmarks.capture_samplers --beer_video_seconds V --beer_total_seconds T
 
 The fox's hierarchical run is the ``enerf`` entry of ``benchmarks/capture_fox.json`` (the same
 benchmark with the capture config of that time: hierarchical sampler, 64 samples a ray).
@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.harness import ROOT as REPO
+from benchmarks.harness import ROOT, write_record
 MACHINE = "2 CPU cores (AMD EPYC, AVX2), no GPU, torch 2.14.1, nothing else running during the timed runs"
 
 
@@ -109,10 +109,10 @@ def main() -> int:
         summary["boardgame_30min"] = {"10 min": runs["boardgame_proposal"]["psnr"],
                                       "30 min": runs["boardgame_proposal_30min"]["psnr"]}
     beer = None
-    metrics_path = REPO / args.beer_run / "metrics.json"
+    metrics_path = ROOT / args.beer_run / "metrics.json"
     if metrics_path.is_file() and args.beer_total_seconds:
         metrics = json.loads(metrics_path.read_text())
-        frames = json.loads((REPO / args.beer_scene / "transforms.json").read_text())["frames"]
+        frames = json.loads((ROOT / args.beer_scene / "transforms.json").read_text())["frames"]
         beer = {"registered": len(frames), "psnr": metrics["psnr"], "ssim": metrics["ssim"], "steps": metrics["steps"],
                 "train_seconds": metrics["train_seconds"], "wall_parts": metrics.get("wall_seconds"),
                 "per_view_psnr": {str(p["view"]): p["psnr"] for p in metrics["per_image"]},
@@ -128,16 +128,16 @@ def main() -> int:
                 "config before), 10 minutes of training, seed 0, factor 4, every 8th frame held out (fox: 7 views, "
                 "boardgame: 12); boardgame also with 30 minutes. PSNR is the mean of the per-view PSNRs; periodic "
                 "evaluations score the first 2 held-out views, the last one all of them.",
-        "command": "python tools/capture_samplers.py (the bench_real commands in its docstring first)",
+        "command": "python -m benchmarks.capture_samplers (the bench_real commands in its docstring first)",
         "machine": MACHINE,
         "summary": summary,
         **{name: entry(run) for name, run in runs.items()},
         **({"beer": beer} if beer else {}),
     }
-    out = REPO / args.out
-    out.write_text(json.dumps(record, indent=1) + "\n")
-    plot(runs, REPO / args.plot)
-    print(f"wrote {out} and {REPO / args.plot}")
+    out = ROOT / args.out
+    write_record(out, record, indent=1)
+    plot(runs, ROOT / args.plot)
+    print(f"wrote {out} and {ROOT / args.plot}")
     return 0
 
 

@@ -1,11 +1,11 @@
 """Pose photos with ``enerf data colmap`` and compare the result with reference poses.
 
-    python tools/colmap_accuracy.py                       # fern images_8/ vs the release, seeds 0 1 2
-    python tools/colmap_accuracy.py --images DIR --reference poses_bounds.npy --focal_scale 8 --seeds 0
-    python tools/colmap_accuracy.py --images ../shared/data/nerfstudio/fox/images \
+    python -m benchmarks.colmap_accuracy                       # fern images_8/ vs the release, seeds 0 1 2
+    python -m benchmarks.colmap_accuracy --images DIR --reference poses_bounds.npy --focal_scale 8 --seeds 0
+    python -m benchmarks.colmap_accuracy --images ../shared/data/nerfstudio/fox/images \
         --reference ../shared/data/nerfstudio/fox/transforms.json --focal_scale 1 --seeds 0 \
         --camera_model OPENCV --factors
-    python tools/colmap_accuracy.py --scene SCENE --reference transforms.json   # a scene posed before
+    python -m benchmarks.colmap_accuracy --scene SCENE --reference transforms.json   # a scene posed before
 
 Per seed: wall time of the whole command, registered photos, mean reprojection error, median
 and largest camera-centre error (per cent of the largest distance of a reference centre from

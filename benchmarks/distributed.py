@@ -11,11 +11,11 @@ On a machine with C cores, N processes can at best split the rendering work of o
 ways, and only when N <= C; they add an all-reduce of every gradient (and of BNP's statistics)
 per step. With 2 cores that other programs share, 2 processes cannot be expected to beat 1 by
 much; the figure says what the overhead costs there. Wall-clock figures mean something only on
-a quiet machine; in this project: ``flock /tmp/enerf-cpu.lock python tools/bench_distributed.py``.
+a quiet machine; in this project: ``flock /tmp/enerf-cpu.lock python -m benchmarks.distributed``.
 
-    python tools/bench_distributed.py                              # demo config, 1 and 2 processes
-    python tools/bench_distributed.py --nprocs 1 2 --steps 40 --repeats 3 --out bench_distributed.json
-    python tools/bench_distributed.py --device cuda --nprocs 1      # a GPU machine
+    python -m benchmarks.distributed                              # demo config, 1 and 2 processes
+    python -m benchmarks.distributed --nprocs 1 2 --steps 40 --repeats 3 --out bench_distributed.json
+    python -m benchmarks.distributed --device cuda --nprocs 1      # a GPU machine
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from enerf.cli.common import DATA_ROOT
 from enerf.cli.train import build_train_parser, run_config_from_args
 from enerf.distributed import process_group
 from enerf.train.nerf import prepare_run, step_run
+from benchmarks.harness import command_line, git_commit, machine, write_record
 
 
 def _worker(rank: int, nprocs: int, port: int, argv: list[str], warmup: int, steps: int, threads: int,
@@ -111,8 +112,9 @@ def main() -> None:
         print(f"  {n} process(es): {row['steps_per_s_median']:.2f} steps/s (range {spread}), "
               f"x{row['steps_per_s_median'] / base:.2f} of {args.nprocs[0]}")
     if args.out:
-        Path(args.out).write_text(json.dumps({"config": args.config, "device": args.device, "cores": cores,
-                                              "argv": argv, "results": rows}, indent=2) + "\n")
+        write_record(args.out, {"command": command_line(), "machine": machine(args.device), "commit": git_commit(),
+                                "config": args.config, "device": args.device, "cores": cores, "argv": argv,
+                                "results": rows})
 
 
 if __name__ == "__main__":

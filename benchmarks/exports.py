@@ -1,6 +1,6 @@
 """Every export from a checkpoint alone, on the fox capture and on lego: benchmarks/exports.json.
 
-    python tools/bench_exports.py --work runs/bench_exports --open3d O3D_SITE \\
+    python -m benchmarks.exports --work runs/bench_exports --open3d O3D_SITE \\
         --ckpt fox=runs/bench_proposal/fox-s0/checkpoints/latest.pt=../shared/data/nerfstudio/fox \\
         --ckpt lego=runs/lego_cpu/checkpoints/latest.pt
 
@@ -24,14 +24,13 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import ROOT as ROOT
+from benchmarks.harness import ROOT, load_average, Timer, write_record
 
-from enerf.atomic import atomic_replace, atomic_write_json
+from enerf.atomic import atomic_replace
 from enerf.checkpoint import load_checkpoint
 from enerf.data.cameras import cameras_record
 from enerf.data.loaders import load_scene
@@ -67,13 +66,13 @@ def portable_copy(ckpt: Path, dst: Path, datadir: str | None) -> dict:
 
 
 def run(argv: list[str], cwd: Path) -> dict:
-    load = os.getloadavg()
-    tic = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "enerf", *argv], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return {"command": "enerf " + shlex.join(argv), "seconds": round(time.perf_counter() - tic, 1), "rc": proc.returncode,
+    load = load_average()
+    with Timer() as timer:
+        proc = subprocess.run([sys.executable, "-m", "enerf", *argv], cwd=cwd, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return {"command": "enerf " + shlex.join(argv), "seconds": round(timer.seconds, 1), "rc": proc.returncode,
             "stdout": proc.stdout.strip().splitlines()[-1:] or [""], "stderr": proc.stderr.strip().splitlines()[-2:],
-            "load_before": [round(x, 2) for x in load], "load_after": [round(x, 2) for x in os.getloadavg()]}
+            "load_before": load, "load_after": load_average()}
 
 
 def check_ply(path: Path, open3d: str | None) -> dict:
@@ -125,7 +124,7 @@ def main() -> int:
     args = parser.parse_args()
     record_path = ROOT / args.out
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
-    command = "python tools/bench_exports.py " + shlex.join(sys.argv[1:])
+    command = "python -m benchmarks.exports " + shlex.join(sys.argv[1:])
     record.update({"what": "enerf export depth, enerf export pointcloud and enerf mesh --method tsdf from a portable "
                            "copy of each checkpoint whose recorded scene folder does not exist; each output loaded "
                            "back (trimesh, Open3D, enerf's nerfstudio loader); wall seconds", "machine": MACHINE})
@@ -147,8 +146,8 @@ def main() -> int:
                 result["output"] = check_depth(target) if export == "depth" else check_ply(target, args.open3d)
             entry[export] = result
             print(name, export, json.dumps(result)[:400], flush=True)
-            atomic_write_json(record_path, record)
-    atomic_write_json(record_path, record)
+            write_record(record_path, record)
+    write_record(record_path, record)
     return 0
 
 

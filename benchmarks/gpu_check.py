@@ -2,12 +2,12 @@
 
 On a machine with a CUDA GPU::
 
-    python tools/gpu_check.py --scene fern --minutes 10      # configs/fern.txt, 4 runs of 10 minutes each
+    python -m benchmarks.gpu_check --scene fern --minutes 10      # configs/fern.txt, 4 runs of 10 minutes each
 
 On a CPU it runs everything that needs no CUDA (torch_grid in nerfacc's place), leaves the
 nerfacc figures null with the reason, lists what needed CUDA, and exits 0::
 
-    python tools/gpu_check.py --scene demo --minutes 0.2
+    python -m benchmarks.gpu_check --scene demo --minutes 0.2
 
 Three parts, each reported as it runs:
 
@@ -88,7 +88,7 @@ __all__ = [
     "main",
 ]
 
-from benchmarks.harness import ROOT as ROOT
+from benchmarks.harness import ROOT
 CUDA = torch.device("cuda")
 CPU = torch.device("cpu")
 
@@ -524,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     if training["peak_gpu_memory_reason"]:
         needed.append("peak GPU memory of the training runs")
     report = {
-        "command": "python tools/gpu_check.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)),
+        "command": "python -m benchmarks.gpu_check " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)),
         "device": torch.cuda.get_device_name(0) if training["device"] == "cuda"
         else f"CPU ({platform.processor() or platform.machine()})",
         "torch": torch.__version__, "python": platform.python_version(), "threads": torch.get_num_threads(),

@@ -1,5 +1,5 @@
-"""Shared by the tools that run a methods x seeds grid (``conditioning_study.py``,
-``bench_shapes.py compare``): the grid is ``enerf compare``'s (``enerf.compare``: one
+"""Shared by the scripts that run a methods x seeds grid (``studies.conditioning_study``,
+``benchmarks.shapes compare``): the grid is ``enerf compare``'s (``enerf.compare``: one
 subprocess per run in ``<out>/runs/<scene>-<mode>-s<seed>/``, finished runs skipped, cut-off
 ones resumed, wall time and peak RSS in each run's ``compare_run.json``); the tools only add a
 fixed thread count per run and their own tables."""

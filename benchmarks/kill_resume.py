@@ -1,6 +1,6 @@
 """kill -9 at random moments during a tiny training run; resume; compare with an uninterrupted run.
 
-    python tools/bench_kill_resume.py [--trials 20] [--seed 0] [--iters 10] [--out /tmp/kill_resume]
+    python -m benchmarks.kill_resume [--trials 20] [--seed 0] [--iters 10] [--out /tmp/kill_resume]
 
 Every run is a child forked from this process after it imported enerf (start-up paid once),
 running ``enerf.cli.main``; SIGKILL ends it as ``kill -9`` would. One uninterrupted run
@@ -19,7 +19,6 @@ when any trial fails.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
@@ -29,6 +28,7 @@ import time
 from pathlib import Path
 
 import torch
+from benchmarks.harness import write_record
 
 TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
         "--multires", "4", "--multires_views", "2", "--N_samples", "16", "--N_rand", "128", "--log_every", "5",
@@ -172,7 +172,7 @@ def main() -> int:
                "reference_train_wall_s": train_wall, "kills": sum(len(r["kills_s"]) for r in results),
                "temp_files_left_by_kills": sum(len(r["temp_files_left_by_kills"]) for r in results),
                "results": results}
-    (base / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_record(base / "summary.json", summary)
     print(f"{passed}/{args.trials} trials bit-identical to the uninterrupted run, no temp file left at the end; "
           f"{summary['kills']} kills in all, which left {summary['temp_files_left_by_kills']} temp file(s) that the "
           f"resumes removed -> {base / 'summary.json'}" if passed == args.trials else

@@ -27,19 +27,18 @@ Two measurements, printed and written to ``<basedir>/bench_marcher.json``:
    repetition, after warm-up). Reported: the median of per-repetition time ratios row / none.
 
 Wall-clock figures are only meaningful with nothing else running; in this project run it as
-``flock /tmp/enerf-cpu.lock python tools/bench_marcher.py``.
+``flock /tmp/enerf-cpu.lock python -m benchmarks.marcher``.
 
-    python tools/bench_marcher.py                       # about 12 minutes on 2 CPU cores
-    python tools/bench_marcher.py --seed 1              # both runs with another seed
-    python tools/bench_marcher.py --budget 60 --cap 60 --overhead_reps 10   # a quick look
-    python tools/bench_marcher.py --probe b2048="--target_sample_batch_size 2048"   # one more grid run
+    python -m benchmarks.marcher                       # about 12 minutes on 2 CPU cores
+    python -m benchmarks.marcher --seed 1              # both runs with another seed
+    python -m benchmarks.marcher --budget 60 --cap 60 --overhead_reps 10   # a quick look
+    python -m benchmarks.marcher --probe b2048="--target_sample_batch_size 2048"   # one more grid run
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import shlex
 import statistics
 import time
@@ -47,12 +46,12 @@ from pathlib import Path
 
 import torch
 
-from enerf.atomic import atomic_write_text
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import RunConfig
 from enerf.nn.conditioning import fold_module
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import NerfTask, grid_record, prepare_run, step_run
+from benchmarks.harness import write_record
 
 DATA_ROOT = Path("data")
 
@@ -246,7 +245,7 @@ def main() -> None:
         "threads": torch.get_num_threads(),
     }
     Path(args.basedir).mkdir(parents=True, exist_ok=True)
-    atomic_write_text(Path(args.basedir) / "bench_marcher.json", json.dumps(result, indent=2) + "\n")
+    write_record(Path(args.basedir) / "bench_marcher.json", result)
 
     h = result["hierarchical"]
     print(f"hierarchical : {h['psnr']:.2f} dB after {h['train_seconds']:.0f} s ({h['steps']} steps), "

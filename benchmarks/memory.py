@@ -1,6 +1,6 @@
 """Resident memory of the training data path on a scene of any size, made in memory (no files).
 
-    python tools/bench_memory.py --views 50 --height 1920 --width 1080 [--channels 3] [--hold 8] [--batches 20]
+    python -m benchmarks.memory --views 50 --height 1920 --width 1080 [--channels 3] [--hold 8] [--batches 20]
 
 Builds a ``Scene`` of ``--views`` images of random 8-bit codes (``--channels 4``: RGBA,
 composited on white when read, as a Blender scene), cameras on an arc, every ``--hold``-th view

@@ -28,8 +28,8 @@ their method (the same values ``enerf mesh`` would compute again for each); a va
 ``seconds`` is then what follows them (decimation, colours), the shared part is recorded apart. Records the load average
 beside the times.
 
-    python tools/bench_mesh_accuracy.py                         # -> benchmarks/mesh_accuracy.json
-    python tools/bench_mesh_accuracy.py --iters 300 --resolution 96 --out /tmp/m.json   # a quick look
+    python -m benchmarks.mesh_accuracy                         # -> benchmarks/mesh_accuracy.json
+    python -m benchmarks.mesh_accuracy --iters 300 --resolution 96 --out /tmp/m.json   # a quick look
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -46,7 +45,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from enerf.atomic import atomic_write_json
 from enerf.cli import main as enerf_main
 from enerf.config import MeshConfig
 from enerf.data.surface_distance import surface_closest
@@ -56,7 +54,7 @@ from enerf.export import nerf_mesh
 from enerf.loaded_run import load_run
 from enerf.metrics import reference_metrics
 
-from benchmarks.harness import ROOT as ROOT
+from benchmarks.harness import ROOT, git_commit, load_average, machine, write_record
 
 
 def camera_rays(c2w: np.ndarray, height: int, width: int, focal: float, stride: int) -> tuple[np.ndarray, np.ndarray]:
@@ -166,10 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tau", type=float, default=0.05, help="F-score distance (world units)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "mesh_accuracy.json")
     args = parser.parse_args(argv)
-    command = "python tools/bench_mesh_accuracy.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.mesh_accuracy " + " ".join(argv if argv is not None else sys.argv[1:])
     torch.set_num_threads(max(1, os.cpu_count() or 1))
 
-    load = {"start": [round(x, 2) for x in os.getloadavg()]}
+    load = {"start": load_average()}
     scene_dir = make_synthetic_scene(args.work / "scene")
     ckpt = args.work / "runs" / "demo" / "checkpoints" / "latest.pt"
     train_seconds = None
@@ -181,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         if rc != 0:
             return rc
         train_seconds = time.perf_counter() - start
-    load["after_training"] = [round(x, 2) for x in os.getloadavg()]
+    load["after_training"] = load_average()
     run = load_run(ckpt, Path("data"), "cpu", task="nerf")
     meta = json.loads((scene_dir / "scene.json").read_text())
     views = [int(k) for k in run.scene.i_train]
@@ -212,13 +210,13 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"method": name, "faces": len(mesh.faces), "vertices": len(mesh.vertices),
                          "seconds": round(seconds, 2), **{k: round(v, 5) for k, v in scores.items()}})
             print(json.dumps(rows[-1]), flush=True)
-    load["end"] = [round(x, 2) for x in os.getloadavg()]
+    load["end"] = load_average()
     record = {
         "what": "geometric accuracy of the enerf mesh methods on the synthetic scene (surfaces known in closed form), "
                 "after a short training run; reference: first hits of every stride-th pixel ray of the training views; "
                 "mesh samples kept where a training camera sees them",
         "command": command,
-        "machine": f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}, torch {torch.__version__}",
+        "machine": machine(), "commit": git_commit(),
         "load_average_1_5_15": load,
         "settings": {"iters": args.iters, "config": Path(args.config).name, "resolution": args.resolution,
                      "threshold": args.threshold, "stride": args.stride, "points": args.points,
@@ -232,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         "tsdf": "present" if any(r["method"].startswith("tsdf") for r in rows) else
                 "absent: MeshConfig has no method field on this branch; rerun once enerf mesh --method tsdf exists",
     }
-    atomic_write_json(args.out, record)
+    write_record(args.out, record)
     print(f"wrote {args.out}")
     return 0
 

@@ -5,7 +5,7 @@ measured around it, the load average beside it), then loads the file with ``trim
 records its faces, vertices, UV range and texture size; CPU time (user + sys) and peak memory
 of the command beside the wall time, since the wall time depends on what else runs.
 
-    python tools/bench_mesh_export.py --ckpt lego_cpu=runs/lego_cpu/checkpoints/latest.pt \\
+    python -m benchmarks.mesh_export --ckpt lego_cpu=runs/lego_cpu/checkpoints/latest.pt \\
         fox=runs/bench_proposal/fox-s0/checkpoints/latest.pt --outdir /tmp/meshes   # -> benchmarks/mesh_export.json
 """
 
@@ -23,9 +23,8 @@ from pathlib import Path
 import numpy as np
 import trimesh
 
-from enerf.atomic import atomic_write_json
 
-from benchmarks.harness import ROOT as ROOT
+from benchmarks.harness import ROOT, command_line, git_commit, load_average, machine, write_record
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -48,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         name, _, ckpt = item.partition("=")
         mesh_path = args.outdir / f"{name}{args.suffix}"
         cmd = ["enerf", "mesh", "--ckpt", ckpt, *args.flags.split(), "--out", str(mesh_path), "--quiet"]
-        load_before = os.getloadavg()
+        load_before = load_average()
         cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "enerf", *cmd[1:]], capture_output=True, text=True,
@@ -58,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu_seconds = (cpu.ru_utime - cpu_before.ru_utime) + (cpu.ru_stime - cpu_before.ru_stime)
         row = {"name": name, "command": " ".join(cmd), "returncode": proc.returncode, "seconds": round(seconds, 1),
                "cpu_seconds": round(cpu_seconds, 1), "peak_rss_gib": round(cpu.ru_maxrss / 2**20, 2),
-               "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+               "load_average_before_after": [load_before[0], load_average()[0]],
                "stdout": proc.stdout.strip().splitlines()[-2:], "stderr": proc.stderr.strip().splitlines()[-1:]}
         if proc.returncode == 0:
             files = sorted(p for p in args.outdir.iterdir() if p.stem == name)
@@ -74,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(json.dumps(row))
     record = {"what": "enerf mesh on trained checkpoints: wall time, files and what trimesh.load reads back",
-              "command": "python tools/bench_mesh_export.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "machine": f"{os.cpu_count()} CPU cores", "summary": summarize(rows), "runs": rows}
-    atomic_write_json(args.out, record)
+              "command": command_line(None if argv is None else ["benchmarks/mesh_export.py", *argv]),
+              "machine": machine(), "commit": git_commit(), "summary": summarize(rows), "runs": rows}
+    write_record(args.out, record)
     print(f"wrote {args.out}")
     return 0 if all(r["returncode"] == 0 for r in rows) else 1
 

@@ -4,10 +4,10 @@ Two steps (how nerfacto is installed, changed to run offline and trained: benchm
 "nerfacto beside capture_cpu.txt on the fox")::
 
     # in nerfacto's own venv (imports nerfstudio; TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 under torch 2.14)
-    python tools/nerfacto_peer.py score OUT/config.yml --steps 120 --out eval_final.json
-    python tools/nerfacto_peer.py score OUT/config.yml --steps 10 20 50 80 100 --views 0 1 --stride 2 --out eval_curve.json
+    python -m benchmarks.nerfacto_peer score OUT/config.yml --steps 120 --out eval_final.json
+    python -m benchmarks.nerfacto_peer score OUT/config.yml --steps 10 20 50 80 100 --views 0 1 --stride 2 --out eval_curve.json
     # in enerf's environment: benchmarks/capture_fox.json and docs/img/fox_nerfacto.png
-    python tools/nerfacto_peer.py record --enerf_run runs/bench_real/fox-s0 --final eval_final.json --curve eval_curve.json
+    python -m benchmarks.nerfacto_peer record --enerf_run runs/bench_real/fox-s0 --final eval_final.json --curve eval_curve.json
 
 ``score`` renders each chosen checkpoint's held-out views through nerfstudio's own cameras
 (lens distortion in the rays) and scores PSNR against nerfstudio's own frames, every ``--stride``-th
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 
-from benchmarks.harness import ROOT as REPO
+from benchmarks.harness import ROOT, write_record
 
 
 def train_seconds(run_dir: Path) -> dict[int, float]:
@@ -93,7 +93,7 @@ def at_or_before(curve: list[tuple[float, float]], seconds: float) -> tuple[floa
 def record(args: argparse.Namespace) -> int:
     from matplotlib.figure import Figure
 
-    from enerf.atomic import atomic_write_bytes, atomic_write_text
+    from enerf.atomic import atomic_write_bytes
     from enerf.compare.plots import figure_png
 
     run = Path(args.enerf_run)
@@ -118,7 +118,7 @@ def record(args: argparse.Namespace) -> int:
                 "other. PSNR is the mean of the per-view PSNRs. The curves score the first "
                 f"{n} held-out views (nerfacto on every {curve['stride']}-th pixel row and column), the 10-minute "
                 "figures all 7 on every pixel.",
-        "command": "python tools/bench_real.py --scene fox --datadir ../shared/data/nerfstudio/fox --config configs/capture_cpu.txt",
+        "command": "python -m benchmarks.real --scene fox --datadir ../shared/data/nerfstudio/fox --config configs/capture_cpu.txt",
         "peer_commands": __doc__.split("::")[1].split("``score``")[0].strip(),
         "machine": "2 CPU cores (AMD EPYC, AVX2), no GPU, torch 2.14.1, nothing else running during training",
         "summary": {"psnr": round(enerf["psnr"], 2), "nerfacto_psnr": round(last["psnr"], 2)},
@@ -134,7 +134,7 @@ def record(args: argparse.Namespace) -> int:
             "device": args.cuda_device,
             "command": "enerf train --config configs/capture_cpu.txt --datadir ../shared/data/nerfstudio/fox "
                        "--device cuda --time_budget 60"}
-    atomic_write_text(Path(args.out), json.dumps(rec, indent=1) + "\n")
+    write_record(args.out, rec, indent=1)
 
     fig = Figure(figsize=(6.4, 3.6))
     ax = fig.subplots()
@@ -167,8 +167,8 @@ def main() -> int:
     r.add_argument("--curve", required=True, help="score output: the curve")
     r.add_argument("--cuda_metrics", default=None, help="metrics.json of the --device cuda run, if any")
     r.add_argument("--cuda_device", default="one NVIDIA H100 80GB HBM3, torch 2.11.0+cu130")
-    r.add_argument("--out", default=str(REPO / "benchmarks" / "capture_fox.json"))
-    r.add_argument("--plot", default=str(REPO / "docs" / "img" / "fox_nerfacto.png"))
+    r.add_argument("--out", default=str(ROOT / "benchmarks" / "capture_fox.json"))
+    r.add_argument("--plot", default=str(ROOT / "docs" / "img" / "fox_nerfacto.png"))
     args = parser.parse_args()
     return score(args) if args.verb == "score" else record(args)
 

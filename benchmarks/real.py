@@ -16,9 +16,9 @@ benchmarks/README.md); the table then shows both at the same time points.
 
 Figures are only meaningful with nothing else running on the machine.
 
-    python tools/bench_real.py --scene fern                     # configs/fern_cpu.txt, 10 min
-    python tools/bench_real.py --scene lego                     # configs/lego_cpu.txt, 10 min
-    python tools/bench_real.py --scene fern --minutes 2 --seed 1
+    python -m benchmarks.real --scene fern                     # configs/fern_cpu.txt, 10 min
+    python -m benchmarks.real --scene lego                     # configs/lego_cpu.txt, 10 min
+    python -m benchmarks.real --scene fern --minutes 2 --seed 1
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.harness import write_report_files
+from benchmarks.harness import load_average, write_report_files
 
 TARGETS = {"fern": 24.0, "lego": 28.0}  # issue targets (dB) within 10 minutes of training
 MARKS = (60.0, 120.0, 300.0, 600.0)
@@ -120,13 +120,13 @@ def main() -> int:
             cmd += ["--eval_every", str(args.eval_every)]
         cmd += [a for a in args.extra if a != "--"]
         print("+ " + " ".join(cmd), flush=True)
-        load_before = os.getloadavg()
+        load_before = load_average()
         start = time.perf_counter()
         if subprocess.run(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
             print(f"bench_real: training failed ({' '.join(cmd)})", file=sys.stderr)
             return 1
         wall_seconds = time.perf_counter() - start
-        load = {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]}
+        load = {"before": load_before, "after": load_average()}
         cmd = " ".join(["python", *cmd[1:]])  # the enerf train command it ran
     else:  # the run's own record, if an earlier bench_real wrote one
         old = config_run_folder / "bench_real.json"

@@ -6,7 +6,7 @@ Targets: IoU >= 0.95 (occupancy), Chamfer-L1 <= 0.005 (SDF), mesh < 10 s. It rep
 final metrics and the first evaluation (``eval_every``) at which each target was met. Run
 it under the CPU lock, as its times are the point:
 
-    flock /tmp/enerf-cpu.lock python3 tools/bench_shapes.py targets
+    flock /tmp/enerf-cpu.lock python -m benchmarks.shapes targets
 
 ``compare``: shapes x conditioning modes x seeds of short fixed-length runs
 (configs/shape_compare.txt, so the numbers do not depend on the machine's load), then a
@@ -14,7 +14,7 @@ Markdown table of mean ± std over seeds and the difference to ``none``. The gri
 ``enerf compare --task shape``'s (``enerf.compare``: runs in
 ``<out>/runs/<shape>-<mode>-s<seed>/``, finished ones skipped, cut-off ones resumed):
 
-    nice -n 19 python3 tools/bench_shapes.py compare --jobs 2
+    nice -n 19 python -m benchmarks.shapes compare --jobs 2
 
 Runs go through the CLI (``python -m enerf.cli shape train``) with ``OMP_NUM_THREADS`` set
 to ``--threads`` (default 1: on an oversubscribed 2-core machine two torch threads per run

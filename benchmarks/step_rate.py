@@ -5,9 +5,9 @@ untimed steps, then times ``--steps`` training steps (the loop's ``take_step``: 
 batch, render, losses, backward, update) and prints steps/s. No evaluation, no files written.
 Run it for two trees in turn on an otherwise idle machine, e.g.::
 
-    for tree in ../base .; do PYTHONPATH=$tree python tools/bench_step_rate.py --config configs/demo_grid.txt; done
-    python tools/bench_step_rate.py --config configs/fern_cpu.txt --datadir ../shared/data/nerf_llff_data/fern
-    python tools/bench_step_rate.py --config configs/lego_cpu.txt --datadir ../shared/data/nerf_synthetic/lego
+    for tree in ../base .; do PYTHONPATH=$tree python -m benchmarks.step_rate --config configs/demo_grid.txt; done
+    python -m benchmarks.step_rate --config configs/fern_cpu.txt --datadir ../shared/data/nerf_llff_data/fern
+    python -m benchmarks.step_rate --config configs/lego_cpu.txt --datadir ../shared/data/nerf_synthetic/lego
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 256-pixel-wide draft frame and to the exact frame at that width, for the demo, fern_cpu,
 lego_cpu and capture (proposal sampler, the fox) checkpoints.
 
-    python tools/bench_viewer.py                       # trains tiny checkpoints first (a few minutes)
-    python tools/bench_viewer.py --ckpt demo=runs/demo/checkpoints/latest.pt --ckpt fern_cpu=... \
+    python -m benchmarks.viewer                       # trains tiny checkpoints first (a few minutes)
+    python -m benchmarks.viewer --ckpt demo=runs/demo/checkpoints/latest.pt --ckpt fern_cpu=... \
         --record benchmarks/viewer.json
 
 Without ``--ckpt`` it trains each scene's config for ``--iters`` steps (the networks and renderers
@@ -22,7 +22,7 @@ gives each frame's own time, the time from the move to the draft at the cap (all
 it included), and the PSNR of that draft against the exact frame. Each figure is the median of
 ``--repeats`` camera moves, after one warm-up. Targets: preview within 0.3 s, 256-wide frame
 within 2 s. ``--record FILE`` writes the rows, the command, the torch threads and the load
-average (``os.getloadavg``) before and after into a JSON record.
+average (``benchmarks.harness.load_average``) before and after into a JSON record.
 """
 
 from __future__ import annotations
@@ -32,13 +32,12 @@ import io
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import ROOT as ROOT
+from benchmarks.harness import ROOT, command_line, git_commit, load_average, machine, write_record
 
 from enerf.cli import main as enerf_main
 from enerf.config import ViewerConfig
@@ -173,12 +172,12 @@ def main() -> None:
             if path is not None:
                 ckpts[name] = str(path)
     cfg = ViewerConfig(port=0, max_width=args.max_width, draft=args.draft)
-    load_before = os.getloadavg()
+    load_before = load_average()
     rows = []
     for name, path in ckpts.items():
         rows.append(bench(name, Path(path), cfg, args.canvas, args.repeats, ROOT / "data"))
         print(json.dumps(rows[-1]), flush=True)  # each scene as it is done
-    load_after = os.getloadavg()
+    load_after = load_average()
     print(f"\n| scene | images | renderer | first preview: wall (CPU) | {args.max_width}-px draft: wall (CPU), "
           "from the move | exact frame: wall (CPU) | draft vs exact |")
     print("|---|---|---|---|---|---|---|")
@@ -190,10 +189,8 @@ def main() -> None:
     print(f"(device {rows[0]['device'] if rows else '-'}, torch threads {args.threads}, draft {args.draft:g}; CPU: "
           f"the rendering thread's CPU time; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after)")
     if args.record:
-        from enerf.atomic import atomic_write_json
-
-        atomic_write_json(Path(args.record), {
-            "command": "python tools/bench_viewer.py " + " ".join(sys.argv[1:]), "threads": args.threads,
+        write_record(args.record, {
+            "command": command_line(), "machine": machine(), "commit": git_commit(), "threads": args.threads,
             "max_width": args.max_width, "canvas": args.canvas, "repeats": args.repeats, "draft": args.draft,
             "cpu_count": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(load_after),
             "rows": rows})

@@ -17,8 +17,8 @@ Tasks: ``shape`` (configs/shape_paper_cpu.txt, occupancy on the bunny: 8 x 256) 
 (configs/demo.txt, the demo NeRF). ``--train`` also trains {none, bnp} x {adam, sgd} without
 probes and records the final IoU (shape) or held-out PSNR (demo).
 
-    python tools/bnp_adam.py --task shape --steps 100
-    python tools/bnp_adam.py --task demo --steps 300 --train --sgd_lrates 0.01 0.1
+    python -m studies.bnp_adam --task shape --steps 100
+    python -m studies.bnp_adam --task demo --steps 300 --train --sgd_lrates 0.01 0.1
 
 Writes benchmarks/bnp_adam.json (merged per task).
 """
@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from benchmarks.harness import ROOT as ROOT
+from benchmarks.harness import ROOT, load_average, write_record
 
-from enerf.atomic import atomic_write_json
 from enerf.optim.bnp import bnp_linear_transform, weight_parameter
 from enerf.train.loop import take_step
 
@@ -211,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
                       "optimizer (shadow state) would take with the full transform vs centring only / scaling only / "
                       "plain gradients, median and 5th-95th percentiles over steps; and final scores of {none, bnp} x "
                       "{adam, sgd+momentum 0.9} at equal steps")
-    record[args.task] = {"command": "python tools/bnp_adam.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                         "load_1min": os.getloadavg()[0], **result}
-    atomic_write_json(out_path, record)
+    record[args.task] = {"command": "python -m studies.bnp_adam " + " ".join(argv if argv is not None else sys.argv[1:]),
+                         "load_1min": load_average()[0], **result}
+    write_record(out_path, record)
     return 0
 
 

@@ -19,7 +19,7 @@ final training loss, step time and its ratio to the baseline), ``classify_digits
 run's history) and ``loss_curves.png`` / ``accuracy_curves.png`` (per epoch and per training
 CPU second, mean ± std over seeds).
 
-    OMP_NUM_THREADS=1 nice -n 19 flock -s /tmp/enerf-cpu.lock python tools/classify_digits.py --out runs/digits
+    OMP_NUM_THREADS=1 nice -n 19 flock -s /tmp/enerf-cpu.lock python -m studies.classify_digits --out runs/digits
 
 Needs scikit-learn (``pip install -e ".[bench]"``).
 """

@@ -16,7 +16,7 @@ or more seeds, the 95 % Student-t interval; and the curve of every cell: at each
 evaluation the training-batch PSNR (``train_psnr``) and the periodic held-out PSNR (the views
 the config's ``eval_views`` names; the last point scores all of them), means over seeds.
 
-    python tools/cond_2x2.py --setting fern=runs/cond_fern \\
+    python -m studies.cond_2x2 --setting fern=runs/cond_fern \\
         --command fern="enerf compare --scenes ../shared/data/nerf_llff_data/fern ..." \\
         --from_record fern=benchmarks/paper_study.json
 
@@ -29,15 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-from benchmarks.harness import ROOT as ROOT
+from benchmarks.harness import ROOT, load_average, write_record
 
-from enerf.atomic import atomic_write_json
 
 CELLS = ("none", "row", "none~equilibrated", "row~vanilla")
 CONTRASTS = {
@@ -153,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             sources.update(add_from_record(found, Path(earlier[name]), name))
         common = set.intersection(*[set(runs) for runs in found.values()]) if all(found.values()) else set()
         record[name] = {"command": commands.get(name, ""), "folder": folder, "cell_sources": sources,
-                        "load_1min_at_record": os.getloadavg()[0], **summarize(found),
+                        "load_1min_at_record": load_average()[0], **summarize(found),
                         "common_seeds": sorted(common),
                         "cells_common_seeds": {m: cell_summary({s: r[s] for s in common}) for m, r in found.items()}}
         for cname, c in record[name]["contrasts_psnr_db"].items():
@@ -161,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             text = f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "(fewer than two seeds: no interval)"
             mean = "n/a" if c["mean"] is None else f"{c['mean']:+.2f} dB"
             print(f"{name} {cname} ({c['of']}, seeds {c['seeds']}): {mean} {text}")
-    atomic_write_json(out_path, record)
+    write_record(out_path, record)
     if args.plot:
         name, png = args.plot.split("=", 1)
         plot_cells(record[name], Path(png), name)

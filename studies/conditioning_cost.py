@@ -20,8 +20,8 @@ On an oversubscribed CPU every OpenMP parallel region can wait a scheduler time 
 (~8 ms) for its second thread, which inflates the many small weight-sized ops of the
 conditioner far beyond their cost; ``--threads 1`` or an idle machine measures the method.
 
-    python tools/bench_conditioning.py
-    python tools/bench_conditioning.py --conditioning rowcol --points 65536 --device cuda
+    python -m studies.conditioning_cost
+    python -m studies.conditioning_cost --conditioning rowcol --points 65536 --device cuda
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ The grid is ``enerf compare``'s (``enerf.compare``): runs live in
 run is resumed, so the study can be resumed. Mode specs as ``enerf compare --modes``:
 ``MODE`` (the config's ``conditioned_layers``, ``hidden`` in the demo) or ``MODE:LAYERS``.
 
-    python tools/conditioning_study.py                                    # none vs row, seeds 0 1 2
-    python tools/conditioning_study.py --modes none row col rowcol row:all --seeds 0
-    python tools/conditioning_study.py --basedir runs/study_noraw --modes none --seeds 1 2 -- --raw_noise_std 0
+    python -m studies.conditioning_study                                    # none vs row, seeds 0 1 2
+    python -m studies.conditioning_study --modes none row col rowcol row:all --seeds 0
+    python -m studies.conditioning_study --basedir runs/study_noraw --modes none --seeds 1 2 -- --raw_noise_std 0
 """
 
 from __future__ import annotations

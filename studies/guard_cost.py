@@ -1,6 +1,6 @@
 """Cost of the per-step non-finite check (FiniteGuard) against a training step of a config.
 
-    python tools/bench_guard_cost.py [--config configs/demo.txt] [--steps 100] [--repeats 5]
+    python -m studies.guard_cost [--config configs/demo.txt] [--steps 100] [--repeats 5]
 
 Builds the run of ``--config`` (as ``enerf train`` would), takes ``--steps`` training steps
 and times each, then times ``FiniteGuard.check`` on the same fields ``--steps`` times; reports
@@ -15,12 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.harness import ROOT as REPO
+from benchmarks.harness import ROOT
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=str(REPO / "configs" / "demo.txt"))
+    parser.add_argument("--config", default=str(ROOT / "configs" / "demo.txt"))
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
@@ -32,7 +32,7 @@ def main() -> int:
 
     torch.set_num_threads(1)
     cfg = run_config_from_args(build_train_parser().parse_args(["--config", args.config, "--device", "cpu"]))
-    run = prepare_run(cfg, REPO / "data")
+    run = prepare_run(cfg, ROOT / "data")
     guard = FiniteGuard(((f"{n}.{k}", p) for n, f in run.fields.items() for k, p in f.named_parameters()),
                         cfg.train.lrate)
     step_ms, check_ms, step = [], [], 0

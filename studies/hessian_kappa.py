@@ -20,8 +20,8 @@ mini-batches; at the listed steps the tool computes, for the output layer (``--l
   singular Hessians; conditioned parametrizations make H indefinite away from a minimum);
 * κ(W) and κ(EW) of the same layer (``enerf.nn.condition_number``).
 
-    python tools/hessian_kappa.py                       # defaults: about 20 s on 2 CPU cores
-    python tools/hessian_kappa.py --steps 0 200 1000 --layer hidden.1
+    python -m studies.hessian_kappa                       # defaults: about 20 s on 2 CPU cores
+    python -m studies.hessian_kappa --steps 0 200 1000 --layer hidden.1
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ W with i.i.d. N(0, 1) entries for each shape (rows x columns, the paper's layout
 layer's inputs) and counts the draws with κ(E W) > κ(W) (numpy SVD, float64), with the
 largest ratio κ(E W) / κ(W) seen and sqrt(m).
 
-    python tools/kappa_shapes.py                 # about a minute on one core
-    python tools/kappa_shapes.py --draws 2000 --big_draws 100
+    python -m studies.kappa_shapes                 # about a minute on one core
+    python -m studies.kappa_shapes --draws 2000 --big_draws 100
 
 Writes benchmarks/kappa_shapes.json (the command, the counts, a Wilson 95 % interval each).
 """
@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import ROOT as ROOT
+from benchmarks.harness import ROOT, load_average, write_record
 
-from enerf.atomic import atomic_write_json
 
 SHAPES = ((4, 3), (3, 4), (8, 8), (256, 256))
 
@@ -71,12 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['shape']}: κ(EW) > κ(W) in {r['rises']}/{n} ({100 * r['fraction']:.1f} %), "
               f"worst ratio {r['worst_ratio']:.3f}, sqrt(m) {r['sqrt_m']:.2f}", flush=True)
     argv_text = " ".join(argv if argv is not None else sys.argv[1:])
-    atomic_write_json(Path(args.out), {
+    write_record(args.out, {
         "what": "fraction of Gaussian W (i.i.d. N(0,1), rows x columns, rows = inputs) with κ(EW) > κ(W) under row "
                 "equilibration (rows of unit norm); Wilson 95 % interval; worst κ(EW)/κ(W) against Van der Sluis's "
                 "sqrt(m)",
-        "command": f"python tools/kappa_shapes.py {argv_text}".strip(),
-        "load": os.getloadavg()[0],
+        "command": f"python -m studies.kappa_shapes {argv_text}".strip(),
+        "load": load_average()[0],
         "results": results,
     })
     return 0

@@ -12,8 +12,8 @@ interleaved (every variant once per repetition, the order rotated each time) aft
 warm-up rounds; a variant's ratio is the median over repetitions of its time divided by the
 ``none`` time of the same repetition, so drifts of a shared machine hit both sides alike.
 
-    python tools/bench_methods.py                      # about 1-2 minutes on 2 idle CPU cores
-    python tools/bench_methods.py --variants none row bnp --points 65536 --device cuda
+    python -m studies.methods_cost                      # about 1-2 minutes on 2 idle CPU cores
+    python -m studies.methods_cost --variants none row bnp --points 65536 --device cuda
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Shared by the per-step cost benchmarks of the NeRF MLP (``bench_conditioning.py``,
-``bench_methods.py``): their common flags, the device set-up, one random batch and one timed
+"""Shared by the per-step cost benchmarks of the NeRF MLP (``studies.conditioning_cost``,
+``studies.methods_cost``): their common flags, the device set-up, one random batch and one timed
 training step."""
 
 from __future__ import annotations

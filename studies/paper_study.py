@@ -8,14 +8,14 @@ what is already done, so the study can be stopped and continued):
 * ``fern_lr``: learning rates x 0.5, x 1 and x 2 for both, seed 0 (the x 1 runs are those of
   ``fern``, linked, when it ran first);
 * ``occupancy`` / ``sdf``: configs/shape_paper_cpu.txt on the bunny, the armadillo and the
-  fan disk (``tools/real_meshes.py``), none vs row, seeds 0-2.
+  fan disk (``studies/real_meshes.py``), none vs row, seeds 0-2.
 
 ``record``: reads what the compares wrote (compare.csv, each run's metrics.json, the plots) and
 writes ``benchmarks/paper_study.json`` and the figures ``docs/img/paper_*.png``.
 
-    python3 tools/real_meshes.py
-    python3 tools/paper_study.py run              # about 2 hours on 2 cores
-    python3 tools/paper_study.py record
+    python -m studies.real_meshes
+    python -m studies.paper_study run              # about 2 hours on 2 cores
+    python -m studies.paper_study record
 """
 
 from __future__ import annotations
@@ -23,16 +23,13 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import platform
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import torch
 
-from benchmarks.harness import ROOT as ROOT
-from enerf.atomic import atomic_write_json
+from benchmarks.harness import ROOT, git_commit, machine, write_record
 
 DATA = Path("../shared/data")  # relative to the checkout, where the compares run (and as their records say)
 MESHES = ["bunny", "data/meshes/armadillo.off", "data/meshes/fandisk.off"]
@@ -165,7 +162,7 @@ def record() -> int:
                 "(configs/paper_{fern,lego}_cpu.txt), shape networks 8 x 256 on three meshes "
                 "(configs/shape_paper_cpu.txt); none vs row, seeds 0-2, equal steps; mean ± sample std, Δ vs none with "
                 "the paired 95 % t interval (enerf compare's compare.csv)",
-        "machine": f"2 CPU cores ({platform.processor() or platform.machine()}), no GPU, torch {torch.__version__}",
+        "machine": machine(), "commit": git_commit(),
     }
     for name in STUDY:
         if (out_dir(name) / "compare.csv").is_file():
@@ -189,7 +186,7 @@ def record() -> int:
                              for k, v in _delta(out[kind]["table"], scene, metric, digits).items()}
     summary["kappa_ratio_row"] = {name: _kappa_ratio(name) for name in STUDY if name in out and name != "fern_lr"}
     out["summary"] = summary
-    atomic_write_json(ROOT / "benchmarks" / "paper_study.json", out)
+    write_record(ROOT / "benchmarks" / "paper_study.json", out)
     for name, figures in FIGURES.items():
         for figure in figures:
             src = out_dir(name) / f"{figure}.png"

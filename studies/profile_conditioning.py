@@ -25,9 +25,9 @@ layer: the front-to-back rounds of torch_grid make several), as a share of the n
 and lists the operators whose self CPU time per step differs most between the modes, with
 their calls per step: where the extra time goes.
 
-    python tools/profile_conditioning.py                                   # configs/demo.txt
-    python tools/profile_conditioning.py --config configs/fern_cpu.txt --steps 40
-    python tools/profile_conditioning.py --steps 100 -- --N_rand 1024      # extra train flags after --
+    python -m studies.profile_conditioning                                   # configs/demo.txt
+    python -m studies.profile_conditioning --config configs/fern_cpu.txt --steps 40
+    python -m studies.profile_conditioning --steps 100 -- --N_rand 1024      # extra train flags after --
 
 Needs the config's scene under data/ (the demo scene is made there on first use).
 """
@@ -49,6 +49,7 @@ from torch.profiler import ProfilerActivity, profile
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.nn.conditioning import ConditionedWeight, condition_numbers
 from enerf.train.nerf import NerfTask, prepare_run
+from benchmarks.harness import load_average
 
 PHASES = ("forward", "backward", "update")
 
@@ -169,7 +170,7 @@ def main(argv: list[str]) -> int:
         kappa = {m: kappa_seconds(runs[m]) / kappa_every if kappa_every > 0 else 0.0 for m in modes}
         conditioner, per_step = conditioner_seconds(runs[args.mode], args.warmup + args.steps)
         ops = op_profile(runs, args.warmup + args.steps, args.profile_steps) if args.profile_steps else None
-    load = " ".join(f"{x:.2f}" for x in __import__("os").getloadavg())
+    load = " ".join(f"{x:.2f}" for x in load_average())
     print(f"{args.config} {' '.join(flags)}: {args.mode} vs none, {args.steps} interleaved steps each after "
           f"{args.warmup} warm-up, {args.threads} thread(s); {wall:.0f} s; load average {load}")
     print(f"\n{'phase':10s}{'none ms':>10s}{args.mode + ' ms':>10s}{'ratio':>8s}   "

@@ -1,6 +1,6 @@
 """Where a training step's time goes: torch.profiler over a few steps of any train config.
 
-    python tools/profile_step.py --threads 1 --steps 10 -- --config configs/fern_cpu.txt
+    python -m studies.profile_step --threads 1 --steps 10 -- --config configs/fern_cpu.txt
 
 Prints seconds per step (after warm-up) and the operators by self CPU time. Everything after
 ``--`` is passed to the ``enerf train`` parser (config file and flags); no run folder is written.

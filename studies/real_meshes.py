@@ -12,7 +12,7 @@ With the Stanford bunny built into ``enerf shape`` (``--mesh bunny``) that makes
 second scan and a modelled part:
 
     apt-get install libcgal-demo
-    python3 tools/real_meshes.py            # -> data/meshes/armadillo.off data/meshes/fandisk.off
+    python -m studies.real_meshes            # -> data/meshes/armadillo.off data/meshes/fandisk.off
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ Adam at 5e-4) in SDF mode, recording every few steps
 Variants are ``NAME=FLAG:VALUE,FLAG:VALUE`` over ShapeFieldConfig / ShapeTrainConfig fields,
 e.g. ``row_lr1e-4=conditioning:row,lrate:1e-4``.
 
-    python tools/sdf_band.py --steps 200 --seeds 0 --mesh bunny
-    python tools/sdf_band.py --variants none=conditioning:none row=conditioning:row
+    python -m studies.sdf_band --steps 200 --seeds 0 --mesh bunny
+    python -m studies.sdf_band --variants none=conditioning:none row=conditioning:row
 
 Writes benchmarks/sdf_band.json (the command, the settings, per-variant curves and IoU).
 """
@@ -20,17 +20,14 @@ Writes benchmarks/sdf_band.json (the command, the settings, per-variant curves a
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from benchmarks.harness import ROOT as ROOT
+from benchmarks.harness import ROOT, load_average, write_record
 
-from enerf.atomic import atomic_write_json
 from enerf.config import ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig
 from enerf.data.shape_samples import load_shape_data
 from enerf.fields.shape import ShapeField
@@ -124,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in args.seeds:
             tic = time.perf_counter()
             r = run(settings, seed, data, args.steps, args.every)
-            loads.append(os.getloadavg()[0])
+            loads.append(load_average()[0])
             results[name]["seeds"][str(seed)] = r
             band = [c["in_band"] for c in r["curve"]]
             print(f"{name} s{seed}: in-band at step 0 {band[0]:.3f}, 50 {r['curve'][min(5, len(band) - 1)]['in_band']:.3f}, "
@@ -132,12 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         out = {
             "what": "SDF shape network (configs/shape_paper_cpu.txt, kind sdf) on " + args.mesh + ": fraction of each "
                     "step's points predicted inside the clamp band |f| < sdf_clamp, median |f|, clamped L1; final IoU",
-            "command": "python tools/sdf_band.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": "python -m studies.sdf_band " + " ".join(argv if argv is not None else sys.argv[1:]),
             "settings": {**PAPER, "steps": args.steps, "mesh": args.mesh},
             "load_1min": loads,
             "variants": results,
         }
-        atomic_write_json(Path(args.out), out)
+        write_record(args.out, out)
     return 0
 
 

@@ -5,9 +5,9 @@ the embedded scene), takes two warm-up steps, then profiles one more (``cProfile
 every file under ``enerf/`` with a function that ran, and every class (from the functions'
 qualified names) whose methods ran. The step is the training loop's ``take_step``.
 
-    python tools/step_footprint.py                              # demo_grid
-    python tools/step_footprint.py --config configs/fern_cpu.txt --datadir ../shared/data/nerf_llff_data/fern
-    python tools/step_footprint.py --json benchmarks/step_footprint.json
+    python -m studies.step_footprint                              # demo_grid
+    python -m studies.step_footprint --config configs/fern_cpu.txt --datadir ../shared/data/nerf_llff_data/fern
+    python -m studies.step_footprint --json benchmarks/step_footprint.json
 """
 
 from __future__ import annotations

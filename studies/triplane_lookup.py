@@ -1,6 +1,6 @@
 """The triplane look-up on a CPU: ``F.grid_sample`` against two other ways of computing the same thing.
 
-    python tools/bench_lookup.py --threads 2
+    python -m studies.triplane_lookup --threads 2
 
 Times forward and backward of the bilinear look-up that ``enerf.nn.triplane`` does per level
 (3 planes of C channels, side R, n points each; align_corners, border padding) three ways:
