@@ -1,6 +1,6 @@
 """Resident memory of the training data path on a scene of any size, made in memory (no files).
 
-    python -m benchmarks.memory --views 50 --height 1920 --width 1080 [--channels 3] [--hold 8] [--batches 20]
+    python -m benchmarks.memory --views 50 --height 1920 --width 1080 [--channels 3] [--hold 8] [--batches 20] [--out REC.json]
 
 Builds a ``Scene`` of ``--views`` images of random 8-bit codes (``--channels 4``: RGBA,
 composited on white when read, as a Blender scene), cameras on an arc, every ``--hold``-th view
@@ -8,7 +8,8 @@ held out; then does what ``enerf train`` does with it before and during training
 sampler, the occupancy grid's figures of the training rays (``RaySampler.extent``, a grid
 renderer's start), ``--batches`` batches of ``--batch`` rays. Prints the peak resident memory
 (``resource.getrusage``) after each stage, the images' bytes, and the sampler state's bytes as a
-checkpoint holds it. Only the data path: no network, no renderer, no evaluation.
+checkpoint holds it; ``--out``: also those figures as a JSON record (``benchmarks.harness``). Only
+the data path: no network, no renderer, no evaluation.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import time
 
 import numpy as np
 import torch
+
+from benchmarks.harness import command_line, git_commit, load_average, machine, write_record
 
 
 def peak_mib() -> float:
@@ -37,7 +40,9 @@ def main() -> int:
     parser.add_argument("--hold", type=int, default=8)
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--out", default=None, help="write the figures to this JSON record")
     args = parser.parse_args()
+    load_before = load_average()
     torch.set_num_threads(1)
     from tqdm import tqdm
 
@@ -81,6 +86,17 @@ def main() -> int:
     figures = {"ms per batch": per_batch * 1e3, "permutation MiB": sampler.nbytes / 2**20, "peak MiB": peak_mib(),
                "sampler state KiB": buf.getbuffer().nbytes / 1024}
     print(f"{args.batches} batches of {args.batch} rays: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()))
+    if args.out:
+        write_record(args.out, {
+            "what": "resident memory of enerf train's data path (sampler, occupancy-grid extent, batches) on a scene "
+                    "of random 8-bit images made in memory; peaks include Python, torch and enerf",
+            "command": command_line(), "machine": machine(), "commit": git_commit(),
+            "load_before": load_before, "load_after": load_average(),
+            "scene": {"views": n, "width": w, "height": h, "channels": args.channels,
+                      "training_views": len(scene.i_train)},
+            "summary": {"images_mib": round(images.nbytes / 2**20, 1), "peak_mib": round(figures["peak MiB"], 1),
+                        "sampler_state_kib": round(figures["sampler state KiB"], 2),
+                        "ms_per_batch": round(figures["ms per batch"], 2)}})
     return 0
 
 
