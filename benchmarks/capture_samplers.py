@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.harness import ROOT, write_record
+
 MACHINE = "2 CPU cores (AMD EPYC, AVX2), no GPU, torch 2.14.1, nothing else running during the timed runs"
 
 

@@ -37,6 +37,7 @@ from enerf.cli.common import DATA_ROOT
 from enerf.cli.train import build_train_parser, run_config_from_args
 from enerf.distributed import process_group
 from enerf.train.nerf import prepare_run, step_run
+
 from benchmarks.harness import command_line, git_commit, machine, write_record
 
 

@@ -28,12 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import ROOT, load_average, Timer, write_record
 
 from enerf.atomic import atomic_replace
 from enerf.checkpoint import load_checkpoint
 from enerf.data.cameras import cameras_record
 from enerf.data.loaders import load_scene
+
+from benchmarks.harness import ROOT, Timer, load_average, write_record
 
 MACHINE = "2 CPU cores (AMD EPYC, AVX2), no GPU; other jobs were running (load average in each entry)"
 EXPORTS = {  # name -> enerf arguments after --ckpt C

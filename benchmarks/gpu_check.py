@@ -66,6 +66,8 @@ from enerf.render import Renderer, build_renderer, density_fn
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import prepare_run, step_run
 
+from benchmarks.harness import ROOT
+
 __all__ = [
     "BOX",
     "GRID_RESOLUTION",
@@ -88,7 +90,6 @@ __all__ = [
     "main",
 ]
 
-from benchmarks.harness import ROOT
 CUDA = torch.device("cuda")
 CPU = torch.device("cpu")
 

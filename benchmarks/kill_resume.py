@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from benchmarks.harness import write_record
 
 TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",

@@ -51,6 +51,7 @@ from enerf.config import RunConfig
 from enerf.nn.conditioning import fold_module
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import NerfTask, grid_record, prepare_run, step_run
+
 from benchmarks.harness import write_record
 
 DATA_ROOT = Path("data")

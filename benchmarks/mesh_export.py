@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import trimesh
 
-
 from benchmarks.harness import ROOT, command_line, git_commit, load_average, machine, write_record
 
 

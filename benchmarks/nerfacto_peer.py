@@ -25,7 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from benchmarks.harness import ROOT, write_record
 
 

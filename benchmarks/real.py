@@ -33,6 +33,7 @@ from pathlib import Path
 
 from benchmarks.harness import load_average, write_report_files
 
+
 TARGETS = {"fern": 24.0, "lego": 28.0}  # issue targets (dB) within 10 minutes of training
 MARKS = (60.0, 120.0, 300.0, 600.0)
 

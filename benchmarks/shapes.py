@@ -37,6 +37,7 @@ from enerf.errors import EnerfError
 
 from benchmarks.grid import finished_metrics, grid_runs, run_grid_runs
 
+
 METRICS = (("iou", "IoU", ".4f"), ("chamfer_l1", "Chamfer-L1", ".5f"),
            ("normal_consistency", "NC", ".4f"), ("fscore", "F-score", ".4f"))
 

@@ -37,7 +37,6 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import ROOT, command_line, git_commit, load_average, machine, write_record
 
 from enerf.cli import main as enerf_main
 from enerf.config import ViewerConfig
@@ -46,6 +45,8 @@ from enerf.train.evaluate import read_metrics
 from enerf.viewer.scene import viser_from_c2w
 from enerf.viewer.server import Viewer
 from enerf.viewer.session import Browser
+
+from benchmarks.harness import ROOT, command_line, git_commit, load_average, machine, write_record
 
 SCENES = {  # name -> (config file, scene flags, folder under --data that must exist)
     "demo": ("configs/demo.txt", [], None),

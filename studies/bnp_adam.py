@@ -33,10 +33,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.harness import ROOT, load_average, write_record
 
 from enerf.optim.bnp import bnp_linear_transform, weight_parameter
 from enerf.train.loop import take_step
+
+from benchmarks.harness import ROOT, load_average, write_record
 
 VARIANTS = ("full", "centring", "scaling", "plain")
 

@@ -45,6 +45,7 @@ from enerf.optim import BNP
 
 from benchmarks.harness import write_report_files
 
+
 PAPER_CNN_LAYERS = ("conv1", "fc")  # the paper's placement: first convolution, last linear layer
 # norm -> (conditioning, the CNN layers it goes on); "BN+E(conv1)": E on the first convolution only
 CNN_NORMS = {"BN": (None, ()), "BN+E": ("row", PAPER_CNN_LAYERS), "BN+ws": ("ws", PAPER_CNN_LAYERS),

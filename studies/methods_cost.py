@@ -31,6 +31,7 @@ from enerf.optim import build_optimizer
 
 from studies.mlp_timing import add_mlp_arguments, random_batch, set_up, timed_training_step
 
+
 VARIANTS = ("none", "row", "col", "rowcol", "wn", "ws", "bnp")
 TARGETS = {"row": 1.05, "wn": 1.05, "ws": 1.05, "bnp": 1.10}
 

@@ -28,8 +28,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from benchmarks.harness import ROOT, git_commit, machine, write_record
+
 
 DATA = Path("../shared/data")  # relative to the checkout, where the compares run (and as their records say)
 MESHES = ["bunny", "data/meshes/armadillo.off", "data/meshes/fandisk.off"]

@@ -49,6 +49,7 @@ from torch.profiler import ProfilerActivity, profile
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.nn.conditioning import ConditionedWeight, condition_numbers
 from enerf.train.nerf import NerfTask, prepare_run
+
 from benchmarks.harness import load_average
 
 PHASES = ("forward", "backward", "update")

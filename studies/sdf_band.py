@@ -26,7 +26,6 @@ import time
 import numpy as np
 import torch
 
-from benchmarks.harness import ROOT, load_average, write_record
 
 from enerf.config import ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig
 from enerf.data.shape_samples import load_shape_data
@@ -35,6 +34,8 @@ from enerf.metrics import volumetric_iou
 from enerf.rng import seed_everything
 from enerf.train.losses import shape_losses
 from enerf.train.state import optimizer_from_config
+
+from benchmarks.harness import ROOT, load_average, write_record
 
 # configs/shape_paper_cpu.txt, kind sdf
 PAPER = {"netdepth": 8, "netwidth": 256, "skips": (4,), "multires": 6, "kind": "sdf", "batch_size": 2048,
