@@ -1,11 +1,10 @@
 """Conditioning beyond MLPs: ``ConditionedConv2d`` and ``condition_model`` against numpy
 references, BNP's conv step against the BN step (Prop. 7) on the digits benchmark's layer shapes,
-and tools/classify_digits.py's models and training step against an independent computation."""
+and studies/classify_digits.py's models and training step against an independent computation."""
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import math
 import re
 import sys
@@ -25,10 +24,9 @@ MODES = ["none", "row", "col", "rowcol", "wn", "ws"]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("classify_digits", ROOT / "tools" / "classify_digits.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from studies import classify_digits
+
+    return classify_digits
 
 
 def conditioned_matrix(w: np.ndarray, mode: str) -> np.ndarray:
@@ -205,7 +203,7 @@ def test_docs_transformer_block_example_runs_and_folds():
 
 
 def _benchmark_layer_inputs() -> list[tuple[nn.Module, torch.Tensor]]:
-    """Each conv / linear layer of tools/classify_digits.py's CNN with its input on a batch of 64
+    """Each conv / linear layer of studies/classify_digits.py's CNN with its input on a batch of 64
     images in [0, 1] (the benchmark's batch size and image range), in float64."""
     torch.manual_seed(4)
     cnn = _tool().build_cnn().double()
@@ -270,7 +268,7 @@ def test_bnp_step_equals_the_bn_step_on_the_benchmark_layers(index):
     assert (w_back - w_hat).abs().max() > 1e-4  # the step moved the weights
 
 
-# -- tools/classify_digits.py -------------------------------------------------------------------
+# -- studies/classify_digits.py -------------------------------------------------------------------
 
 
 def _equilibrated_plain(tool, arch: str, seed: int, names) -> nn.Module:

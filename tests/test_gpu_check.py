@@ -1,8 +1,7 @@
-"""tools/gpu_check.py without CUDA: it runs what it can, reports nerfacc as null with the reason, exits 0."""
+"""benchmarks/gpu_check.py without CUDA: it runs what it can, reports nerfacc as null with the reason, exits 0."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -19,14 +18,12 @@ from enerf.render import density_fn
 from enerf.synthetic.scene import make_synthetic_scene
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gpu_check.py")
-gpu_check = sys.modules.setdefault("gpu_check", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(gpu_check)  # registered first: its dataclasses look their module up
+from benchmarks import gpu_check
 
 
 def _run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_check.py"), *extra], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", *extra], capture_output=True, text=True,
                           cwd=tmp_path, env=env)
 
 

@@ -3,8 +3,6 @@ equilibration, the config / CLI plumbing of the new methods, and the Hessian κ 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +14,6 @@ from enerf.errors import ConfigError
 from enerf.fields.nerf import NeRFField
 from enerf.nn.conditioning import ConditionedLinear, condition_number, fold_module
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def numpy_wn(g: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -180,14 +177,13 @@ def test_cli_rejects_bad_precond(capsys):
 
 
 def _load_tool():
-    spec = importlib.util.spec_from_file_location("hessian_kappa", ROOT / "tools" / "hessian_kappa.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from studies import hessian_kappa
+
+    return hessian_kappa
 
 
 def test_hessian_kappa_tool(record_property, capsys):
-    """tools/hessian_kappa.py on a tiny setting: its exact Hessian for ``none`` equals the
+    """studies/hessian_kappa.py on a tiny setting: its exact Hessian for ``none`` equals the
     Gauss-Newton closed form (output layer linear, MSE), its κ values equal numpy's, row
     equilibration undoes a bad input scaling of a trained weight (κ(EW) <= κ(W), Prop. 1 in
     its regime), and the measured Hessian κ values are reported."""

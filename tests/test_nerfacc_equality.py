@@ -1,6 +1,6 @@
 """nerfacc and torch_grid render the same image: the fixture (CPU) and the comparison (CUDA).
 
-The fixture lives in ``tools/gpu_check.py`` (``equality_case``), which reports the same
+The fixture lives in ``benchmarks/gpu_check.py`` (``equality_case``), which reports the same
 comparison on a GPU machine; here its preconditions are checked against numpy on every run,
 so CI catches a fixture that fills or empties the grid, and the comparison runs where CUDA
 and nerfacc's extension are at hand.
@@ -8,10 +8,7 @@ and nerfacc's extension are at hand.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,10 +19,7 @@ from enerf.render import density_fn
 from enerf.cameras.rays import Rays
 from enerf.render import nerfacc_backend
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gpu_check.py")
-gpu_check = sys.modules.setdefault("gpu_check", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(gpu_check)  # registered first: its dataclasses look their module up
+from benchmarks import gpu_check
 
 # Occupied fraction each case must have (strictly inside (0, 1): a full or empty grid skips nothing).
 OCCUPANCY_RANGE = {"sparse": (0.10, 0.30), "half": (0.40, 0.60), "dense": (0.70, 0.90)}

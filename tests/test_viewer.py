@@ -178,7 +178,7 @@ def test_draft_frames_then_the_exact_frame(runs, draft):
     pytest.importorskip("viser", reason="the viewer extra (viser) is not installed: pip install -e '.[viewer]'")
     from enerf.config import ViewerConfig
     from enerf.viewer.server import Viewer
-    from enerf.viewer.session import _Browser
+    from enerf.viewer.session import Browser
 
     run = load_run(runs["a"], task="nerf", data_root=Path("data"))
     import dataclasses
@@ -192,7 +192,7 @@ def test_draft_frames_then_the_exact_frame(runs, draft):
         viewer.attach([run], [{}])
         pose = run.scene.poses[int(run.scene.i_test[0])]
         client = _Client(_Camera(pose, fov_from_focal(run.scene.focal, run.scene.height), 64, 48))
-        browser = _Browser(client)
+        browser = Browser(client)
         viewer._browsers[0] = browser
         infos = []
         while not infos or not browser.done:

@@ -37,7 +37,7 @@ from .frames import render_frame
 from .render import focal_from_fov
 from .scene import c2w_from_viser, frustum_scale, frustums, initial_view, run_label, run_summary
 from .editor import PathEditor
-from .session import FrameInfo, _Browser, check_port, import_viser
+from .session import FrameInfo, Browser, check_port, import_viser
 
 __all__ = ["Viewer"]
 
@@ -69,7 +69,7 @@ class Viewer:
         self.labels: list[str] = []
         self.rate = None  # pixels per second of the last renderings (exponential average)
         self.render_seconds = 0.0  # all time spent rendering
-        self._browsers: dict[int, _Browser] = {}
+        self._browsers: dict[int, Browser] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -197,7 +197,7 @@ class Viewer:
 
     def _connect(self, client) -> None:
         with self._lock:
-            self._browsers[client.client_id] = _Browser(client)
+            self._browsers[client.client_id] = Browser(client)
             self.browsers_seen += 1
 
         @client.camera.on_update
@@ -227,7 +227,7 @@ class Viewer:
                 browser.version += 1
         self._wake.set()
 
-    def browsers(self) -> dict[int, _Browser]:
+    def browsers(self) -> dict[int, Browser]:
         with self._lock:
             return dict(self._browsers)
 
@@ -307,7 +307,7 @@ class Viewer:
             return seconds
         return 0.0
 
-    def _render_for(self, browser: _Browser, camera, version: int) -> FrameInfo:
+    def _render_for(self, browser: Browser, camera, version: int) -> FrameInfo:
         wxyz, position, fov = camera.wxyz, camera.position, float(camera.fov)
         canvas_w, canvas_h = max(int(camera.image_width), 1), max(int(camera.image_height), 1)
         aspect = canvas_w / canvas_h

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import ConfigError, EnerfError
 
-__all__ = ["INSTALL_HINT", "import_viser", "check_port", "FrameInfo"]
+__all__ = ["INSTALL_HINT", "import_viser", "check_port", "FrameInfo", "Browser"]
 
 INSTALL_HINT = 'pip install -e ".[viewer]"'
 
@@ -63,7 +63,7 @@ class FrameInfo:
 
 
 @dataclass
-class _Browser:
+class Browser:
     """One connected browser and where its progressive frame stands."""
 
     client: object  # viser.ClientHandle

@@ -1,0 +1,117 @@
+"""What every benchmark and study records beside its figures, in one place: the machine, the load
+average (``uptime``) before and after, wall time, the git commit of the tree measured, the command
+that reproduces the record, and the record itself written atomically (``enerf.atomic``: a reader
+never sees half a file).
+
+    from benchmarks.harness import Timer, command_line, load_average, machine, write_record
+
+    load_before = load_average()
+    with Timer() as t:
+        ...
+    write_record(path, {"command": command_line(), "machine": machine(), "commit": git_commit(),
+                        "load_before": load_before, "load_after": load_average(), "seconds": t.seconds})
+
+Run from the repository root: ``python -m benchmarks.NAME ...`` or ``python -m studies.NAME ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from enerf.atomic import atomic_write_text, json_safe
+
+__all__ = ["ROOT", "Timer", "command_line", "git_commit", "load_average", "machine", "write_record",
+           "write_report_files"]
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository root (benchmarks/ and studies/ live in it)
+
+
+def load_average() -> list[float]:
+    """The 1-, 5- and 15-minute load averages (what ``uptime`` prints), to 2 decimals."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def machine(device: str | None = None) -> str:
+    """One line naming what ran the measurement: CPU cores and processor, the GPU when ``device``
+    is a CUDA device, torch's version (when torch is imported or importable)."""
+    parts = [f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()})"]
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency of enerf
+        return parts[0]
+    if device is not None and str(device).startswith("cuda") and torch.cuda.is_available():
+        parts.append(torch.cuda.get_device_name(torch.device(device)))
+    parts.append(f"torch {torch.__version__}")
+    return ", ".join(parts)
+
+
+def git_commit(root: Path = ROOT) -> str | None:
+    """The commit the working tree is at (``git rev-parse --short HEAD``), with ``+dirty`` when
+    tracked files differ from it; None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that reproduces this process: ``python -m benchmarks.NAME ARGS`` for a module
+    run with ``-m`` (``sys.argv[0]`` is then its file), else ``python ARGV``."""
+    argv = list(sys.argv if argv is None else argv)
+    script = Path(argv[0]).resolve() if argv else None
+    if script is not None and script.suffix == ".py" and script.parent.parent == ROOT:
+        head = ["python", "-m", f"{script.parent.name}.{script.stem}"]
+    else:
+        head = ["python", *argv[:1]]
+    return shlex.join(head + argv[1:])
+
+
+class Timer:
+    """Wall time of a ``with`` block (``time.perf_counter``): ``seconds`` once it ends, or the time
+    so far while it runs."""
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+        self.end: float | None = None
+
+    def __enter__(self) -> "Timer":
+        self.start, self.end = time.perf_counter(), None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        if self.start is None:
+            return 0.0
+        return (self.end if self.end is not None else time.perf_counter()) - self.start
+
+
+def write_record(path: Path | str, record: dict, indent: int = 2) -> Path:
+    """Write ``record`` as always-valid JSON (non-finite floats become null) to ``path`` through a
+    temp file and a rename (parents made); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(json_safe(record), indent=indent, allow_nan=False) + "\n")
+    return path
+
+
+def write_report_files(folder: Path, stem: str, record: dict, markdown: str, indent: int = 2) -> None:
+    """Write ``folder/<stem>.json`` (``record``) and ``folder/<stem>.md`` (``markdown``), each
+    atomically, then print ``markdown``."""
+    folder = Path(folder)
+    write_record(folder / f"{stem}.json", record, indent=indent)
+    atomic_write_text(folder / f"{stem}.md", markdown)
+    print(markdown)
