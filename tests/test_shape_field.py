@@ -13,7 +13,7 @@ from enerf.config import FieldConfig
 from enerf.errors import ConfigError
 from enerf.fields.shape import ShapeField
 from enerf.export.shape_mesh import extract_mesh
-from enerf.train.losses import shape_losses
+from enerf.train.shape import shape_losses
 
 
 def _numpy_forward(field: ShapeField, x: np.ndarray, row_layers: set[str]) -> np.ndarray:

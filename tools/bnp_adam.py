@@ -39,7 +39,6 @@ sys.path.insert(0, str(ROOT))
 
 from enerf.atomic import atomic_write_json  # noqa: E402
 from enerf.optim.bnp import bnp_linear_transform, weight_parameter  # noqa: E402
-from enerf.train.loop import take_step  # noqa: E402
 
 VARIANTS = ("full", "centring", "scaling", "plain")
 
@@ -59,7 +58,7 @@ def make_task(task: str, flags: list[str]):
     from enerf.data.shape_samples import load_shape_data
     from enerf.fields.shape import ShapeField
     from enerf.rng import seed_everything
-    from enerf.train.shape import ShapeTask
+    from enerf.train.shape import ShapeRun
     from enerf.train.state import LoopState, optimizer_from_config
 
     args = build_shape_train_parser().parse_args(["--config", "configs/shape_paper_cpu.txt", "--mesh", "bunny",
@@ -68,7 +67,7 @@ def make_task(task: str, flags: list[str]):
     generator = seed_everything(cfg.train.seed)
     data = load_shape_data(cfg.data, cfg.train.eval_points)
     field = ShapeField(cfg.field)
-    return ShapeTask(cfg, torch.device("cpu"), data, field, optimizer_from_config(field, cfg.train), generator,
+    return ShapeRun(cfg, torch.device("cpu"), data, field, optimizer_from_config(field, cfg.train), generator,
                      LoopState())
 
 
@@ -188,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         task = make_task(args.task, flags)
         probe = Probe(task.optimizer)
         for step in range(args.steps):
-            take_step(task, step)
+            task.step(step)
         result["probes"][opt] = {"flags": flags, "summary": summary(probe.records, args.skip),
                                  "every_10": probe.records[::10]}
         s = result["probes"][opt]["summary"]
@@ -203,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                 flags = [*base, "--precond", precond, "--optimizer", opt] + (["--lrate", str(lr)] if lr else [])
                 task = make_task(args.task, flags)
                 for step in range(args.steps):
-                    take_step(task, step)
+                    task.step(step)
                 score = final_score(args.task, task, args.steps)
                 key = f"{precond}+{opt}" + (f"@{lr:g}" if lr else "")
                 result["training"][key] = {"flags": flags, "psnr" if args.task == "demo" else "iou": score}

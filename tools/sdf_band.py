@@ -37,7 +37,7 @@ from enerf.data.shape_samples import load_shape_data  # noqa: E402
 from enerf.fields.shape import ShapeField  # noqa: E402
 from enerf.metrics import volumetric_iou  # noqa: E402
 from enerf.rng import seed_everything  # noqa: E402
-from enerf.train.losses import shape_losses  # noqa: E402
+from enerf.train.shape import shape_losses  # noqa: E402
 from enerf.train.state import optimizer_from_config  # noqa: E402
 
 # configs/shape_paper_cpu.txt, kind sdf
