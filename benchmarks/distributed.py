@@ -1,4 +1,4 @@
-"""Training steps per second of one run on 1 and on N processes (``enerf.distributed``).
+"""Training steps per second of one run on 1 and on N processes (``enerf.train.distributed``).
 
 Every process count trains the same run (``--config``, default ``configs/demo.txt``; the global
 ray batch ``N_rand`` is the same for all, each of N ranks renders N_rand / N rays) for
@@ -35,8 +35,8 @@ import torch.multiprocessing as mp
 
 from enerf.cli.common import DATA_ROOT
 from enerf.cli.train import build_train_parser, run_config_from_args
-from enerf.distributed import process_group
-from enerf.train.nerf import prepare_run, step_run
+from enerf.train.distributed import process_group
+from enerf.train.nerf import prepare_run
 
 from benchmarks.harness import command_line, git_commit, machine, write_record
 
@@ -50,19 +50,19 @@ def _worker(rank: int, nprocs: int, port: int, argv: list[str], warmup: int, ste
     with process_group(cfg.train.device, 600.0):
         run = prepare_run(cfg, DATA_ROOT)
         for step in range(warmup):
-            step_run(run, step)
+            run.step(step)
         sync = (lambda: dist.barrier()) if nprocs > 1 else (lambda: None)
         cuda = run.device.type == "cuda"
         sync()
         torch.cuda.synchronize() if cuda else None
         tic = time.perf_counter()
         for step in range(warmup, warmup + steps):
-            step_run(run, step)
+            run.step(step)
         torch.cuda.synchronize() if cuda else None
         sync()
         seconds = time.perf_counter() - tic
     if rank == 0:
-        result.write_text(json.dumps({"seconds": seconds, "rays_per_step": run.ray_batch.rays_per_step}))
+        result.write_text(json.dumps({"seconds": seconds, "rays_per_step": run.rays_per_step.rays_per_step}))
 
 
 def _free_port() -> int:

@@ -32,7 +32,7 @@ Three parts, each reported as it runs:
    same file with ``--N_importance 0`` (one network, as nerfacc's examples).
 
 The training runs reuse the trainer's own setup and step (``enerf.train.nerf.prepare_run`` /
-``step_run``), so they train exactly as ``enerf train`` does.
+``NerfRun.step``), so they train exactly as ``enerf train`` does.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from enerf.render.marching import march_rays
 from enerf.render.nerfacc_backend import nerfacc_status
 from enerf.render import Renderer, build_renderer, density_fn
 from enerf.train.evaluate import evaluate_views, summarize
-from enerf.train.nerf import prepare_run, step_run
+from enerf.train.nerf import prepare_run
 
 from benchmarks.harness import ROOT
 
@@ -385,7 +385,7 @@ def train_for(cfg: RunConfig, seconds: float, data_root: Path, log) -> dict:
     while clock < seconds or not step_times:
         _sync(device)
         tic = time.perf_counter()
-        step_run(run, len(step_times))
+        run.step(len(step_times))
         _sync(device)
         step_times.append(time.perf_counter() - tic)
         clock += step_times[-1]
@@ -394,7 +394,7 @@ def train_for(cfg: RunConfig, seconds: float, data_root: Path, log) -> dict:
             next_report += seconds / 4
     per_image = evaluate_views(run.scene, run.scene.i_test, run.fields, cfg.render, run.device, renderer=run.renderer)
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
-    batch = run.ray_batch
+    batch = run.rays_per_step
     result = {
         "renderer": run.renderer.name, "conditioning": cfg.field.conditioning, "steps": len(step_times),
         "train_seconds": clock, "psnr": summarize(per_image, None)["psnr"], "held_out_views": len(per_image),

@@ -99,7 +99,7 @@ def _run(argv: list[str], run: Path, kill_after: float | None) -> tuple[int, flo
 
 def _state(ckpt: Path) -> tuple[int, dict, dict]:
     payload = torch.load(ckpt, map_location="cpu", weights_only=False)
-    return payload["step"], payload["models"], payload["optimizer"]
+    return payload["step"], payload["fields"], payload["optimizer"]
 
 
 def _identical(a, b) -> bool:

@@ -50,7 +50,7 @@ from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import RunConfig
 from enerf.nn.conditioning import fold_module
 from enerf.train.evaluate import evaluate_views, summarize
-from enerf.train.nerf import NerfTask, grid_record, prepare_run, step_run
+from enerf.train.nerf import NerfRun, grid_record, prepare_run
 
 from benchmarks.harness import write_record
 
@@ -97,11 +97,11 @@ def reached(history: list[dict], target: float) -> dict | None:
     return next((h for h in history if h["psnr"] >= target - 1e-9), None)
 
 
-def evaluate(run: NerfTask, step: int, seconds: float) -> dict:
+def evaluate(run: NerfRun, step: int, seconds: float) -> dict:
     """Held-out PSNR of ``run`` now, with its queries per ray so far (and its grid's record)."""
     per_image = evaluate_views(run.scene, run.eval_views, run.fields, run.cfg.render, run.device, renderer=run.renderer)
     return {"step": step, "train_seconds": seconds, "psnr": summarize(per_image, None)["psnr"],
-            "queries_per_ray": run.ray_batch.queries_per_ray, **grid_record(run.renderer, run.ray_batch)}
+            "queries_per_ray": run.rays_per_step.queries_per_ray, **grid_record(run.renderer, run.rays_per_step)}
 
 
 def race(hier_cfg: RunConfig, grid_cfgs: dict[str, RunConfig], budget: float, cap: float) -> dict:
@@ -120,7 +120,7 @@ def race(hier_cfg: RunConfig, grid_cfgs: dict[str, RunConfig], budget: float, ca
         for name in list(running):
             run = runs[name]
             tic = time.perf_counter()
-            step_run(run, steps[name])
+            run.step(steps[name])
             clock[name] += time.perf_counter() - tic
             steps[name] += 1
             out_of_time = clock[name] >= limit[name]
@@ -164,10 +164,10 @@ def overhead(args: argparse.Namespace, grid_cfg: RunConfig, grid_state: dict) ->
         sessions[mode] = {"run": run, "step": grid_cfg.render.grid_warmup, "times": [], "samples": [], "queries": []}
 
     def step(s: dict) -> float:
-        batch = s["run"].ray_batch
+        batch = s["run"].rays_per_step
         before, queried = batch.samples, batch.queries
         tic = time.perf_counter()
-        step_run(s["run"], s["step"])
+        s["run"].step(s["step"])
         seconds = time.perf_counter() - tic
         s["step"] += 1
         s["samples"].append(batch.samples - before)
@@ -231,7 +231,7 @@ def main() -> None:
         history = out["history"][name]
         return {"target_psnr": target, **grid_result(history, target, hier_seconds, hier_queries),
                 "final_psnr": history[-1]["psnr"], "final_train_seconds": history[-1]["train_seconds"],
-                **out["runs"][name].ray_batch.summary(),  # queries_per_ray, samples_per_ray, rays_per_step over the whole run
+                **out["runs"][name].rays_per_step.summary(),  # queries_per_ray, samples_per_ray, rays_per_step over the whole run
                 "steps": out["steps"][name], "history": history}
 
     result = {

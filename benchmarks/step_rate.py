@@ -1,7 +1,7 @@
 """Training steps per second of a config, for comparing two trees side by side.
 
 Builds the run of ``--config`` (as ``enerf train`` would, data included), takes ``--warmup``
-untimed steps, then times ``--steps`` training steps (the loop's ``take_step``: grid update,
+untimed steps, then times ``--steps`` training steps (the run's ``step``: grid update,
 batch, render, losses, backward, update) and prints steps/s. No evaluation, no files written.
 Run it for two trees in turn on an otherwise idle machine, e.g.::
 
@@ -23,7 +23,6 @@ import torch
 
 import enerf
 from enerf.cli.train import build_train_parser, run_config_from_args
-from enerf.train.loop import take_step
 from enerf.train.nerf import prepare_run
 
 
@@ -42,10 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         flags += ["--datadir", args.datadir]
     task = prepare_run(run_config_from_args(build_train_parser().parse_args(flags)), Path("data"))
     for step in range(args.warmup):
-        take_step(task, step)
+        task.step(step)
     tic = time.perf_counter()
     for step in range(args.warmup, args.warmup + args.steps):
-        take_step(task, step)
+        task.step(step)
     seconds = time.perf_counter() - tic
     result = {"tree": str(Path(enerf.__file__).resolve().parent.parent), "config": args.config, "threads": args.threads,
               "steps": args.steps, "seconds": seconds, "steps_per_second": args.steps / seconds}

@@ -4,7 +4,7 @@ A checkpoint is a ``torch.save`` dict::
 
     {"format": "enerf-checkpoint", "format_version": 1, "task": "nerf" | "shape",
      "config": RunConfig.to_dict() or ShapeRunConfig.to_dict(),
-     "step": int, "models": {name: state_dict}, "optimizer": state_dict,
+     "step": int, "fields": {name: state_dict}, "optimizer": state_dict,
      "rng": {"torch": ..., "numpy": ...}, "extra": {...}}
 
 so ``enerf eval`` (and later render / mesh) need nothing but ``--ckpt``.
@@ -25,7 +25,7 @@ __all__ = [
     "FORMAT_VERSION",
     "save_checkpoint",
     "load_checkpoint",
-    "nonfinite_models",
+    "nonfinite_fields",
 ]
 
 FORMAT = "enerf-checkpoint"
@@ -34,10 +34,10 @@ FORMAT_VERSION = 1
 _CONFIG_LOADERS = {"nerf": run_config_from_dict, "shape": shape_run_config_from_dict}
 
 
-def nonfinite_models(models: dict[str, dict]) -> list[str]:
-    """``name.key`` of every floating-point tensor in the state dicts ``models`` that holds NaN or inf."""
+def nonfinite_fields(fields: dict[str, dict]) -> list[str]:
+    """``name.key`` of every floating-point tensor in the state dicts ``fields`` that holds NaN or inf."""
     bad = []
-    for name, state in models.items():
+    for name, state in fields.items():
         for key, tensor in (state or {}).items():
             if torch.is_tensor(tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 bad.append(f"{name}.{key}")
@@ -52,13 +52,13 @@ def save_checkpoint(
     path: Path,
     config: RunConfig | ShapeRunConfig,
     step: int,
-    models: dict[str, dict],
+    fields: dict[str, dict],
     optimizer: dict | None = None,
     extra: dict | None = None,
 ) -> None:
     """Atomically write a checkpoint (temp file + rename); weights with NaN or inf are refused
     (CheckpointError), so a diverged run never replaces its last good checkpoint."""
-    bad = nonfinite_models(models)
+    bad = nonfinite_fields(fields)
     if bad:
         raise CheckpointError(f"{path}: not written, the weights {_some(bad)} hold NaN or inf (training diverged); "
                               "lower --lrate")
@@ -68,7 +68,7 @@ def save_checkpoint(
         "task": getattr(config, "TASK", "nerf"),
         "config": config.to_dict(),
         "step": int(step),
-        "models": models,
+        "fields": fields,
         "optimizer": optimizer,
         "rng": rng_state(),
         "extra": extra or {},
@@ -101,10 +101,12 @@ def load_checkpoint(
         config = _CONFIG_LOADERS[task](payload["config"])
     except (ConfigError, KeyError, TypeError) as exc:
         raise CheckpointError(f"{path}: checkpoint config is incompatible with this enerf ({exc})") from None
-    models = payload.get("models")
-    if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
-        raise CheckpointError(f"{path}: checkpoint holds no weights (its 'models' entry is missing or malformed)")
-    bad = nonfinite_models(models)
+    if "fields" not in payload and "models" in payload:  # written before the key was named for what it holds
+        payload["fields"] = payload.pop("models")
+    fields = payload.get("fields")
+    if not isinstance(fields, dict) or not all(isinstance(m, dict) for m in fields.values()):
+        raise CheckpointError(f"{path}: checkpoint holds no weights (its 'fields' entry is missing or malformed)")
+    bad = nonfinite_fields(fields)
     if bad:
         raise CheckpointError(f"{path}: the weights {_some(bad)} hold NaN or inf (a diverged run); use an earlier "
                               "checkpoint or retrain with a lower --lrate")

@@ -1,4 +1,4 @@
-"""A trained run loaded from its checkpoint alone (``load_run`` -> ``LoadedRun``: config, models
+"""A trained run loaded from its checkpoint alone (``load_run`` -> ``LoadedRun``: config, fields
 with their weights, the renderer with its state, the run folder, the scene), and the device a
 run computes on (``select_device``). ``enerf eval`` / ``render`` / ``mesh`` / ``view`` / ``export``
 start here.
@@ -54,17 +54,23 @@ def select_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def load_weights(modules: dict[str, nn.Module], models: dict, ckpt_path: str | Path) -> None:
-    """Load ``models[name]`` into each module; CheckpointError (one line) when one is missing or
+def load_weights(modules: dict[str, nn.Module], fields: dict, ckpt_path: str | Path) -> None:
+    """Load ``fields[name]`` into each module; CheckpointError (one line) when one is missing or
     does not fit the network the checkpoint's config describes."""
     for name, module in modules.items():
-        if name not in models:
+        if name not in fields:
             raise CheckpointError(f"{ckpt_path}: no weights for the '{name}' network")
         try:
-            module.load_state_dict(models[name])
+            module.load_state_dict(fields[name])
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CheckpointError(f"{ckpt_path}: weights of '{name}' do not fit its config ({first})") from None
+
+
+def renderer_state(extra: dict) -> dict | None:
+    """The renderer's state (its estimator's: the occupancy grid) in a checkpoint's ``extra``;
+    older checkpoints call it ``estimator``."""
+    return extra.get("renderer", extra.get("estimator"))
 
 
 def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device) -> Renderer | None:
@@ -75,7 +81,7 @@ def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device
     grid renderer whose checkpoint holds no grid (then ``render_rays_image`` reads one off
     the field).
     """
-    state = (payload.get("extra") or {}).get("estimator")
+    state = renderer_state(payload.get("extra") or {})
     if state is None and keeps_grid(cfg.render.renderer):
         return None
     return build_renderer(cfg.render, device, state=state, fallback=True)
@@ -87,7 +93,7 @@ class LoadedRun:
 
     cfg: RunConfig | ShapeRunConfig
     step: int  # steps trained
-    models: dict[str, nn.Module]  # weights loaded, eval mode: NeRF "coarse" (+ "fine"), shape "field"
+    fields: dict[str, nn.Module]  # weights loaded, eval mode: NeRF "coarse" (+ "fine"), shape "field"
     renderer: Renderer | None  # NeRF: the trained renderer, its occupancy grid restored (None: shape, or read off the field)
     folder: Path  # the run folder (``run_folder``): metrics.json, test_views/, videos, meshes
     ckpt_path: Path
@@ -109,12 +115,12 @@ _WRONG_TASK = {
 }
 
 
-def _build_models(cfg: RunConfig | ShapeRunConfig, models: dict, device: torch.device) -> dict[str, nn.Module]:
+def _build_fields(cfg: RunConfig | ShapeRunConfig, fields: dict, device: torch.device) -> dict[str, nn.Module]:
     if isinstance(cfg, ShapeRunConfig):
         from .shapes.field import ShapeField  # the shapes application, imported only for its checkpoints
 
         return {"field": ShapeField(cfg.field).to(device)}
-    return build_fields(cfg.field, with_fine="fine" in models, device=device, render=cfg.render)
+    return build_fields(cfg.field, with_fine="fine" in fields, device=device, render=cfg.render)
 
 
 def _load_scene(cfg: RunConfig, payload: dict, data_root: Path, datadir: str | Path | None,
@@ -142,7 +148,7 @@ def _load_scene(cfg: RunConfig, payload: dict, data_root: Path, datadir: str | P
 
 def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str | None = None,
              task: str | None = None, datadir: str | Path | None = None, images: bool | None = None) -> LoadedRun:
-    """Rebuild a run from its checkpoint: config, models with their weights, the renderer with its
+    """Rebuild a run from its checkpoint: config, fields with their weights, the renderer with its
     state, the run folder, and (NeRF, with ``data_root``) the scene (module docstring).
 
     Args:
@@ -165,13 +171,13 @@ def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str |
     if task is not None and task != kind:
         raise CheckpointError(_WRONG_TASK[task].format(ckpt=ckpt_path))
     device = select_device(device_name or cfg.train.device)
-    models = _build_models(cfg, payload["models"], device)
-    load_weights(models, payload["models"], ckpt_path)
-    for module in models.values():
+    fields = _build_fields(cfg, payload["fields"], device)
+    load_weights(fields, payload["fields"], ckpt_path)
+    for module in fields.values():
         module.eval()
     nerf = kind == "nerf"
     scene, scene_dir = (_load_scene(cfg, payload, Path(data_root), datadir, images) if nerf and data_root is not None
                         else (None, None))
-    return LoadedRun(cfg, int(payload["step"]), models, renderer_from_checkpoint(payload, cfg, device) if nerf else None,
+    return LoadedRun(cfg, int(payload["step"]), fields, renderer_from_checkpoint(payload, cfg, device) if nerf else None,
                      checkpoint_run_folder(ckpt_path, cfg), ckpt_path, device, payload.get("extra") or {}, scene,
                      scene_dir)

@@ -35,7 +35,6 @@ import torch
 
 
 from enerf.optim.bnp import bnp_linear_transform, weight_parameter
-from enerf.train.loop import take_step
 
 from benchmarks.harness import ROOT, load_average, write_record
 
@@ -57,7 +56,7 @@ def make_task(task: str, flags: list[str]):
     from enerf.shapes.samples import load_shape_data
     from enerf.shapes.field import ShapeField
     from enerf.rng import seed_everything
-    from enerf.shapes.train import ShapeTask
+    from enerf.shapes.train import ShapeRun
     from enerf.train.state import LoopState, optimizer_from_config
 
     args = build_shape_train_parser().parse_args(["--config", "configs/shape_paper_cpu.txt", "--mesh", "bunny",
@@ -66,7 +65,7 @@ def make_task(task: str, flags: list[str]):
     generator = seed_everything(cfg.train.seed)
     data = load_shape_data(cfg.data, cfg.train.eval_points)
     field = ShapeField(cfg.field)
-    return ShapeTask(cfg, torch.device("cpu"), data, field, optimizer_from_config(field, cfg.train), generator,
+    return ShapeRun(cfg, torch.device("cpu"), data, field, optimizer_from_config(field, cfg.train), generator,
                      LoopState())
 
 
@@ -186,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         task = make_task(args.task, flags)
         probe = Probe(task.optimizer)
         for step in range(args.steps):
-            take_step(task, step)
+            task.step(step)
         result["probes"][opt] = {"flags": flags, "summary": summary(probe.records, args.skip),
                                  "every_10": probe.records[::10]}
         s = result["probes"][opt]["summary"]
@@ -201,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 flags = [*base, "--precond", precond, "--optimizer", opt] + (["--lrate", str(lr)] if lr else [])
                 task = make_task(args.task, flags)
                 for step in range(args.steps):
-                    take_step(task, step)
+                    task.step(step)
                 score = final_score(args.task, task, args.steps)
                 key = f"{precond}+{opt}" + (f"@{lr:g}" if lr else "")
                 result["training"][key] = {"flags": flags, "psnr" if args.task == "demo" else "iou": score}

@@ -28,7 +28,7 @@ def main() -> int:
 
     from enerf.cli import build_train_parser, run_config_from_args
     from enerf.train.divergence import FiniteGuard
-    from enerf.train.nerf import prepare_run, step_run
+    from enerf.train.nerf import prepare_run
 
     torch.set_num_threads(1)
     cfg = run_config_from_args(build_train_parser().parse_args(["--config", args.config, "--device", "cpu"]))
@@ -39,7 +39,7 @@ def main() -> int:
     for _ in range(args.repeats):
         tic = time.perf_counter()
         for _ in range(args.steps):
-            _, loss = step_run(run, step)
+            _, loss = run.step(step)
             step += 1
         step_ms.append((time.perf_counter() - tic) * 1e3 / args.steps)
         tic = time.perf_counter()

@@ -3,7 +3,7 @@
 Two training runs of one config, ``--conditioning none`` and ``--conditioning row`` (or
 ``--mode``), built with the same seed, take training steps in turn in one process (order
 flipped every repetition, after ``--warmup`` rounds), so both see the same machine state.
-Each step is split into its phases, the same ones as ``enerf.train.loop.take_step``:
+Each step is split into its phases, the same ones as ``NerfRun.step``:
 
 * ``forward``   the task's loss terms (grid update, batch, render: every E W is computed here)
 * ``backward``  zero_grad and the backward pass (gradients through E W to W)
@@ -16,7 +16,7 @@ scheduler gave to other processes: the figure to trust on a shared machine. Repo
 the median per phase; ratios are medians of the per-repetition ratios of neighbouring steps.
 
 The loop also computes condition numbers every ``kappa_every`` steps (an SVD per layer,
-outside ``take_step``); that cost is measured apart and shown per training step. So is the
+outside ``NerfRun.step``); that cost is measured apart and shown per training step. So is the
 conditioner alone: E W of every conditioned layer and the backward through it to W (random
 upstream gradients), times the E W computations a step makes (one per forward call of a
 layer: the front-to-back rounds of torch_grid make several), as a share of the none step.
@@ -48,7 +48,9 @@ from torch.profiler import ProfilerActivity, profile
 
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.nn.conditioning import ConditionedWeight, condition_numbers
-from enerf.train.nerf import NerfTask, prepare_run
+from enerf.train.nerf import nerf_losses
+from enerf.train.nerf import NerfRun, prepare_run
+from enerf.train.state import set_learning_rates
 
 from benchmarks.harness import load_average
 
@@ -68,13 +70,13 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_args(argv[:split]), argv[split + 1:]
 
 
-def make_run(config: str, mode: str, basedir: str, flags: list[str]) -> NerfTask:
+def make_run(config: str, mode: str, basedir: str, flags: list[str]) -> NerfRun:
     argv = ["--config", config, "--basedir", basedir, "--no_lpips", "--quiet", "--conditioning", mode, *flags]
     return prepare_run(run_config_from_args(build_train_parser().parse_args(argv)), Path("data"))
 
 
-def phased_step(run: NerfTask, step: int) -> dict[str, tuple[float, float, int]]:
-    """One training step as ``take_step`` makes it; {phase: (wall s, thread CPU s, minor page faults)}."""
+def phased_step(run: NerfRun, step: int) -> dict[str, tuple[float, float, int]]:
+    """One training step as ``NerfRun.step`` makes it; {phase: (wall s, thread CPU s, minor page faults)}."""
     times = {}
 
     def now() -> tuple[float, float, int]:
@@ -88,9 +90,14 @@ def phased_step(run: NerfTask, step: int) -> dict[str, tuple[float, float, int]]
         times[name] = tuple(b - a for a, b in zip(clock, new))
         clock = new
 
-    run.set_learning_rate(step)
-    losses = run.losses(step)
-    losses.update(run.optimizer.penalties())
+    train = run.cfg.train
+    set_learning_rates(run.optimizer, train, step)
+    run.renderer.update(step, run.fields, run.generator)
+    run.sampler.n_rays = run.rays_per_step.n_rays
+    rays, target = run.sampler.sample(center_only=step < train.precrop_iters)
+    out = run.renderer.render_rays(rays, run.fields, train=True, generator=run.generator)
+    run.rays_per_step.record(rays.origins.shape[0], out["n_samples"], out["n_queries"], out["n_colour_skipped"])
+    losses = {**nerf_losses(out, target, run.fields, train.tv_weight), **run.optimizer.penalties()}
     loss = sum(losses.values())
     lap("forward")
     run.optimizer.zero_grad(set_to_none=True)
@@ -105,7 +112,7 @@ def paired_ratio(a: list[float], b: list[float]) -> float:
     return statistics.median(x / y for x, y in zip(a, b))
 
 
-def kappa_seconds(run: NerfTask, repeats: int = 5) -> float:
+def kappa_seconds(run: NerfRun, repeats: int = 5) -> float:
     """Thread CPU seconds of one ``condition_numbers`` call on the logged field."""
     tic = time.thread_time()
     for _ in range(repeats):
@@ -113,7 +120,7 @@ def kappa_seconds(run: NerfTask, repeats: int = 5) -> float:
     return (time.thread_time() - tic) / repeats
 
 
-def conditioner_seconds(run: NerfTask, step: int, repeats: int = 50) -> tuple[float, int]:
+def conditioner_seconds(run: NerfRun, step: int, repeats: int = 50) -> tuple[float, int]:
     """(thread CPU seconds of computing E W of every conditioned layer once and backpropagating
     a random gradient through it to W, E W computations per training step)."""
     layers = [m for f in run.fields.values() for m in f.modules()
@@ -135,7 +142,7 @@ def conditioner_seconds(run: NerfTask, step: int, repeats: int = 50) -> tuple[fl
     return seconds, len(calls) // len(layers)
 
 
-def op_profile(runs: dict[str, NerfTask], step: int, n: int) -> dict[str, dict[str, tuple[float, float]]]:
+def op_profile(runs: dict[str, NerfRun], step: int, n: int) -> dict[str, dict[str, tuple[float, float]]]:
     """{mode: {op: (calls per step, self CPU µs per step)}} over ``n`` steps per mode, each step
     profiled on its own and the modes interleaved (the profiler's times are wall clock)."""
     totals: dict[str, dict[str, list[float]]] = {m: defaultdict(lambda: [0.0, 0.0]) for m in runs}

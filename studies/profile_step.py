@@ -18,7 +18,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from enerf.cli.train import build_train_parser, run_config_from_args
-from enerf.train.nerf import prepare_run, step_run
+from enerf.train.nerf import prepare_run
 
 
 def main() -> int:
@@ -35,11 +35,11 @@ def main() -> int:
         train_args = build_train_parser().parse_args([*argv[split + 1:], "--basedir", scratch])
         run = prepare_run(run_config_from_args(train_args), Path("data"))
         for step in range(args.warmup):
-            step_run(run, step)
+            run.step(step)
         tic = time.perf_counter()
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for step in range(args.warmup, args.warmup + args.steps):
-                step_run(run, step)
+                run.step(step)
         seconds = (time.perf_counter() - tic) / args.steps
     print(f"{seconds:.3f} s per step ({args.threads} thread(s), profiler on)")
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))

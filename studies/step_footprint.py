@@ -3,7 +3,7 @@
 Builds a run from a config (default ``configs/demo_grid.txt``, the occupancy-grid renderer, on
 the embedded scene), takes two warm-up steps, then profiles one more (``cProfile``) and lists
 every file under ``enerf/`` with a function that ran, and every class (from the functions'
-qualified names) whose methods ran. The step is the training loop's ``take_step``.
+qualified names) whose methods ran. The step is the run's ``step``.
 
     python -m studies.step_footprint                              # demo_grid
     python -m studies.step_footprint --config configs/fern_cpu.txt --datadir ../shared/data/nerf_llff_data/fern
@@ -22,7 +22,6 @@ from pathlib import Path
 
 import enerf
 from enerf.cli.train import build_train_parser, run_config_from_args
-from enerf.train.loop import take_step
 from enerf.train.nerf import prepare_run
 
 ROOT = Path(enerf.__file__).resolve().parent
@@ -63,10 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = run_config_from_args(build_train_parser().parse_args(flags))
     task = prepare_run(cfg, Path("data"))
     for step in range(2):
-        take_step(task, step)
+        task.step(step)
     profile = cProfile.Profile()
     profile.enable()
-    take_step(task, 2)
+    task.step(2)
     profile.disable()
     files, types = footprint(profile)
     print(f"one training step of {args.config}: {len(files)} enerf files, {len(types)} types")

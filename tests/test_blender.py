@@ -206,7 +206,7 @@ def test_tiny_lego_training_improves_with_the_grid_renderer(shared_data, tmp_pat
     # the box), while part of the box is emptied (occupied fraction 0.26 / 0.75 / 0.85 for seeds
     # 0 / 1 / 2 after 150 steps: this tiny, short run still keeps floaters).
     payload, _ = load_checkpoint(tmp_path / "b" / "checkpoints" / "latest.pt")
-    grid = payload["extra"]["estimator"]["grid"]
+    grid = payload["extra"]["renderer"]["grid"]
     np.testing.assert_allclose(grid["aabb"].numpy(), BLENDER_AABB)
     binaries = grid["binaries"].numpy()
     hull = _visual_hull(lego, BLENDER_AABB, binaries.shape[0])
@@ -306,7 +306,7 @@ def test_video_paths_on_blender_and_ndc_scenes(tmp_path):
 
 
 def test_a_grid_read_off_the_field_uses_the_objects_box(tmp_path):
-    """Rendering without the trained grid (an old checkpoint, ``render_view`` without a renderer)
+    """Rendering without the trained grid (an old checkpoint, ``render_scene_view`` without a renderer)
     reads the grid off the field over the scene's box, as training did, not over the rays' box."""
     _write_scene(tmp_path / "s", size=8)
     scene = load_blender(tmp_path / "s")

@@ -243,8 +243,8 @@ def test_enerf_train_with_bnp_and_regularization_resumes_exactly(tmp_path):
     assert cfg.train.precond == "bnp" and cfg.train.grad_reg == 1e-3
     layers = payload["optimizer"]["bnp"]["layers"]
     assert len(layers) == 6 and not torch.equal(layers[0]["mean"], torch.zeros_like(layers[0]["mean"]))
-    for name, state in payload["models"].items():
-        straight_state = load_checkpoint(tmp_path / "straight" / "checkpoints" / "latest.pt")[0]["models"][name]
+    for name, state in payload["fields"].items():
+        straight_state = load_checkpoint(tmp_path / "straight" / "checkpoints" / "latest.pt")[0]["fields"][name]
         for key, value in state.items():
             torch.testing.assert_close(value, straight_state[key], rtol=1e-5, atol=1e-6)
 

@@ -1,4 +1,4 @@
-"""Data-parallel training (enerf.distributed): 2 processes on gloo equal 1 process with the same
+"""Data-parallel training (enerf.train.distributed): 2 processes on gloo equal 1 process with the same
 global batch; a 2-process checkpoint resumes on 1 process; a dead rank stops the other."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import torch.multiprocessing as mp
 from enerf.checkpoint import load_checkpoint
 from enerf.config import DataConfig, FieldConfig, RenderConfig, RunConfig, TrainConfig
 from enerf.synthetic.scene import make_synthetic_scene
-from enerf.distributed import process_group, shard_bounds
-from enerf.train.nerf import prepare_run, step_run, train_nerf
+from enerf.train.distributed import process_group, shard_bounds
+from enerf.train.nerf import prepare_run, train_nerf
 
 STEPS = 6
 WORLD = 2
@@ -51,14 +51,14 @@ def _state(run) -> dict:
     grid = getattr(run.renderer, "grid", None)
     if grid is not None:
         state.update({"grid.occs": grid.occs.clone(), "grid.binaries": grid.binaries.clone()})
-    state["n_rays"] = torch.tensor(run.ray_batch.n_rays)
+    state["n_rays"] = torch.tensor(run.rays_per_step.n_rays)
     return state
 
 
 def _steps(cfg: RunConfig) -> dict:
     run = prepare_run(cfg, Path("data"))
     for step in range(STEPS):
-        step_run(run, step)
+        run.step(step)
     return _state(run)
 
 
@@ -82,10 +82,10 @@ def _dead_rank_worker(rank: int, port: int, scene: Path, out: Path) -> None:
             "--expname", "dead", "--iters", "50", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
             "--N_samples", "8", "--N_rand", "64", "--no_lpips", "--quiet", "--device", "cpu", "--dist_timeout", "20"]
     if rank == 1:  # dies at its 3rd step, as a killed process would
-        import enerf.train.loop as loop
+        from enerf.train.nerf import NerfRun
 
-        real = loop.take_step
-        loop.take_step = lambda task, step, *rest: os._exit(1) if step == 2 else real(task, step, *rest)
+        real = NerfRun.step
+        NerfRun.step = lambda run, step, *rest: os._exit(1) if step == 2 else real(run, step, *rest)
     from enerf.cli import main
 
     err = io.StringIO()
@@ -166,10 +166,10 @@ def test_two_processes_equal_one_and_resume_on_one(scene, tmp_path):
     resumed, _ = load_checkpoint(tmp_path / "two" / "checkpoints" / "latest.pt")
     straight, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "latest.pt")
     assert resumed["step"] == straight["step"] == 2 * STEPS
-    for name in straight["models"]:
-        for key, value in straight["models"][name].items():
-            assert torch.allclose(resumed["models"][name][key], value, rtol=0, atol=1e-5), (name, key)
-    assert torch.equal(resumed["extra"]["estimator"]["grid"]["binaries"], straight["extra"]["estimator"]["grid"]["binaries"])
+    for name in straight["fields"]:
+        for key, value in straight["fields"][name].items():
+            assert torch.allclose(resumed["fields"][name][key], value, rtol=0, atol=1e-5), (name, key)
+    assert torch.equal(resumed["extra"]["renderer"]["grid"]["binaries"], straight["extra"]["renderer"]["grid"]["binaries"])
 
 
 def test_a_dead_rank_stops_the_other_with_one_line(scene, tmp_path):

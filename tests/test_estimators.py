@@ -57,3 +57,31 @@ def test_renderer_composites_the_estimators_samples_and_images_equal_batches(ren
     image = built.render_image(type(rays)(*(t.reshape(6, 10, -1) for t in rays)), fields, chunk=7)
     for key in ("rgb", "depth", "acc"):
         torch.testing.assert_close(image[key].reshape(out[key].shape), out[key])
+
+
+def test_nerfacc_estimator_updates_its_one_grid_as_nerfacc_does():
+    """nerfacc's update (pure torch) run on the estimator's grid equals it run on a separate
+    ``nerfacc.OccGridEstimator``, and nerfacc's estimator holds the grid's tensors, not copies."""
+    nerfacc = pytest.importorskip("nerfacc")
+    from enerf.render import OccupancyGrid
+
+    cfg = RenderConfig(renderer="nerfacc", cull_occluded=False, grid_update_every=2, grid_warmup=3,
+                       render_step_size=0.05)
+    grid = OccupancyGrid([-1, -1, -1, 1, 1, 1], 8)
+    estimator = NerfaccEstimator(cfg, grid)
+    reference = nerfacc.OccGridEstimator(roi_aabb=[-1, -1, -1, 1, 1, 1], resolution=8, levels=1)
+
+    def density(x):  # a ball of radius 0.6
+        return 40.0 * (x.norm(dim=-1) < 0.6).float()
+
+    for step in range(7):
+        torch.manual_seed(step)
+        estimator.update(step, density)
+        torch.manual_seed(step)
+        reference.update_every_n_steps(step, lambda x: (density(x) * cfg.render_step_size).reshape(-1, 1),
+                                       occ_thre=cfg.occ_thre, ema_decay=cfg.grid_ema_decay, warmup_steps=3, n=2)
+        assert torch.equal(grid.occs, reference.occs)
+        assert torch.equal(grid.binaries.reshape(-1), reference.binaries.reshape(-1))
+        assert estimator.estimator.occs.data_ptr() == grid.occs.data_ptr()
+        assert estimator.estimator.binaries.data_ptr() == grid.binaries.data_ptr()
+    assert 0 < grid.binaries.float().mean() < 1

@@ -42,7 +42,12 @@ def _look_at(position: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 
 class _Field(AnalyticField):
-    def eval(self):  # as an nn.Module's (render_rays_image calls it)
+    training = False  # as an nn.Module's (render_rays_image puts fields in eval mode and back)
+
+    def train(self, mode: bool = True):
+        return self
+
+    def eval(self):
         return self
 
 

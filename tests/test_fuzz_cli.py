@@ -45,7 +45,7 @@ def world(tmp_path_factory) -> dict[str, Path]:
     shape_ckpt = root / "runs" / "shape" / "checkpoints" / "latest.pt"
 
     def nan_weights(p):
-        next(iter(p["models"]["coarse"].values())).fill_(float("nan"))
+        next(iter(p["fields"]["coarse"].values())).fill_(float("nan"))
 
     def wider(p):
         p["config"]["field"]["netwidth"] = 32
@@ -54,7 +54,7 @@ def world(tmp_path_factory) -> dict[str, Path]:
         p["config"]["field"]["conditioning"] = "wn"
 
     def shape_nan(p):
-        next(iter(p["models"]["field"].values())).fill_(float("inf"))
+        next(iter(p["fields"]["field"].values())).fill_(float("inf"))
 
     w = {"root": root, "scene": scene, "ckpt": ckpt, "shape_ckpt": shape_ckpt,
          "nan": _save_modified(ckpt, root / "nan" / "checkpoints" / "latest.pt", nan_weights),

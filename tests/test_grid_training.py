@@ -18,14 +18,14 @@ from enerf.cli import main
 from enerf.synthetic.scene import load_geometry, trace_rays
 from enerf.data.loaders import load_scene
 from enerf.fields.build import build_fields
-from enerf.export.images import render_view
+from enerf.train.evaluate import render_scene_view
 from enerf.loaded_run import renderer_from_checkpoint
 from enerf.train.rays_per_step import RaysPerStep
 
 CPU = torch.device("cpu")
 
 
-def test_ray_batch_keeps_samples_per_step_near_the_target():
+def test_rays_per_step_keep_samples_per_step_near_the_target():
     batch = RaysPerStep(n_rand=100, target_samples=1000, max_rays=10_000)
     batch.record(100, 400, 900)
     assert batch.n_rays == 250
@@ -63,7 +63,7 @@ def test_trained_grid_empties_known_free_space_and_keeps_the_surfaces(scene_dir,
     metrics = train_metrics(scene_dir, tmp_path, "grid", 800, *TINY)
     assert metrics["renderer"] == "torch_grid" and metrics["psnr"] > 15
     payload, cfg = load_checkpoint(tmp_path / "grid" / "checkpoints" / "latest.pt")
-    state = payload["extra"]["estimator"]["grid"]
+    state = payload["extra"]["renderer"]["grid"]
     binaries, aabb = state["binaries"].numpy(), state["aabb"].double().numpy()
     res = np.array(binaries.shape)
     scene = load_scene(cfg.data, Path("data"))
@@ -127,13 +127,13 @@ def test_grid_travels_in_the_checkpoint_and_resume_is_exact(scene_dir, tmp_path,
 
     a, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "latest.pt")
     b, cfg = load_checkpoint(tmp_path / "halves" / "checkpoints" / "latest.pt")
-    assert torch.equal(a["extra"]["estimator"]["grid"]["binaries"], b["extra"]["estimator"]["grid"]["binaries"])
+    assert torch.equal(a["extra"]["renderer"]["grid"]["binaries"], b["extra"]["renderer"]["grid"]["binaries"])
     # Evaluation renders with the restored grid: the same PSNR as the trainer's own evaluation.
     scene = load_scene(cfg.data, Path("data"))
     fields = build_fields(cfg.field, with_fine=False, device=CPU)
-    fields["coarse"].load_state_dict(b["models"]["coarse"])
+    fields["coarse"].load_state_dict(b["fields"]["coarse"])
     renderer = renderer_from_checkpoint(b, cfg, CPU)
-    assert renderer.name == "torch_grid" and torch.equal(renderer.grid.binaries, b["extra"]["estimator"]["grid"]["binaries"])
+    assert renderer.name == "torch_grid" and torch.equal(renderer.grid.binaries, b["extra"]["renderer"]["grid"]["binaries"])
     # A run trained with nerfacc (same grid state) renders on a CPU through torch_grid.
     as_nerfacc = dataclasses.replace(cfg, render=dataclasses.replace(cfg.render, renderer="nerfacc"))
     fallback = renderer_from_checkpoint(b, as_nerfacc, CPU)
@@ -141,7 +141,7 @@ def test_grid_travels_in_the_checkpoint_and_resume_is_exact(scene_dir, tmp_path,
     from skimage.metrics import peak_signal_noise_ratio
 
     view = resumed["per_image"][0]["view"]
-    pred = render_view(scene, view, fields, cfg.render, CPU, renderer=renderer)
+    pred = render_scene_view(scene, view, fields, cfg.render, CPU, renderer=renderer)
     assert peak_signal_noise_ratio(scene.images[view], pred, data_range=1.0) == pytest.approx(resumed["per_image"][0]["psnr"], abs=1e-4)
     (tmp_path / "halves" / "metrics.json").unlink()
     assert main(["eval", "--ckpt", str(tmp_path / "halves" / "checkpoints" / "latest.pt")]) == 0

@@ -34,7 +34,7 @@ def _argv(scene_dir: Path, basedir: Path, expname: str, iters: int, *extra: str)
 
 def _weights(run: Path) -> tuple[int, dict, dict]:
     payload = torch.load(run / "checkpoints" / "latest.pt", map_location="cpu", weights_only=False)
-    return payload["step"], payload["models"], payload["optimizer"]
+    return payload["step"], payload["fields"], payload["optimizer"]
 
 
 def _equal(a, b) -> bool:

@@ -20,13 +20,13 @@ from enerf.cli.train import build_train_parser, run_config_from_args, train_pres
 from enerf.config import FieldConfig, RenderConfig, RunConfig, ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
 from enerf.config.presets import PRESETS, preset_line
 from enerf.data.loaders import load_scene
-from enerf.export.images import render_rays_image
+from enerf.render.images import render_rays_image
 from enerf.export.isosurface import query_grid
 from enerf.optim import build_optimizer
 from enerf.render import build_renderer
 from enerf.fields.build import build_fields
 from enerf.train.estimate import StepEstimate, estimate_line
-from enerf.train.loop import train_loop
+from enerf.train.loop import StepResult, train_loop
 from enerf.train.state import LoopState
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -192,7 +192,6 @@ class _Quadratic:
 
     command = "test estimate"
     final_scalar = ("eval/value", "value")
-    batch_share = 1.0
     evaluation_may_stop = False
 
     def __init__(self, cfg, now: list[float]) -> None:
@@ -202,12 +201,13 @@ class _Quadratic:
         self.generator = torch.Generator().manual_seed(0)
         self.loop, self.resumed = LoopState(), False
 
-    def set_learning_rate(self, step):
-        return self.cfg.train.lrate
-
-    def losses(self, step):
+    def step(self, step, progress=0.0):
         self.now[0] += 0.25
-        return {"square": (self.weight ** 2).sum()}
+        loss = (self.weight ** 2).sum()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return StepResult({"square": loss}, loss, self.cfg.train.lrate)
 
     def named_parameters(self):
         return [("weight", self.weight)]
@@ -221,7 +221,7 @@ class _Quadratic:
     def evaluate(self, step):
         raise AssertionError("no evaluations in this run")
 
-    def checkpoint_models(self):
+    def checkpoint_fields(self):
         return {"weight": {"w": self.weight.detach().clone()}}
 
     def checkpoint_extras(self):

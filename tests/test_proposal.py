@@ -165,7 +165,7 @@ def test_a_proposal_run_trains_saves_and_renders_from_its_checkpoint(scene_dir, 
                       "--multires", "4", "--no_lpips", "--eval_every", "0", "--quiet")
     assert m["renderer"] == "proposal" and np.isfinite(m["psnr"])
     payload, _ = load_checkpoint(tmp_path / "prop" / "checkpoints" / "latest.pt")
-    assert set(payload["models"]) == {"coarse", "proposal"}
+    assert set(payload["fields"]) == {"coarse", "proposal"}
     assert main(["eval", "--ckpt", str(tmp_path / "prop" / "checkpoints" / "latest.pt"), "--quiet"]) == 0
     again = json.loads((tmp_path / "prop" / "metrics.json").read_text())
     assert again["psnr"] == pytest.approx(m["psnr"], abs=1e-4)

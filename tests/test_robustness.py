@@ -170,7 +170,7 @@ def test_divergence_stops_with_one_line_and_keeps_a_finite_checkpoint(scene_dir,
     ckpt = tmp_path / "d" / "checkpoints" / "latest.pt"
     if ckpt.exists():  # the steps before the divergence: finite, and loadable
         payload, _ = load_checkpoint(ckpt)
-        assert all(torch.isfinite(t).all() for m in payload["models"].values() for t in m.values())
+        assert all(torch.isfinite(t).all() for m in payload["fields"].values() for t in m.values())
         assert f"step {payload['step']})" in err
 
 
@@ -182,7 +182,7 @@ def test_non_finite_weights_are_never_saved_and_never_loaded(tmp_path):
         save_checkpoint(tmp_path / "ok.pt", cfg, 2, {"coarse": {"w": torch.tensor([1.0, float("nan")])}})
     assert load_checkpoint(tmp_path / "ok.pt")[0]["step"] == 1  # the good one is still there
     payload = torch.load(tmp_path / "ok.pt", weights_only=False)
-    payload["models"]["coarse"]["w"][0] = float("inf")
+    payload["fields"]["coarse"]["w"][0] = float("inf")
     torch.save(payload, tmp_path / "inf.pt")
     with pytest.raises(CheckpointError, match="coarse.w hold NaN or inf"):
         load_checkpoint(tmp_path / "inf.pt")

@@ -12,13 +12,14 @@ from torch import nn
 
 import enerf.train.loop as loop_module
 from enerf.checkpoint import load_checkpoint, save_checkpoint
-from enerf.config import ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
+from enerf.config import ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig, TrainConfig
 from enerf.errors import CheckpointError
 from enerf.shapes.field import ShapeField
 from enerf.optim import build_optimizer
 from enerf.loaded_run import load_run
 from enerf.runfolder import checkpoint_run_folder, config_run_folder
-from enerf.train.loop import Evaluation, Stopwatch, cooldown_factor, training_progress, take_step, train_loop
+from enerf.train.loop import Evaluation, StepResult, Stopwatch, train_loop
+from enerf.train.state import cooldown_factor, learning_rate, set_learning_rates, training_progress
 from enerf.train.state import LoopState
 
 
@@ -38,10 +39,10 @@ def test_load_run_rebuilds_a_shape_run_wherever_it_was_moved(tmp_path):
     run = load_run(ckpt)
     assert run.task == "shape" and run.step == 7 and run.renderer is None and run.scene is None
     assert run.folder == (tmp_path / "moved").resolve() and run.extra["train_seconds"] == 1.5
-    assert not run.models["field"].training
+    assert not run.fields["field"].training
     x = torch.rand(64, 3) * 2 - 1
     with torch.no_grad():
-        torch.testing.assert_close(run.models["field"](x), field.eval()(x), rtol=0, atol=0)
+        torch.testing.assert_close(run.fields["field"](x), field.eval()(x), rtol=0, atol=0)
     with pytest.raises(CheckpointError, match="is a shape checkpoint"):
         load_run(ckpt, task="nerf")
 
@@ -60,32 +61,20 @@ def test_load_run_refuses_weights_of_another_network(tmp_path):
         load_run(ckpt)
 
 
-def test_take_step_is_one_adam_step_on_the_summed_losses():
-    torch.manual_seed(1)
-    x, y = torch.randn(32, 3), torch.randn(32, 1)
-    net, reference = nn.Linear(3, 1), nn.Linear(3, 1)
-    reference.load_state_dict(net.state_dict())
-
-    class Toy:
-        optimizer = build_optimizer(net, lr=0.05)
-        batch_share = 1.0
-
-        def set_learning_rate(self, step):
-            return 0.05
-
-        def losses(self, step):
-            out = net(x)
-            return {"mse": ((out - y) ** 2).mean(), "l1": (out - y).abs().mean()}
-
-    result = take_step(Toy(), 0)
-    adam = torch.optim.Adam(reference.parameters(), lr=0.05)
-    ref_out = reference(x)
-    ((ref_out - y) ** 2).mean().add((ref_out - y).abs().mean()).backward()
-    adam.step()
-    assert set(result.losses) == {"mse", "l1"} and result.lr == 0.05
-    assert result.loss.item() == pytest.approx(sum(v.item() for v in result.losses.values()), rel=1e-7)
-    for p, q in zip(net.parameters(), reference.parameters()):
-        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+def test_learning_rates_follow_the_schedule_the_groups_and_the_cooldown():
+    """state.learning_rate against its closed form: nerf-pytorch's decay (thousands of steps),
+    lrate_scale, a group's scale, the cooldown over the last fraction; decay 0 is constant."""
+    train = TrainConfig(lrate=1e-3, lrate_decay=2, lrate_scale=0.5, lrate_cooldown=0.25)
+    assert learning_rate(train, 1000) == pytest.approx(0.5 * 1e-3 * 10 ** -0.5)
+    assert learning_rate(train, 1000, progress=0.5, scale=20.0) == pytest.approx(20 * 0.5 * 1e-3 * 10 ** -0.5)
+    assert learning_rate(train, 1000, progress=0.875) == pytest.approx(0.5 * 1e-3 * 10 ** -0.5 * 10 ** -0.5)
+    assert learning_rate(train, 1000, progress=1.0) == pytest.approx(0.5 * 1e-4 * 10 ** -0.5)
+    assert learning_rate(ShapeTrainConfig(lrate=3e-4, lrate_decay=0), 10 ** 6) == 3e-4
+    assert learning_rate(ShapeTrainConfig(lrate=3e-4, lrate_decay=10), 5000) == pytest.approx(3e-4 * 10 ** -0.5)
+    net = nn.Linear(3, 1)
+    opt = build_optimizer(net, lr=1.0, lr_scale=lambda name: 4.0 if name == "bias" else 1.0)
+    assert set_learning_rates(opt, train, 1000) == pytest.approx(0.5 * 1e-3 * 10 ** -0.5)
+    assert sorted(g["lr"] for g in opt.param_groups) == pytest.approx([0.5e-3 * 10 ** -0.5, 2e-3 * 10 ** -0.5])
 
 
 def test_stopwatch_does_not_count_paused_time(monkeypatch):
@@ -98,12 +87,20 @@ def test_stopwatch_does_not_count_paused_time(monkeypatch):
     assert clock.stop() == pytest.approx(100.0 + 2.0 + 5.0)
 
 
+def _adam_step(optimizer, losses: dict, lr: float) -> StepResult:
+    """What a run's step ends with: the summed losses' backward pass and one update (at ``lr``)."""
+    loss = sum(losses.values())
+    optimizer.zero_grad(set_to_none=True)
+    optimizer.backward(loss)
+    optimizer.step()
+    return StepResult(losses, loss, lr)
+
+
 class _CountingTask:
     """A one-weight task whose evaluation stops the run at ``stop_at``; records what the loop asked."""
 
     command = "test loop"
     final_scalar = ("eval/value", "value")
-    batch_share = 1.0
     evaluation_may_stop = False
 
     def __init__(self, cfg: ShapeRunConfig, stop_at: int) -> None:
@@ -112,16 +109,13 @@ class _CountingTask:
         self.optimizer = build_optimizer([nn.ParameterList([self.weight])], lr=cfg.train.lrate)
         self.generator = torch.Generator().manual_seed(0)
         self.loop, self.resumed = LoopState(), False
-        self.steps, self.evaluated, self.logged = [], [], []
+        self.steps, self.evaluated, self.logged, self.rates = [], [], [], []
 
-    def set_learning_rate(self, step):
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.cfg.train.lrate
-        return self.cfg.train.lrate
-
-    def losses(self, step):
+    def step(self, step, progress=0.0):
         self.steps.append(step)
-        return {"square": (self.weight ** 2).sum()}
+        lr = set_learning_rates(self.optimizer, self.cfg.train, step, progress)
+        self.rates.append(self.optimizer.param_groups[0]["lr"])
+        return _adam_step(self.optimizer, {"square": (self.weight ** 2).sum()}, lr)
 
     def named_parameters(self):
         return [("weight", self.weight)]
@@ -137,7 +131,7 @@ class _CountingTask:
         self.evaluated.append(step)
         return Evaluation({"value": step}, stop="stop" if step >= self.stop_at else None)
 
-    def checkpoint_models(self):
+    def checkpoint_fields(self):
         return {"weight": {"w": self.weight.detach().clone()}}
 
     def checkpoint_extras(self):
@@ -160,7 +154,7 @@ def test_loop_cadences_checkpoint_and_early_stop(tmp_path):
     assert saved == cfg and payload["step"] == 12 and payload["extra"]["mine"] == 12
     assert payload["extra"]["history"] == metrics["history"]
     # 12 plain gradient steps of w^2 with Adam from w = 1: each moves w by about lr towards 0
-    assert float(payload["models"]["weight"]["w"]) == pytest.approx(1.0 - 12 * cfg.train.lrate, rel=1e-3)
+    assert float(payload["fields"]["weight"]["w"]) == pytest.approx(1.0 - 12 * cfg.train.lrate, rel=1e-3)
     assert (out / "config.json").is_file() and (out / "tb").is_dir()
 
 
@@ -179,10 +173,8 @@ def test_cooldown_anneals_the_last_fraction_of_the_steps_to_a_tenth(tmp_path):
     iters, cooldown, lrate = 10, 0.4, 0.01
     cfg = _shape_cfg(tmp_path, iters=iters, lrate=lrate, lrate_cooldown=cooldown, log_every=100, kappa_every=0)
     task = _CountingTask(cfg, stop_at=10**9)
-    seen = []
-    task_losses = task.losses
-    task.losses = lambda step: seen.append(task.optimizer.param_groups[0]["lr"]) or task_losses(step)
     train_loop(task, tmp_path / "run", tmp_path / "run" / "checkpoints" / "latest.pt", progress=False)
+    seen = task.rates
     progress = np.arange(iters) / iters
     expected = lrate * np.where(progress <= 1 - cooldown, 1.0, 10.0 ** (-(progress - (1 - cooldown)) / cooldown))
     np.testing.assert_allclose(seen, expected, rtol=1e-12)

@@ -43,7 +43,7 @@ def test_train_eval_mesh_and_resume(tmp_path, capsys):
     assert payload["task"] == "shape" and isinstance(cfg, ShapeRunConfig) and cfg.field.conditioning == "row"
     # IoU recomputed by hand from the checkpoint and the cached evaluation points
     field = ShapeField(cfg.field)
-    field.load_state_dict(payload["models"]["field"])
+    field.load_state_dict(payload["fields"]["field"])
     evals = [np.load(p) for p in (tmp_path / "cache").glob("*.npz")]
     pts, occ = next((e["points"], e["occupancy"]) for e in evals if len(e["points"]) == 4000)
     with torch.no_grad():
@@ -67,8 +67,8 @@ def test_train_eval_mesh_and_resume(tmp_path, capsys):
     _train(tmp_path, "half", 20, "--conditioning", "row", "--seed", "3")
     _train(tmp_path, "half", 40, "--conditioning", "row", "--seed", "3", "--resume")
     resumed, _ = load_checkpoint(tmp_path / "half" / "checkpoints" / "latest.pt")
-    for k, v in payload["models"]["field"].items():
-        torch.testing.assert_close(resumed["models"]["field"][k], v)
+    for k, v in payload["fields"]["field"].items():
+        torch.testing.assert_close(resumed["fields"]["field"][k], v)
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
@@ -98,9 +98,9 @@ def test_bnp_and_decay_reach_shape_training_and_resume_exactly(tmp_path):
     a, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "latest.pt")
     b, _ = load_checkpoint(tmp_path / "halves" / "checkpoints" / "latest.pt")
     c, _ = load_checkpoint(tmp_path / "plain" / "checkpoints" / "latest.pt")
-    for name, value in a["models"]["field"].items():
-        torch.testing.assert_close(b["models"]["field"][name], value, rtol=0, atol=0)  # BNP statistics travel
-    assert any(not torch.equal(c["models"]["field"][k], v) for k, v in a["models"]["field"].items())
+    for name, value in a["fields"]["field"].items():
+        torch.testing.assert_close(b["fields"]["field"][name], value, rtol=0, atol=0)  # BNP statistics travel
+    assert any(not torch.equal(c["fields"]["field"][k], v) for k, v in a["fields"]["field"].items())
     assert resumed["iou"] == straight["iou"]
     assert [h["step"] for h in straight["kappa_history"]] == [1, 10]
     assert set(straight["kappa_history"][0]["layers"]) == set(straight["kappa"])

@@ -16,7 +16,7 @@ from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
 from enerf.data.loaders import load_scene
 from enerf.fields.build import build_fields
-from enerf.export.images import render_view
+from enerf.train.evaluate import render_scene_view
 
 TINY = [
     "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
@@ -46,9 +46,9 @@ def test_train_writes_metrics_that_match_an_independent_psnr(scene_dir, tmp_path
     scene = load_scene(cfg.data, Path("data"))
     fields = build_fields(cfg.field, with_fine=True, device=torch.device("cpu"))
     for name, field in fields.items():
-        field.load_state_dict(payload["models"][name])
+        field.load_state_dict(payload["fields"][name])
     for entry in metrics["per_image"]:
-        pred = render_view(scene, entry["view"], fields, cfg.render, torch.device("cpu"))
+        pred = render_scene_view(scene, entry["view"], fields, cfg.render, torch.device("cpu"))
         expected = peak_signal_noise_ratio(scene.images[entry["view"]], pred, data_range=1.0)
         assert entry["psnr"] == pytest.approx(expected, abs=1e-4)
     assert np.mean([p["psnr"] for p in metrics["per_image"]]) == pytest.approx(metrics["psnr"], abs=1e-9)

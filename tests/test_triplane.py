@@ -11,8 +11,8 @@ from enerf.config import FieldConfig, TrainConfig
 from enerf.errors import ConfigError
 from enerf.fields.nerf import NeRFField
 from enerf.nn.triplane import TriPlaneEncoding
-from enerf.train.losses import nerf_losses
-from enerf.train.nerf import set_learning_rate
+from enerf.train.nerf import nerf_losses
+from enerf.train.state import set_learning_rates
 from enerf.train.state import optimizer_from_config
 
 
@@ -98,7 +98,7 @@ def test_lrate_scale_multiplies_every_group_along_the_schedule():
                                               grid_resolutions=(4,), grid_components=2))
     train = TrainConfig(lrate=1e-3, encoding_lrate=2e-2, lrate_decay=2, lrate_scale=0.5)
     opt = optimizer_from_config([field], train)
-    assert set_learning_rate(opt, 1000, train) == pytest.approx(0.5 * 1e-3 * 0.1 ** 0.5)
+    assert set_learning_rates(opt, train, 1000) == pytest.approx(0.5 * 1e-3 * 0.1 ** 0.5)
     lrs = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
     for name, p in field.named_parameters():
         base = 2e-2 if name.startswith("pos_encoding.") else 1e-3

@@ -18,7 +18,7 @@ from enerf.cameras.rays import ndc_rays, ndc_to_world
 from enerf.synthetic.scene import make_synthetic_scene
 from enerf.loaded_run import load_run
 from enerf.export.video import camera_path, depth_values, render_video
-from enerf.export.images import render_view
+from enerf.train.evaluate import render_scene_view
 
 TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
         "--multires", "3", "--multires_views", "1", "--N_samples", "8", "--N_importance", "4", "--N_rand", "64",
@@ -49,7 +49,7 @@ def test_test_path_video_has_every_held_out_view(ckpt, tmp_path):
     for k, view in enumerate(run.scene.i_test):
         # PNG frames are exactly what evaluation renders for that view (one shared code path)
         png = iio.imread(out / "frames" / f"rgb_{k:04d}.png").astype(np.float64) / 255.0
-        expected = render_view(run.scene, int(view), run.models, run.cfg.render, run.device)
+        expected = render_scene_view(run.scene, int(view), run.fields, run.cfg.render, run.device)
         assert np.abs(png - expected).max() <= 0.5 / 255 + 1e-6
         # the mp4 frame is that image up to H.264 loss
         assert np.abs(rgb[k] / 255.0 - png).mean() < 0.03
@@ -78,10 +78,10 @@ def test_video_uses_the_checkpoints_occupancy_grid(tmp_path):
     ckpt = tmp_path / "g" / "checkpoints" / "latest.pt"
     run = load_run(ckpt, Path("data"))
     payload = torch.load(ckpt, weights_only=False)
-    assert torch.equal(run.renderer.grid.binaries.cpu(), payload["extra"]["estimator"]["grid"]["binaries"].cpu())
+    assert torch.equal(run.renderer.grid.binaries.cpu(), payload["extra"]["renderer"]["grid"]["binaries"].cpu())
     # Two copies that differ only in the stored grid: all cells occupied / all empty. Frames read the
     # grid off the field would be the same for both; through the stored grid the empty one is black.
-    grid = payload["extra"]["estimator"]["grid"]
+    grid = payload["extra"]["renderer"]["grid"]
     frames = {}
     for name, occupied in (("full", True), ("empty", False)):
         grid["binaries"].fill_(occupied)

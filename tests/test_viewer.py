@@ -1,4 +1,4 @@
-"""The viewer without a browser: camera conventions, render_view against the evaluation path,
+"""The viewer without a browser: camera conventions, render_camera against the evaluation path,
 the two-run layouts, camera path files and ``enerf render --path FILE``, the training hook
 leaving a run unchanged, ``enerf compare``'s view command, and bad input (one line, exit 2)."""
 
@@ -17,11 +17,11 @@ from scipy.spatial.transform import Rotation
 from enerf.cli import main
 from enerf.cameras.path_file import camera_path_dict, read_camera_path
 from enerf.errors import ConfigError
-from enerf.export.images import render_rays_image
-from enerf.export.images import render_view as render_eval_view
+from enerf.render.images import render_rays_image
+from enerf.train.evaluate import render_scene_view
 from enerf.loaded_run import LoadedRun, load_run
 from enerf.viewer.frames import DIFF_GAIN, render_frame
-from enerf.viewer.render import focal_from_fov, fov_from_focal, render_view
+from enerf.viewer.render import focal_from_fov, fov_from_focal, render_camera
 from enerf.viewer.scene import (c2w_from_viser, frustums, heldout_psnr, matrix_to_quat, quat_to_matrix,
                                 viser_from_c2w)
 
@@ -83,46 +83,46 @@ def test_focal_and_fov_are_inverse():
 # ----------------------------------------------------------------------------- rendering
 
 
-def test_render_view_is_the_evaluation_render(runs):
-    """render_view at a held-out pose with the scene's size and focal gives the image
-    evaluation renders (enerf.export.images.render_view, the scene's own rays)."""
+def test_render_camera_is_the_evaluation_render(runs):
+    """render_camera at a held-out pose with the scene's size and focal gives the image
+    evaluation renders (enerf.train.evaluate.render_scene_view, the scene's own rays)."""
     run = load_run(runs["a"], task="nerf", data_root=Path("data"))
     scene = run.scene
     view = int(scene.i_test[0])
-    ours = render_view(run, scene.poses[view], scene.width, scene.height, scene.focal)
-    theirs = render_eval_view(scene, view, run.models, run.cfg.render, run.device, renderer=run.renderer)
+    ours = render_camera(run, scene.poses[view], scene.width, scene.height, scene.focal)
+    theirs = render_scene_view(scene, view, run.fields, run.cfg.render, run.device, renderer=run.renderer)
     assert ours.shape == (scene.height, scene.width, 3)
     np.testing.assert_array_equal(ours, theirs)
-    out = render_rays_image(scene.rays(view), run.models, run.cfg.render, run.device, renderer=run.renderer)
-    acc = render_view(run, scene.poses[view], scene.width, scene.height, scene.focal, "accumulation")
+    out = render_rays_image(scene.rays(view), run.fields, run.cfg.render, run.device, renderer=run.renderer)
+    acc = render_camera(run, scene.poses[view], scene.width, scene.height, scene.focal, "accumulation")
     np.testing.assert_allclose(acc[..., 0], out["acc"].clamp(0, 1).numpy(), atol=1e-6)
-    depth = render_view(run, scene.poses[view], scene.width, scene.height, scene.focal, "depth")
+    depth = render_camera(run, scene.poses[view], scene.width, scene.height, scene.focal, "depth")
     assert depth.shape == ours.shape and 0.0 <= depth.min() and depth.max() <= 1.0
 
 
-def test_render_view_restores_train_mode(runs):
+def test_render_camera_restores_train_mode(runs):
     run = load_run(runs["a"], task="nerf", data_root=Path("data"))
-    for m in run.models.values():
+    for m in run.fields.values():
         m.train()
-    render_view(run, run.scene.poses[0], 8, 6, run.scene.focal / 4)
-    assert all(m.training for m in run.models.values())
+    render_camera(run, run.scene.poses[0], 8, 6, run.scene.focal / 4)
+    assert all(m.training for m in run.fields.values())
 
 
 def test_two_run_layouts(runs):
     a = load_run(runs["a"], task="nerf", data_root=Path("data"))
     b = load_run(runs["b"], task="nerf", data_root=Path("data"))
     pose, w, h, f = a.scene.poses[1], 20, 12, a.scene.focal / 2
-    img_a, img_b = render_view(a, pose, w, h, f), render_view(b, pose, w, h, f)
+    img_a, img_b = render_camera(a, pose, w, h, f), render_camera(b, pose, w, h, f)
     assert np.abs(img_a - img_b).max() > 1e-3  # two different fields
     side = render_frame([a, b], pose, w, h, f, layout="side")
-    np.testing.assert_array_equal(side[:, :10], render_view(a, pose, 10, h, f))
-    np.testing.assert_array_equal(side[:, 10:], render_view(b, pose, 10, h, f))
+    np.testing.assert_array_equal(side[:, :10], render_camera(a, pose, 10, h, f))
+    np.testing.assert_array_equal(side[:, 10:], render_camera(b, pose, 10, h, f))
     split = render_frame([a, b], pose, w, h, f, layout="split", split=0.25)
     np.testing.assert_array_equal(split[:, :4], img_a[:, :4])
     np.testing.assert_array_equal(split[:, 6:], img_b[:, 6:])
     assert (split[:, 4] == 1.0).all()  # the white line at the cut
     diff = render_frame([a, b], pose, w, h + 20, f, layout="difference")  # rows below the label strip
-    full_a, full_b = render_view(a, pose, w, h + 20, f), render_view(b, pose, w, h + 20, f)
+    full_a, full_b = render_camera(a, pose, w, h + 20, f), render_camera(b, pose, w, h + 20, f)
     np.testing.assert_allclose(diff[18:], np.clip(np.abs(full_a - full_b) * DIFF_GAIN, 0, 1)[18:], atol=1e-6)
 
 
@@ -173,8 +173,8 @@ class _Client:
 @pytest.mark.parametrize("draft", [0.5, 1.0])
 def test_draft_frames_then_the_exact_frame(runs, draft):
     """After a camera move the viewer sends drafts (rendered with the draft renderer: equal to
-    render_view(draft=...)), the last of them at the cap, then the exact frame at the cap, equal
-    to render_view's (``enerf render``'s) pixels; ``--draft 1``: every frame exact."""
+    render_camera(draft=...)), the last of them at the cap, then the exact frame at the cap, equal
+    to render_camera's (``enerf render``'s) pixels; ``--draft 1``: every frame exact."""
     pytest.importorskip("viser", reason="the viewer extra (viser) is not installed: pip install -e '.[viewer]'")
     from enerf.config import ViewerConfig
     from enerf.viewer.server import Viewer
@@ -201,12 +201,12 @@ def test_draft_frames_then_the_exact_frame(runs, draft):
         assert infos[-1].final and not infos[-1].draft and infos[-1].width == 32
         assert all(i.draft == (draft < 1) for i in infos[:-1])
         c2w = infos[-1].c2w
-        exact = render_view(run, c2w, 32, 24, infos[-1].focal)
+        exact = render_camera(run, c2w, 32, 24, infos[-1].focal)
         np.testing.assert_array_equal(client.frames[-1][0], (np.clip(exact, 0, 1) * 255 + 0.5).astype(np.uint8))
         assert client.frames[-1][1] == "png"
         if draft < 1:
             assert infos[-2].draft and infos[-2].width == 32  # the draft at the cap came first
-            drafted = render_view(run, c2w, 32, 24, infos[-1].focal, draft=draft)
+            drafted = render_camera(run, c2w, 32, 24, infos[-1].focal, draft=draft)
             np.testing.assert_array_equal(client.frames[-2][0], (np.clip(drafted, 0, 1) * 255 + 0.5).astype(np.uint8))
             assert np.abs(drafted - exact).max() > 0  # fewer samples: another picture
     finally:
@@ -241,9 +241,9 @@ def test_malformed_camera_path_is_one_line(tmp_path, text):
         read_camera_path(path)
 
 
-def test_render_path_file_matches_render_view(runs, tmp_path, capsys):
+def test_render_path_file_matches_render_camera(runs, tmp_path, capsys):
     """``enerf render --path FILE`` renders the file's cameras at its size and field of view:
-    the frames equal render_view's images of those cameras (to 8-bit rounding)."""
+    the frames equal render_camera's images of those cameras (to 8-bit rounding)."""
     run = load_run(runs["a"], task="nerf", data_root=Path("data"))
     keys = run.scene.poses[[0, 2]]
     width, height, fov = 24, 14, 40.0
@@ -254,7 +254,7 @@ def test_render_path_file_matches_render_view(runs, tmp_path, capsys):
     focal = focal_from_fov(np.radians(fov), height)
     for k in range(2):
         frame = iio.imread(tmp_path / "video" / "frames" / f"rgb_{k:04d}.png").astype(np.float32) / 255
-        expected = render_view(run, keys[k], width, height, focal)
+        expected = render_camera(run, keys[k], width, height, focal)
         assert frame.shape == (height, width, 3)
         assert np.abs(frame - expected).max() <= 0.5 / 255 + 1e-6
     assert main(["render", "--ckpt", str(runs["a"]), "--path", "nowhere.txt"]) == 2
@@ -341,7 +341,7 @@ NERFSTUDIO_PATH = {  # written by hand in nerfstudio's format (render_panel.py /
 
 def test_nerfstudio_camera_path_both_ways(runs, tmp_path):
     """nerfstudio's camera_path.json: its frames are rendered as they are (each 4 x 4 read row by
-    row, each with its own fov: ``enerf render --path`` equals render_view at focal
+    row, each with its own fov: ``enerf render --path`` equals render_camera at focal
     h / 2 / tan(fov / 2)); its keyframes load into the editor's list (fov, transition seconds,
     smoothness) and are written back the same; the frames written are keyframe_path's."""
     from enerf.cameras.nerfstudio_path import from_nerfstudio, to_nerfstudio
@@ -359,7 +359,7 @@ def test_nerfstudio_camera_path_both_ways(runs, tmp_path):
     for k, fov in enumerate((45.0, 37.5, 30.0)):
         frame = iio.imread(tmp_path / "video" / "frames" / f"rgb_{k:04d}.png").astype(np.float32) / 255
         focal = 12 / 2 / np.tan(np.radians(fov) / 2)
-        assert np.abs(frame - render_view(run, expected[k], 16, 12, focal)).max() <= 0.5 / 255 + 1e-6
+        assert np.abs(frame - render_camera(run, expected[k], 16, 12, focal)).max() <= 0.5 / 255 + 1e-6
     keys = KeyframeList()
     keys.load(path, 50.0, (32, 24))
     np.testing.assert_allclose([k.c2w for k in keys.keys], expected[[0, 2]], atol=1e-12)
@@ -437,7 +437,7 @@ def test_compare_prints_the_view_command(tmp_path):
 
 
 def test_rendering_between_steps_leaves_the_run_unchanged(runs, tmp_path):
-    """The training hook's rendering (render_view on the live run, every step, in train mode,
+    """The training hook's rendering (render_camera on the live run, every step, in train mode,
     a grid renderer included) leaves the final held-out PSNR and every weight bit-identical."""
     from enerf.loaded_run import LoadedRun
     from enerf.train.nerf import train_nerf
@@ -448,7 +448,7 @@ def test_rendering_between_steps_leaves_the_run_unchanged(runs, tmp_path):
         run = LoadedRun(task.cfg, done, task.fields, task.renderer, tmp_path, tmp_path / "x.pt", task.device, {}, task.scene)
         for m in task.fields.values():
             m.train()
-        rendered.append(render_view(run, task.scene.poses[0] + 0.01 * done, 12, 9, task.scene.focal / 3)
+        rendered.append(render_camera(run, task.scene.poses[0] + 0.01 * done, 12, 9, task.scene.focal / 3)
                         if done % 2 else render_frame([run, run], task.scene.poses[1], 12, 9, 5.0, "depth", "split"))
         assert all(m.training for m in task.fields.values())
 
@@ -462,7 +462,7 @@ def test_rendering_between_steps_leaves_the_run_unchanged(runs, tmp_path):
                  "--iters", "6", "--raw_noise_std", "1.0", "--renderer", renderer, "--grid_update_every", "2",
                  "--grid_warmup", "2", "--device", "cpu", *TINY])  # bit-identity is a CPU promise: on an H100 the PSNRs differed in the 9th digit
             metrics = train_nerf(run_config_from_args(args), resume=False, progress=False, on_step=on_step)
-            weights = torch.load(tmp_path / renderer / name / "checkpoints" / "latest.pt", weights_only=False)["models"]
+            weights = torch.load(tmp_path / renderer / name / "checkpoints" / "latest.pt", weights_only=False)["fields"]
             results[renderer, name] = (metrics["psnr"], weights)
         assert results[renderer, "plain"][0] == results[renderer, "watched"][0]
         for net, state in results[renderer, "plain"][1].items():
@@ -533,7 +533,7 @@ def _blender_scene(root: Path, size: int = 16) -> Path:
 
 
 def test_blender_scene_world_rays_and_grid_renderer(tmp_path):
-    """A Blender scene (world rays, content box, torch_grid with its trained grid): render_view at a
+    """A Blender scene (world rays, content box, torch_grid with its trained grid): render_camera at a
     held-out camera is the evaluation render, and the first view looks at the object (the origin)."""
     from enerf.viewer.scene import initial_view
 
@@ -545,8 +545,8 @@ def test_blender_scene_world_rays_and_grid_renderer(tmp_path):
     s = run.scene
     assert not s.use_ndc and s.aabb is not None and run.renderer is not None and run.renderer.name == "torch_grid"
     view = int(s.i_test[0])
-    np.testing.assert_array_equal(render_view(run, s.poses[view], s.width, s.height, s.focal),
-                                  render_eval_view(s, view, run.models, run.cfg.render, run.device, run.renderer))
+    np.testing.assert_array_equal(render_camera(run, s.poses[view], s.width, s.height, s.focal),
+                                  render_scene_view(s, view, run.fields, run.cfg.render, run.device, run.renderer))
     start = initial_view(run)
     assert np.linalg.norm(start["look_at"]) < 1e-4  # the training camera looks at the origin from distance 4.27
     assert len(frustums(run, {})) == 6

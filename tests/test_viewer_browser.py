@@ -36,7 +36,7 @@ from enerf.config import ViewerConfig  # noqa: E402
 from enerf.cameras.path_file import camera_path_dict  # noqa: E402
 from enerf.loaded_run import load_run  # noqa: E402
 from enerf.viewer.app import open_view  # noqa: E402
-from enerf.viewer.render import fov_from_focal, render_view  # noqa: E402
+from enerf.viewer.render import fov_from_focal, render_camera  # noqa: E402
 from enerf.viewer.scene import viser_from_c2w  # noqa: E402
 
 WINDOW = (560, 360)  # headless Chromium's canvas is then 560 x ~220 pixels
@@ -169,7 +169,7 @@ def test_browser_frame_equals_offline_render(runs, browser, tmp_path):
         assert matched >= 35.0
         # the other run's field from the same camera does not match: the comparison can tell fields apart
         other = load_run(runs["row"], Path("data"), task="nerf")
-        control = _as_shown(render_view(other, info.c2w, info.width, info.height, info.focal), browser)
+        control = _as_shown(render_camera(other, info.c2w, info.width, info.height, info.focal), browser)
         assert psnr(shot[keep], control[keep]) < matched - 3.0
     finally:
         viewer.close()
@@ -206,8 +206,8 @@ def test_split_view_shows_two_fields(runs, browser):
         info = _show(viewer, browser, pose, cameras=False)
         shot = _screenshot(browser)
         _keep("split.png", shot)
-        img_a = _as_shown(render_view(a, info.c2w, info.width, info.height, info.focal), browser)
-        img_b = _as_shown(render_view(b, info.c2w, info.width, info.height, info.focal), browser)
+        img_a = _as_shown(render_camera(a, info.c2w, info.width, info.height, info.focal), browser)
+        img_b = _as_shown(render_camera(b, info.c2w, info.width, info.height, info.focal), browser)
         cut = info.width // 2
         rows = slice(20, info.height - GIZMO)  # below the labels, above the gizmo
         left, right = (slice(0, cut - 3), slice(cut + 3, info.width))
@@ -394,6 +394,6 @@ def test_training_with_a_browser_watching_gives_the_same_run(runs, tmp_path, cap
     m_watched = json.loads((tmp_path / "watched" / "metrics.json").read_text())
     m_plain = json.loads((tmp_path / "plain" / "metrics.json").read_text())
     assert m_watched["psnr"] == m_plain["psnr"]
-    wa = torch.load(tmp_path / "watched" / "checkpoints" / "latest.pt", weights_only=False)["models"]
-    wb = torch.load(tmp_path / "plain" / "checkpoints" / "latest.pt", weights_only=False)["models"]
+    wa = torch.load(tmp_path / "watched" / "checkpoints" / "latest.pt", weights_only=False)["fields"]
+    wb = torch.load(tmp_path / "plain" / "checkpoints" / "latest.pt", weights_only=False)["fields"]
     assert all(torch.equal(wa[n][k], wb[n][k]) for n in wa for k in wa[n])

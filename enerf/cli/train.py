@@ -149,7 +149,7 @@ def print_metrics(metrics: dict, where: Path) -> None:
 
 
 def cmd_train(argv: list[str]) -> int:
-    from ..distributed import is_writer
+    from ..train.distributed import is_writer
     from ..train.nerf import train_nerf
 
     args = build_train_parser().parse_args(argv)

@@ -149,9 +149,9 @@ def _rendering(run: GridCell, view: int, data_root: Path) -> np.ndarray:
     png = run.config_run_folder / "test_views" / f"view_{view:03d}.png"
     if png.is_file():
         return np.asarray(iio.imread(png), dtype=np.float32)[..., :3] / 255.0
-    from ..export.images import render_view
+    from ..train.evaluate import render_scene_view
     from ..loaded_run import load_run
 
     trained = load_run(run.config_run_folder / "checkpoints" / "latest.pt", data_root, task="nerf")
-    return render_view(trained.scene, view, trained.models, trained.cfg.render, trained.device,
+    return render_scene_view(trained.scene, view, trained.fields, trained.cfg.render, trained.device,
                        stride=trained.cfg.train.eval_stride)

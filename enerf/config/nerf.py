@@ -253,8 +253,8 @@ class TrainConfig(Cadence, Regularization):
     iters: int = option(5000, "training steps", lo=1)
     n_rand: int = option(1024, "rays per step", flag="N_rand", lo=1, hi=MAX_RAYS)
     lrate: float = option(5e-4, "learning rate", lo=0.0, lo_open=True)
-    lrate_decay: float = option(250, "thousands of steps for a 10x learning-rate decay (nerf-pytorch)",
-                                lo=0.0, lo_open=True)
+    lrate_decay: float = option(250, "thousands of steps for a 10x learning-rate decay (nerf-pytorch; 0: constant)",
+                                lo=0.0)
     encoding_lrate: float = option(0.0, "learning rate of a learned position encoding (triplane grids; 0: lrate)",
                                    lo=0.0)
     lrate_scale: float = option(1.0, "multiplies lrate and encoding_lrate (what enerf compare's COND*S modes set, "

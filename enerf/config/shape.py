@@ -64,7 +64,7 @@ class ShapeTrainConfig(Cadence, Regularization):
     iters: int = option(5000, "training steps", lo=1)
     batch_size: int = option(8192, "points per step", lo=1, hi=2**24)
     lrate: float = option(5e-4, "learning rate", lo=0.0, lo_open=True)
-    lrate_decay: int = option(0, "steps for a 10x learning-rate decay (0: constant)", lo=0)
+    lrate_decay: float = option(0.0, "thousands of steps for a 10x learning-rate decay (0: constant)", lo=0.0)
     seed: int = option(0, "random seed (weights, batches); the samples use --sample_seed", lo=0, hi=MAX_SEED)
     sdf_clamp: float = option(0.1, "DeepSDF's delta: L1 between clamp(f, -d, d) and clamp(s, -d, d)",
                               lo=0.0, lo_open=True)

@@ -41,7 +41,7 @@ def center_box(height: int, width: int, frac: float) -> tuple[int, int, int, int
 
 
 class RaySampler:
-    """Draws ``batch_size`` rays per call, walking a fresh random permutation of the training
+    """Draws ``n_rays`` rays per call, walking a fresh random permutation of the training
     pixels each epoch.
 
     Pixel ``p`` (0 <= p < len(self)) is column ``p % W``, row ``p // W % H`` of training view
@@ -52,7 +52,7 @@ class RaySampler:
     Args:
         scene: the scene; its images are read, never copied.
         views: the training views (scene indices).
-        batch_size: rays per batch (may be changed between batches).
+        n_rays: rays per batch (may be changed between batches).
         generator: CPU generator the permutations and precrop draws come from.
         device: where batches are made.
         precrop_frac: size of the central box, as a fraction of the image's height and width.
@@ -62,7 +62,7 @@ class RaySampler:
         self,
         scene: Scene,
         views,
-        batch_size: int,
+        n_rays: int,
         generator: torch.Generator,
         device: torch.device | str = "cpu",
         precrop_frac: float = 0.5,
@@ -71,7 +71,7 @@ class RaySampler:
         self.device = torch.device(device)
         self.views = torch.as_tensor([int(v) for v in views], dtype=torch.long, device=self.device)  # [n_views]
         self.poses = torch.as_tensor(scene.poses, dtype=torch.float32, device=self.device)[self.views]  # [n_views, 3, 4]
-        self.batch_size = int(batch_size)
+        self.n_rays = int(n_rays)
         self.generator = generator
         self.center = center_box(scene.height, scene.width, precrop_frac)
         self._n = len(self.views) * scene.height * scene.width
@@ -91,18 +91,18 @@ class RaySampler:
 
     # ------------------------------------------------------------------ draws
     def draw(self, center_only: bool = False) -> Tensor:
-        """The next batch's pixel indices: Tensor  # [batch_size] int64 (see the class docstring)."""
+        """The next batch's pixel indices: Tensor  # [n_rays] int64 (see the class docstring)."""
         idx = self._center_indices() if center_only else None
         return self._next_indices() if idx is None else idx
 
     def _next_indices(self) -> Tensor:
-        if self._pos + self.batch_size > self._order.numel():
+        if self._pos + self.n_rays > self._order.numel():
             self._epoch_rng = self.generator.get_state()
             self._order = torch.randperm(self._n, generator=self.generator, dtype=self._dtype)
             self._epoch += 1
             self._pos = 0
-        idx = self._order[self._pos : self._pos + self.batch_size]
-        self._pos += self.batch_size
+        idx = self._order[self._pos : self._pos + self.n_rays]
+        self._pos += self.n_rays
         return idx.long()
 
     def _center_indices(self) -> Tensor | None:
@@ -111,7 +111,7 @@ class RaySampler:
         per_view = rows * cols
         if per_view == 0:
             return None
-        pick = torch.randint(len(self.views) * per_view, (self.batch_size,), generator=self.generator)
+        pick = torch.randint(len(self.views) * per_view, (self.n_rays,), generator=self.generator)
         view, rest = pick // per_view, pick % per_view
         height, width = self.scene.height, self.scene.width
         return (view * height + top + rest // cols) * width + left + rest % cols
@@ -135,7 +135,7 @@ class RaySampler:
         return self.rays(idx), self.scene.images.pixels(self.views[local], y, x, self.device)
 
     def sample(self, center_only: bool = False) -> tuple[Rays, Tensor]:
-        """One batch: (Rays [batch_size], rgb [batch_size, 3])."""
+        """One batch: (Rays [n_rays], rgb [n_rays, 3])."""
         return self.batch(self.draw(center_only))
 
     # ------------------------------------------------------------------ state

@@ -270,7 +270,7 @@ def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> tr
     if scene.use_ndc and hi[2] >= 1.0:
         raise ConfigError(f"bbox zmax {hi[2]} must be below 1 in NDC (z = 1 is infinitely far)", ("bbox",))
     to_output = _similarity(scene.scene_to_world) if cfg.frame == "world" else None
-    field = run.models.get(cfg.field) or run.models["coarse"]
+    field = run.fields.get(cfg.field) or run.fields["coarse"]
 
     def density_fn(points: Tensor) -> Tensor:
         return field.density(points)[0]

@@ -36,7 +36,7 @@ from ..errors import ConfigError
 from ..progress import progress_bar
 from ..loaded_run import LoadedRun, load_run
 from ..runfolder import check_output_dir
-from .images import render_rays_image
+from ..render.images import render_rays_image
 
 __all__ = [
     "camera_path",
@@ -254,7 +254,7 @@ def render_video(
         for k, c2w in enumerate(poses):
             bar.set_postfix_str(f"frame {k + 1}/{len(poses)}", refresh=False)
             out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device, (*size[:2], focals[k])),
-                                    run.models, run.cfg.render,
+                                    run.fields, run.cfg.render,
                                     run.device, chunk, renderer=run.renderer, aabb=scene.aabb, bar=bar)
             rgb = (out["rgb"].clamp(0.0, 1.0).numpy() * 255.0 + 0.5).astype(np.uint8)
             depth = colorize(depth_values(out, scene.use_ndc), lo, hi, cfg.colormap)

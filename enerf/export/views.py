@@ -38,7 +38,7 @@ from ..data.scene import Scene
 from ..errors import ConfigError
 from ..loaded_run import LoadedRun
 from ..progress import progress_bar
-from .images import render_rays_image
+from ..render.images import render_rays_image
 from .video import camera_path, frame_rays, frame_size
 
 __all__ = ["MIN_ACC", "Cameras", "select_cameras", "ViewDepth", "render_views", "OutputFrame", "world_to_ndc",
@@ -179,7 +179,7 @@ def render_views(run: LoadedRun, cams: Cameras, normals: bool = True, chunk: int
         for k, (name, c2w) in enumerate(zip(cams.names, cams.poses)):
             bar.set_postfix_str(f"view {k + 1}/{len(cams.poses)}", refresh=False)
             rays = frame_rays(scene, c2w, cams.downscale, run.device, cams.size)
-            out = render_rays_image(rays, run.models, run.cfg.render, run.device, chunk, renderer=run.renderer,
+            out = render_rays_image(rays, run.fields, run.cfg.render, run.device, chunk, renderer=run.renderer,
                                     aabb=scene.aabb, bar=bar)
             acc = out["acc"].float()
             hit = (acc >= MIN_ACC).numpy()

@@ -52,12 +52,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 from torch import Tensor, nn
 
-from ..distributed import reduce_batch_moments
 from ..errors import ConfigError
 
 __all__ = ["BNP", "bnp_linear_transform", "bnp_conv_transform", "weight_parameter"]
@@ -155,15 +154,20 @@ class BNP:
     Args:
         modules: a module or modules whose Linear / Conv2d layers are preconditioned.
         rho, eps1, eps2: ρ, ε₁, ε₂ of Algorithm 2 (paper defaults 0.99, 1e-2, 1e-4).
+        reduce_moments: called with the per-layer states before they are folded in, to pool
+            their batch moments (``batch_count``, ``batch_items``, ``batch_mean``, ``batch_m2``) in
+            place; data-parallel runs pass ``enerf.train.distributed.reduce_batch_moments`` (the
+            global batch's moments). None: this process's batch.
     """
 
     def __init__(self, modules: nn.Module | Iterable[nn.Module], rho: float = 0.99, eps1: float = 1e-2,
-                 eps2: float = 1e-4) -> None:
+                 eps2: float = 1e-4, reduce_moments: Callable[[list], None] | None = None) -> None:
         if not 0.0 <= rho < 1.0:
             raise ConfigError(f"BNP rho must be in [0, 1), got {rho}")
         if eps1 < 0 or eps2 < 0:
             raise ConfigError(f"BNP eps1 and eps2 must be >= 0, got {eps1}, {eps2}")
         self.rho, self.eps1, self.eps2 = float(rho), float(eps1), float(eps2)
+        self.reduce_moments = reduce_moments
         roots = [modules] if isinstance(modules, nn.Module) else list(modules)
         self.states: list[_LayerState] = []
         self._handles = []
@@ -226,7 +230,8 @@ class BNP:
     @torch.no_grad()
     def update_statistics(self) -> None:
         """Algorithm 2/3 steps 1-3 for every layer that saw a mini-batch since the last call."""
-        reduce_batch_moments(self.states)  # distributed: the moments of the global batch (all ranks')
+        if self.reduce_moments is not None:
+            self.reduce_moments(self.states)  # distributed: the moments of the global batch (all ranks')
         for s in self.states:
             if s.batch_count == 0:
                 continue

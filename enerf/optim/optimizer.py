@@ -132,6 +132,7 @@ def build_optimizer(
     lr_scale: Callable[[str], float] | None = None,
     optimizer: str = "adam",
     momentum: float = 0.9,
+    reduce_moments: Callable[[list], None] | None = None,
 ) -> PreconditionedOptimizer:
     """Adam (``optimizer="adam"``, ``betas``) or SGD with heavy-ball ``momentum`` (``"sgd"``: the
     optimiser of BNP's paper, where its 1/q² and 1/σ̃² scaling survives) over every parameter of
@@ -140,7 +141,8 @@ def build_optimizer(
 
     ``lr_scale(name)`` (name as in ``named_parameters``) puts a parameter in a group whose
     learning rate is ``lr * lr_scale(name)``; each group records its ``lr_scale`` so that a
-    schedule can set ``group["lr"] = lr(step) * group["lr_scale"]``. None: one group, scale 1."""
+    schedule can set ``group["lr"] = lr(step) * group["lr_scale"]``. None: one group, scale 1.
+    ``reduce_moments``: BNP's (``BNP``), for data-parallel runs."""
     if precond not in PRECOND_MODES:
         raise ConfigError(f"precond {precond!r} is not one of {', '.join(PRECOND_MODES)}", ("precond",))
     if optimizer not in OPTIMIZERS:
@@ -158,5 +160,5 @@ def build_optimizer(
         inner: torch.optim.Optimizer = torch.optim.SGD(param_groups, lr=lr, momentum=momentum)
     else:
         inner = torch.optim.Adam(param_groups, lr=lr, betas=betas)
-    bnp = BNP(models) if precond == "bnp" else None
+    bnp = BNP(models, reduce_moments=reduce_moments) if precond == "bnp" else None
     return PreconditionedOptimizer(params, inner, bnp, weight_decay, decay_space, grad_reg)

@@ -16,7 +16,6 @@ from torch import Tensor
 
 from ..config import RenderConfig
 from ..cameras.rays import Rays
-from ..distributed import all_reduce_max_, broadcast_buffers
 from ..errors import CheckpointError, ConfigError
 from .estimator import DensityFn, Samples, midpoints
 from .marching import lattice_transmittance, march_rays, visibility_mask, visible_front_to_back
@@ -130,11 +129,8 @@ class TorchGridEstimator(OccupancyGridEstimator):
         cfg = self.cfg
         occ_eval_fn = self.occ_eval_fn(density_fn)
         if step % cfg.grid_update_every == 0:
-            if cfg.cull_occluded:
-                all_reduce_max_(self.grid.seen)  # distributed: what the rays of every rank saw
             self.grid.update(step, occ_eval_fn, cfg.occ_thre, cfg.grid_ema_decay, cfg.grid_warmup, generator,
                              visibility_eps=cfg.early_stop_eps if cfg.cull_occluded else 0.0)
-            broadcast_buffers(self.grid)  # distributed: every rank keeps rank 0's grid (the same numbers)
 
     def _jitter(self, rays: Rays, train: bool, generator: torch.Generator | None) -> Tensor | None:
         """Tensor  # [n_rays] lattice shift of each ray while training (None: no jitter)."""

@@ -5,9 +5,9 @@ use, which needs a CUDA device, the CUDA toolkit (``nvcc`` / ``CUDA_HOME``) and 
 setting nerfacc's sources accept. ``nerfacc_status`` tries that once per process and says
 why it failed; ``build.resolve_renderer`` falls back to ``torch_grid`` under ``auto``.
 
-The estimator's state is kept in enerf's ``OccupancyGrid`` (same cell layout: one level,
-``binaries[0, ix, iy, iz]``), so a grid trained here renders with ``torch_grid`` on a CPU
-and the other way round. Its samples are composited by the one compositor
+The estimator's state is enerf's ``OccupancyGrid`` itself (same cell layout: one level,
+``binaries[0, ix, iy, iz]``; nerfacc's estimator holds the grid's tensors), so a grid trained
+here renders with ``torch_grid`` on a CPU and the other way round. Its samples are composited by the one compositor
 (``compositing.composite_packed``, nerfacc's ``rendering`` written in torch), as
 ``torch_grid``'s are: the two differ in their estimator alone.
 
@@ -23,7 +23,6 @@ from torch import Tensor
 
 from ..config import RenderConfig
 from ..cameras.rays import Rays
-from ..distributed import broadcast_buffers
 from .estimator import DensityFn, Samples
 from .grid_estimator import OccupancyGridEstimator
 from .occupancy_grid import OccupancyGrid
@@ -73,10 +72,12 @@ def nerfacc_status(device: torch.device) -> tuple[bool, str]:
 
 
 class NerfaccEstimator(OccupancyGridEstimator):
-    """``nerfacc.OccGridEstimator`` mirroring this estimator's ``OccupancyGrid`` (``nerfacc``).
+    """``nerfacc.OccGridEstimator`` marching this estimator's ``OccupancyGrid`` (``nerfacc``).
 
-    The grid is copied into nerfacc's estimator at construction and whenever it is written
-    from outside (``grid_changed``), and copied back after every update. No occlusion culling.
+    One grid: nerfacc's estimator holds the grid's own tensors (its ``occs`` is the grid's, its
+    ``binaries`` a view of the grid's), pointed at them again whenever the grid is written from
+    outside (``grid_changed``); nerfacc's update writes ``occs`` in place and makes a new
+    ``binaries``, which the grid then takes (a view, not a copy). No occlusion culling.
 
     Args: as ``OccupancyGridEstimator``.
     """
@@ -93,19 +94,15 @@ class NerfaccEstimator(OccupancyGridEstimator):
         self.grid_changed()
 
     def grid_changed(self) -> None:
-        """Copy the grid's occupancy into nerfacc's estimator."""
-        self.estimator.aabbs.copy_(self.grid.aabb.reshape(1, 6))
-        self.estimator.occs.copy_(self.grid.occs)
-        self.estimator.binaries = self.grid.binaries.reshape(self.estimator.binaries.shape).clone()
-
-    def _store_to_grid(self) -> None:
-        self.grid.occs.copy_(self.estimator.occs)
-        self.grid.binaries = self.estimator.binaries.reshape(self.grid.binaries.shape).clone()
+        """Point nerfacc's estimator at the grid's tensors (no copy)."""
+        self.estimator.aabbs = self.grid.aabb.reshape(1, 6)
+        self.estimator.occs = self.grid.occs
+        self.estimator.binaries = self.grid.binaries.view(self.estimator.binaries.shape)
 
     @torch.no_grad()
     def update(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
-        """``OccGridEstimator.update_every_n_steps`` (random numbers from torch's CUDA generator,
-        not ``generator``)."""
+        """``OccGridEstimator.update_every_n_steps`` (random numbers from torch's generator of the
+        grid's device, not ``generator``)."""
         cfg = self.cfg
         occ_eval_fn = self.occ_eval_fn(density_fn)
         self.estimator.train()
@@ -117,10 +114,8 @@ class NerfaccEstimator(OccupancyGridEstimator):
             warmup_steps=cfg.grid_warmup,
             n=cfg.grid_update_every,
         )
-        if step % cfg.grid_update_every == 0:
-            self._store_to_grid()
-            if broadcast_buffers(self.grid):  # distributed: rank 0's grid (nerfacc draws from each rank's CUDA RNG)
-                self.grid_changed()
+        if step % cfg.grid_update_every == 0:  # nerfacc made a new binaries: the grid takes it
+            self.grid.binaries = self.estimator.binaries.view(self.grid.binaries.shape)
 
     @torch.no_grad()
     def sample(self, rays: Rays, density_fn: DensityFn, train: bool,

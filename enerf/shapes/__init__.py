@@ -6,7 +6,7 @@ mesh, their surface extracted and scored.
     mesh.py      meshes loaded, normalised, points labelled and sampled, samples cached
     samples.py   ShapeData: the points a run trains and is scored on
     losses.py    the loss terms (bce; l1 + eikonal)
-    train.py     ShapeTask on the shared loop (enerf.train.loop), train_shape, evaluation
+    train.py     ShapeRun on the shared loop (enerf.train.loop), train_shape, evaluation
     extract.py   marching cubes of a trained field (enerf.export.isosurface)
 
 What NeRF shares with it lives outside: the config (``enerf.config.shape``), the command line

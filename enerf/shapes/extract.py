@@ -11,6 +11,7 @@ import trimesh
 from ..errors import EnerfError
 from ..export.isosurface import isosurface, query_grid, save_mesh
 from ..loaded_run import load_run
+from ..nn.modes import eval_mode
 from ..runfolder import check_output_file
 from .field import ISO_LEVEL, ShapeField
 from .mesh import volume_box
@@ -26,11 +27,12 @@ def extract_mesh(
 ) -> trimesh.Trimesh:
     """Marching cubes of the field's surface (level 0.5 of the occupancy probability, or 0 of
     the SDF) on a ``resolution``^3 grid over the box; faces wound with outward normals.
-    ``progress``: a bar over the grid's points (``enerf.progress``; on a terminal)."""
-    field.eval()
+    ``progress``: a bar over the grid's points (``enerf.progress``; on a terminal). The field
+    is queried in eval mode and keeps its own mode after."""
     level, inside = ISO_LEVEL[field.kind]
-    values = query_grid(field.surface_value, bbox_min, bbox_max, resolution, chunk=chunk, device=device,
-                        progress=progress, desc=f"{field.kind} {resolution}^3")
+    with eval_mode([field]):
+        values = query_grid(field.surface_value, bbox_min, bbox_max, resolution, chunk=chunk, device=device,
+                            progress=progress, desc=f"{field.kind} {resolution}^3")
     vertices, faces = isosurface(values, bbox_min, bbox_max, level, inside=inside)
     return trimesh.Trimesh(vertices, faces, process=False)
 
@@ -51,7 +53,7 @@ def mesh_from_checkpoint(
     check_output_file(path, "--out")
     lo, hi = volume_box(run.cfg.data.padding)
     tic = time.perf_counter()
-    mesh = extract_mesh(run.models["field"], lo, hi, resolution, run.device, run.cfg.train.chunk, progress)
+    mesh = extract_mesh(run.fields["field"], lo, hi, resolution, run.device, run.cfg.train.chunk, progress)
     seconds = time.perf_counter() - tic
     save_mesh(path, mesh)
     return path, mesh, seconds

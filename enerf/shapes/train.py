@@ -32,21 +32,21 @@ from ..export.isosurface import save_mesh
 from ..loaded_run import load_run, select_device
 from ..metrics import shape_metrics, volumetric_iou
 from ..nn.conditioning import condition_numbers
+from ..nn.modes import eval_mode
 from ..optim import PreconditionedOptimizer
 from ..rng import seed_everything
-from ..runfolder import RunLock, check_output_dir
-from ..runfolder import config_run_folder
+from ..runfolder import RunLock, check_output_dir, config_run_folder
+from ..train.distributed import average_gradients
 from ..train.evaluate import read_metrics
-from ..train.loop import Evaluation, train_loop
-from ..train.state import LoopState, optimizer_from_config, restore_loop_state
+from ..train.loop import Evaluation, StepResult, train_loop
+from ..train.state import LoopState, optimizer_from_config, restore_loop_state, set_learning_rates
 from .extract import extract_mesh, mesh_from_checkpoint
 from .field import ShapeField
 from .losses import shape_losses
 from .samples import ShapeData, load_shape_data
 
 __all__ = [
-    "ShapeTask",
-    "shape_learning_rate",
+    "ShapeRun",
     "evaluate_shape",
     "train_shape",
     "evaluate_shape_checkpoint",
@@ -54,18 +54,13 @@ __all__ = [
 ]
 
 
-def shape_learning_rate(step: int, lrate: float, lrate_decay: int) -> float:
-    """lrate * 0.1 ** (step / lrate_decay); constant when lrate_decay is 0."""
-    return lrate if lrate_decay <= 0 else lrate * 0.1 ** (step / lrate_decay)
-
-
 @torch.no_grad()
 def _predict_inside(field: ShapeField, points: np.ndarray, device: torch.device, chunk: int) -> np.ndarray:
-    field.eval()
     out = []
-    for lo in range(0, len(points), chunk):
-        x = torch.tensor(points[lo : lo + chunk], dtype=torch.float32, device=device)  # a copy
-        out.append(field.inside(x).cpu().numpy())
+    with eval_mode([field]):
+        for lo in range(0, len(points), chunk):
+            x = torch.tensor(points[lo : lo + chunk], dtype=torch.float32, device=device)  # a copy
+            out.append(field.inside(x).cpu().numpy())
     return np.concatenate(out)
 
 
@@ -118,8 +113,8 @@ def _finish(field, data, cfg, device, out_dir, steps, train_seconds, history, ck
 
 
 @dataclass
-class ShapeTask:
-    """A shape training task: the field, its labelled points and optimizer, and the methods the
+class ShapeRun:
+    """A shape training run: the field, its labelled points and optimizer, and the methods the
     training loop (``enerf.train.loop``) calls."""
 
     cfg: ShapeRunConfig
@@ -133,7 +128,6 @@ class ShapeTask:
 
     command = "enerf shape train"
     final_scalar = ("eval/iou", "iou")
-    batch_share = 1.0  # every process trains on its own full batch
     evaluation_may_stop = False
 
     def __post_init__(self) -> None:
@@ -142,20 +136,20 @@ class ShapeTask:
         self.occupancy = torch.from_numpy(train.occupancy.copy()).to(self.device)  # [n]
         self.sdf = torch.from_numpy(train.sdf.copy()).to(self.device)  # [n]
 
-    def set_learning_rate(self, step: int) -> float:
-        t = self.cfg.train
-        lr = shape_learning_rate(step, t.lrate, t.lrate_decay)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        return lr
-
-    def losses(self, step: int) -> dict[str, Tensor]:
-        """A batch of ``batch_size`` labelled points drawn with replacement; its loss terms."""
-        t = self.cfg.train
-        self.field.train()
+    def step(self, step: int, progress: float = 0.0) -> StepResult:
+        """Training step ``step``: a batch of ``batch_size`` labelled points drawn with replacement,
+        its loss terms, one update."""
+        t, optimizer = self.cfg.train, self.optimizer
+        lr = set_learning_rates(optimizer, t, step, progress)
         idx = torch.randint(len(self.points), (t.batch_size,), generator=self.generator).to(self.device)
-        return shape_losses(self.field, self.points[idx], self.occupancy[idx], self.sdf[idx], t.sdf_clamp,
-                            t.eikonal_weight)
+        losses = {**shape_losses(self.field, self.points[idx], self.occupancy[idx], self.sdf[idx], t.sdf_clamp,
+                                 t.eikonal_weight), **optimizer.penalties()}
+        loss = sum(losses.values())
+        optimizer.zero_grad(set_to_none=True)
+        optimizer.backward(loss)
+        average_gradients(optimizer.params, 1.0)  # distributed: every process trains on its own full batch
+        optimizer.step()
+        return StepResult(losses, loss, lr)
 
     def named_parameters(self):
         return self.field.named_parameters()
@@ -176,7 +170,7 @@ class ShapeTask:
         return Evaluation(record, {f"eval/{k}": v for k, v in shown.items()},
                           "  ".join(f"{k} {v:.4f}" for k, v in shown.items()))
 
-    def checkpoint_models(self) -> dict[str, dict]:
+    def checkpoint_fields(self) -> dict[str, dict]:
         return {"field": self.field.state_dict()}
 
     def checkpoint_extras(self) -> dict:
@@ -209,8 +203,8 @@ def train_shape(cfg: ShapeRunConfig, resume: bool = False, progress: bool = True
     field = ShapeField(cfg.field).to(device)
     optimizer = optimizer_from_config(field, cfg.train)
     loop = restore_loop_state(payload, {"field": field}, optimizer, generator)
-    task = ShapeTask(cfg, device, data, field, optimizer, generator, loop, resumed=payload is not None)
-    return train_loop(task, out_dir, ckpt_path, progress)
+    run = ShapeRun(cfg, device, data, field, optimizer, generator, loop, resumed=payload is not None)
+    return train_loop(run, out_dir, ckpt_path, progress)
 
 
 def evaluate_shape_checkpoint(ckpt: str | Path, device_name: str | None = None) -> dict:
@@ -221,5 +215,5 @@ def evaluate_shape_checkpoint(ckpt: str | Path, device_name: str | None = None) 
     data = load_shape_data(run.cfg.data, run.cfg.train.eval_points)
     extra = run.extra
     with RunLock(out_dir, "enerf shape eval"):
-        return _finish(run.models["field"], data, run.cfg, run.device, out_dir, run.step, extra.get("train_seconds", 0.0),
+        return _finish(run.fields["field"], data, run.cfg, run.device, out_dir, run.step, extra.get("train_seconds", 0.0),
                        extra.get("history", []), run.ckpt_path, extra.get("kappa_history", []))

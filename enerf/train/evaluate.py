@@ -15,16 +15,25 @@ from ..atomic import atomic_write_bytes, atomic_write_json
 from ..config import RenderConfig
 from ..data.scene import Scene
 from ..errors import ConfigError
-from ..export.images import render_view
 from ..fields.nerf import NeRFField
 from ..metrics import LPIPS_MIN_SIZE, SSIM_WINDOW, image_metrics, make_lpips
 from ..progress import progress_bar, stderr_is_terminal
 from .estimate import duration_text
 from ..render import Renderer
+from ..render.images import render_rays_image
 from ..loaded_run import load_run
 from ..runfolder import RunLock, check_output_dir
 
-__all__ = ["evaluate_views", "ViewReport", "summarize", "write_metrics", "read_metrics", "evaluate_checkpoint"]
+__all__ = ["render_scene_view", "evaluate_views", "ViewReport", "summarize", "read_metrics", "evaluate_checkpoint"]
+
+
+def render_scene_view(scene: Scene, index: int, fields: dict[str, NeRFField], cfg: RenderConfig, device: torch.device,
+                      renderer: Renderer | None = None, bar=None, stride: int = 1) -> np.ndarray:
+    """Render view ``index`` of ``scene`` (``enerf.render.images.render_rays_image``); returns rgb
+    [H, W, 3] float32 in [0, 1], or with ``stride`` s > 1 every s-th row and column of it (``Scene.rays``)."""
+    out = render_rays_image(scene.rays(index, device=device, stride=stride), fields, cfg, device, renderer=renderer,
+                            aabb=scene.aabb, bar=bar)
+    return out["rgb"].clamp(0.0, 1.0).cpu().numpy()
 
 
 def evaluate_views(
@@ -60,7 +69,7 @@ def evaluate_views(
     with progress_bar(len(views) * rows * cols, desc, progress, unit="ray", leave=leave) as bar:
         for k, index in enumerate(views):
             bar.set_postfix_str(f"view {k + 1}/{len(views)}", refresh=False)
-            pred = render_view(scene, int(index), fields, cfg, device, renderer=renderer, bar=bar, stride=stride)
+            pred = render_scene_view(scene, int(index), fields, cfg, device, renderer=renderer, bar=bar, stride=stride)
             scores = image_metrics(pred, scene.image(int(index), stride), lpips_metric)
             per_image.append({"view": int(index), **scores})
             if lines is not None:
@@ -107,11 +116,6 @@ def summarize(per_image: list[dict], lpips_error: str | None) -> dict:
     return summary
 
 
-def write_metrics(path: Path, metrics: dict) -> None:
-    """Write metrics.json atomically; always valid JSON (a NaN or inf value is written as null)."""
-    atomic_write_json(path, metrics)
-
-
 def read_metrics(path: Path) -> dict:
     """A run's metrics.json as a dict ({} when absent); ConfigError when it is not a JSON object."""
     if not path.is_file():
@@ -137,7 +141,7 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
     previous = read_metrics(metrics_path)
     lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
     with RunLock(out_dir, "enerf eval"):  # training writes metrics.json too: one writer at a time
-        per_image = evaluate_views(scene, scene.i_test, run.models, cfg.render, device, lpips_metric,
+        per_image = evaluate_views(scene, scene.i_test, run.fields, cfg.render, device, lpips_metric,
                                    image_dir=out_dir / "test_views", renderer=run.renderer, progress=progress,
                                    stride=cfg.train.eval_stride)
         metrics = {
@@ -151,5 +155,5 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
             "checkpoint": str(run.ckpt_path),
         }
         metrics.setdefault("train_seconds", run.extra.get("train_seconds"))
-        write_metrics(metrics_path, metrics)
+        atomic_write_json(metrics_path, metrics)  # a NaN or inf value is written as null
     return metrics

@@ -1,10 +1,10 @@
-"""The one training loop of every task (NeRF: ``train/nerf.py``, shapes: ``train/shape.py``).
+"""The one training loop of every kind of run (NeRF: ``train/nerf.py``, shapes: ``shapes/train.py``).
 
-A task (``TrainingTask``) brings its models, optimizer, batch and evaluation; the loop does the
-rest, the same for all tasks:
+A run (``TrainingRun``) brings its models, optimizer and its step (``NerfRun.step``: learning
+rate, batch, forward pass, losses, backward pass, update, in one function); the loop keeps the
+cadence, the same for all runs:
 
-* the step (``take_step``): learning rate, the task's loss terms, the optimizer's penalties,
-  the one backward pass and the update; then the divergence guard (``FiniteGuard``);
+* the step, then the divergence guard (``FiniteGuard``);
 * cadences: logging (``log_every``: progress bar, TensorBoard ``train/*``), condition numbers
   (``kappa_every``: ``kappa_W/*``, ``kappa_EW/*`` and ``kappa_history``), held-out evaluation
   (``eval_every``: ``history``), checkpoints (every ``ckpt_every`` steps, every
@@ -16,15 +16,14 @@ rest, the same for all tasks:
   checkpoints), ``time_budget`` stops a run once it is spent (the progress bar then counts
   training seconds toward it, so its ETA is the budget's), and after the first few timed
   steps one line says how long the rest will take (``enerf.train.estimate``); the loop's wall
-  time is ``LoopState.wall_seconds``;
-* the cooldown (``lrate_cooldown``): over the run's last fraction, measured in steps or in
-  training time, whichever is further along, the task's learning rate is annealed to a tenth;
+  time is ``LoopState.wall_seconds``; the step gets the run's progress (``state.training_progress``)
+  for the learning rate's cooldown;
 * the run folder: locked while written (``RunLock``), stale temp files removed, ``config.json``,
-  ``tb/``, ``checkpoints/latest.pt``; ``--resume`` continues from the ``LoopState`` the task
+  ``tb/``, ``checkpoints/latest.pt``; ``--resume`` continues from the ``LoopState`` the run
   restored from that checkpoint.
 
-Data-parallel hooks go in two places: ``take_step`` (the one backward pass) and
-``writes_outputs`` (the one decision whether this process writes files).
+Data-parallel: ``writes_outputs`` is the one decision whether this process writes files; the
+step does its own collectives (``enerf.train.distributed``).
 """
 
 from __future__ import annotations
@@ -44,20 +43,21 @@ from tqdm import tqdm
 from ..atomic import atomic_write_json, json_safe
 from ..checkpoint import save_checkpoint
 from ..errors import RunInterrupted
-from ..distributed import any_rank, average_gradients, is_writer, max_over_ranks
+from .distributed import any_rank, is_writer, max_over_ranks
 from ..nn.conditioning import condition_numbers
 from ..runfolder import RunLock, remove_stale_temp_files
 from .divergence import FiniteGuard
 from .estimate import StepEstimate
+from .state import training_progress
 from .state import LoopState
 
-__all__ = ["TrainingTask", "Evaluation", "StepResult", "Stopwatch", "TrainingBar", "cooldown_factor", "training_progress",
-           "take_step", "stop_signals", "train_loop", "writes_outputs"]
+__all__ = ["TrainingRun", "Evaluation", "StepResult", "Stopwatch", "TrainingBar", "stop_signals", "train_loop",
+           "writes_outputs"]
 
 
 @dataclass
 class Evaluation:
-    """One periodic evaluation, as a task reports it to the loop."""
+    """One periodic evaluation, as a run reports it to the loop."""
 
     record: dict  # the ``history`` entry's values (the loop adds step and train_seconds first)
     scalars: dict[str, float] = field(default_factory=dict)  # TensorBoard tag -> value
@@ -65,8 +65,8 @@ class Evaluation:
     stop: str | None = None  # why the run should stop here (e.g. a PSNR target reached); None: go on
 
 
-class TrainingTask(Protocol):
-    """What a task gives the loop (``enerf.train.nerf.NerfTask``, ``enerf.train.shape.ShapeTask``)."""
+class TrainingRun(Protocol):
+    """What a run gives the loop (``enerf.train.nerf.NerfRun``, ``enerf.shapes.train.ShapeRun``)."""
 
     cfg: object  # RunConfig | ShapeRunConfig: expname, to_dict(), and train.{iters, log_every, ...}
     optimizer: object  # PreconditionedOptimizer
@@ -74,15 +74,12 @@ class TrainingTask(Protocol):
     loop: LoopState  # where the loop starts: restored from the checkpoint on --resume
     resumed: bool  # whether ``loop`` came from a checkpoint
     command: str  # the command holding the run folder's lock, e.g. "enerf train"
-    batch_share: float  # distributed: this rank's share of the last step's global batch (1 on one process)
-    evaluation_may_stop: bool  # whether a periodic evaluation can stop the run (e.g. --stop_at_psnr)
+    evaluation_may_stop: bool  # whether a periodic evaluation can stop the run (on every rank)
     final_scalar: tuple[str, str]  # (TensorBoard tag, metrics key) written after ``finish``
 
-    def set_learning_rate(self, step: int) -> float:
-        """Set the optimizer's rate for ``step``; returns the rate to log."""
-
-    def losses(self, step: int) -> dict[str, Tensor]:
-        """Forward pass of step ``step`` on the task's next batch: the named loss terms."""
+    def step(self, step: int, progress: float) -> "StepResult":
+        """Training step ``step`` (0-based) at ``progress`` in [0, 1] through the run: learning
+        rate, batch, losses, backward pass, update."""
 
     def named_parameters(self) -> Iterable[tuple[str, Tensor]]:
         """The trained (name, parameter) pairs, for the divergence guard."""
@@ -96,11 +93,11 @@ class TrainingTask(Protocol):
     def evaluate(self, step: int) -> Evaluation:
         """A periodic held-out evaluation after ``step`` steps."""
 
-    def checkpoint_models(self) -> dict[str, dict]:
+    def checkpoint_fields(self) -> dict[str, dict]:
         """Name -> state_dict of every trained network."""
 
     def checkpoint_extras(self) -> dict:
-        """The task's own resumable state (sampler, estimator, ...) for the checkpoint's ``extra``."""
+        """The run's own resumable state (sampler, renderer, ...) for the checkpoint's ``extra``."""
 
     def finish(self, state: LoopState, out_dir: Path, ckpt_path: Path) -> dict:
         """Final evaluation after the last checkpoint; writes and returns the metrics."""
@@ -114,46 +111,8 @@ class StepResult(NamedTuple):
 
 def writes_outputs() -> bool:
     """Whether this process writes the run's files (config.json, tb/, checkpoints, metrics): the
-    one place that decides. Data-parallel (``enerf.distributed``): rank 0 only."""
+    one place that decides. Data-parallel (``enerf.train.distributed``): rank 0 only."""
     return is_writer()
-
-
-def training_progress(step: int, iters: int, seconds: float, time_budget: float) -> float:
-    """How far through its run a step is, in [0, 1]: the larger of ``step / iters`` and, with a
-    time budget, ``seconds / time_budget`` (training seconds spent before the step)."""
-    progress = step / iters
-    if time_budget > 0:
-        progress = max(progress, seconds / time_budget)
-    return min(progress, 1.0)
-
-
-def cooldown_factor(progress: float, cooldown: float) -> float:
-    """What the learning rate is multiplied by at ``progress`` (``training_progress``): 1 before the
-    last ``cooldown`` fraction of the run, then ``0.1 ** ((progress - (1 - cooldown)) / cooldown)``,
-    down to 0.1 at the end; always 1 when ``cooldown`` is 0."""
-    start = 1.0 - cooldown
-    if cooldown <= 0 or progress <= start:
-        return 1.0
-    return 0.1 ** ((progress - start) / cooldown)
-
-
-def take_step(task: TrainingTask, step: int, lr_factor: float = 1.0) -> StepResult:
-    """Training step ``step`` (0-based): learning rate (the task's, times ``lr_factor``), the task's
-    loss terms plus the optimizer's penalties, the backward pass, the update."""
-    lr = task.set_learning_rate(step)
-    if lr_factor != 1.0:
-        for group in task.optimizer.param_groups:
-            group["lr"] *= lr_factor
-        lr *= lr_factor
-    losses = task.losses(step)
-    losses.update(task.optimizer.penalties())
-    loss = sum(losses.values())
-    task.optimizer.zero_grad(set_to_none=True)
-    task.optimizer.backward(loss)  # the one backward pass
-    # distributed: the gradient of the global batch, each rank weighted by its share of it
-    average_gradients(task.optimizer.params, task.batch_share)
-    task.optimizer.step()
-    return StepResult(losses, loss, lr)
 
 
 class Stopwatch:
@@ -253,23 +212,23 @@ class _NoWriter:
         pass
 
 
-StepHook = Callable[[TrainingTask, int], None]
+StepHook = Callable[[TrainingRun, int], None]
 
 
-def train_loop(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool = True,
+def train_loop(run: TrainingRun, out_dir: Path, ckpt_path: Path, progress: bool = True,
                on_step: StepHook | None = None) -> dict | None:
-    """Lock ``out_dir``, train ``task`` from ``task.loop.step`` to its last step (or until it
-    stops early), write the last checkpoint to ``ckpt_path``; returns ``task.finish``'s metrics
+    """Lock ``out_dir``, train ``run`` from ``run.loop.step`` to its last step (or until it
+    stops early), write the last checkpoint to ``ckpt_path``; returns ``run.finish``'s metrics
     (None in a process that writes no outputs: ranks other than 0).
 
-    ``on_step(task, steps_done)``: called after every step in the process that writes outputs,
+    ``on_step(run, steps_done)``: called after every step in the process that writes outputs,
     with the training clock paused (``enerf train --viewer`` renders there); it must not change
     the run (no random numbers from the run's generators, no gradients, the batch untouched)."""
     if not writes_outputs():  # distributed: rank 0 holds the lock and writes
-        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress, on_step)
-    with RunLock(out_dir, task.command):
+        return _train_locked(run, Path(out_dir), Path(ckpt_path), progress, on_step)
+    with RunLock(out_dir, run.command):
         remove_stale_temp_files(out_dir)
-        return _train_locked(task, Path(out_dir), Path(ckpt_path), progress, on_step)
+        return _train_locked(run, Path(out_dir), Path(ckpt_path), progress, on_step)
 
 
 def _interrupted(caught: list[int], step: int, ckpt_path: Path) -> RunInterrupted:
@@ -279,31 +238,31 @@ def _interrupted(caught: list[int], step: int, ckpt_path: Path) -> RunInterrupte
                           "--resume", 128 + int(signum))
 
 
-def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: bool,
+def _train_locked(run: TrainingRun, out_dir: Path, ckpt_path: Path, progress: bool,
                   on_step: StepHook | None = None) -> dict | None:
-    cfg, t, state = task.cfg, task.cfg.train, task.loop
+    cfg, t, state = run.cfg, run.cfg.train, run.loop
     writes = writes_outputs()
     if writes:
         atomic_write_json(out_dir / "config.json", cfg.to_dict())
     writer = SummaryWriter(log_dir=str(out_dir / "tb")) if writes else _NoWriter()
-    guard = FiniteGuard(task.named_parameters(), t.lrate)
-    saved_step = state.step if task.resumed else None  # the step of the checkpoint on disk
+    guard = FiniteGuard(run.named_parameters(), t.lrate)
+    saved_step = state.step if run.resumed else None  # the step of the checkpoint on disk
     clock = Stopwatch(state.train_seconds)
 
     def checkpoint(step: int) -> None:
         nonlocal saved_step
         state.train_seconds = clock.seconds
         if writes:
-            save_checkpoint(ckpt_path, cfg, step, task.checkpoint_models(), task.optimizer.state_dict(),
-                            extra={"generator": task.generator.get_state(), "history": state.history,
+            save_checkpoint(ckpt_path, cfg, step, run.checkpoint_fields(), run.optimizer.state_dict(),
+                            extra={"generator": run.generator.get_state(), "history": state.history,
                                    "train_seconds": state.train_seconds, "kappa_history": state.kappa_history,
-                                   **task.checkpoint_extras()})
+                                   **run.checkpoint_extras()})
         saved_step = step
 
     tic = time.perf_counter()
     try:
         with stop_signals() as caught:
-            _steps(task, state, clock, writer, guard, checkpoint, lambda: saved_step, caught, progress and writes,
+            _steps(run, state, clock, writer, guard, checkpoint, lambda: saved_step, caught, progress and writes,
                    ckpt_path, on_step)
     except RunInterrupted:
         writer.close()  # the scalars logged so far stay in tb/
@@ -313,19 +272,19 @@ def _train_locked(task: TrainingTask, out_dir: Path, ckpt_path: Path, progress: 
     state.wall_seconds = time.perf_counter() - tic
     if not writes:  # distributed: rank 0 evaluates and writes metrics.json
         return None
-    metrics = task.finish(state, out_dir, ckpt_path)
-    tag, key = task.final_scalar
+    metrics = run.finish(state, out_dir, ckpt_path)
+    tag, key = run.final_scalar
     writer.add_scalar(tag, metrics[key], state.step)
     writer.close()
     return metrics
 
 
-def _steps(task: TrainingTask, state: LoopState, clock: Stopwatch, writer, guard: FiniteGuard,
+def _steps(run: TrainingRun, state: LoopState, clock: Stopwatch, writer, guard: FiniteGuard,
            checkpoint: Callable[[int], None], saved_step: Callable[[], int | None], caught: list[int], show: bool,
            ckpt_path: Path, on_step: StepHook | None) -> None:
     """The steps from ``state.step`` to the last (or an early stop), with their cadences; a caught
     signal (``stop_signals``) writes the checkpoint after the current step and raises RunInterrupted."""
-    cfg, t, writes = task.cfg, task.cfg.train, writes_outputs()
+    cfg, t, writes = run.cfg, run.cfg.train, writes_outputs()
     bar = TrainingBar(t.iters, t.time_budget, state.step, clock.seconds, cfg.expname, show)
     say = bar.write if writes else (lambda line: None)
     estimate = StepEstimate(t.iters, t.time_budget)  # one line, after the first few timed steps
@@ -333,7 +292,7 @@ def _steps(task: TrainingTask, state: LoopState, clock: Stopwatch, writer, guard
     last_saved = clock.seconds  # training seconds at the last checkpoint (or the start)
     try:
         for step in range(state.step, t.iters):
-            if _step(task, state, step, clock, writer, guard, bar, say, estimate, cooldown, saved_step(), ckpt_path):
+            if _step(run, state, step, clock, writer, guard, bar, say, estimate, cooldown, saved_step(), ckpt_path):
                 break
             done = state.step
             if done < t.iters and ((t.ckpt_every > 0 and done % t.ckpt_every == 0) or (
@@ -343,7 +302,7 @@ def _steps(task: TrainingTask, state: LoopState, clock: Stopwatch, writer, guard
                 last_saved = clock.seconds
             if on_step is not None and writes:
                 with clock.paused():
-                    on_step(task, done)
+                    on_step(run, done)
             if any_rank(bool(caught)):  # distributed: every rank stops at the same step
                 with clock.paused():
                     checkpoint(done)
@@ -355,17 +314,16 @@ def _steps(task: TrainingTask, state: LoopState, clock: Stopwatch, writer, guard
         bar.close()
 
 
-def _step(task: TrainingTask, state: LoopState, step: int, clock: Stopwatch, writer, guard: FiniteGuard,
+def _step(run: TrainingRun, state: LoopState, step: int, clock: Stopwatch, writer, guard: FiniteGuard,
           bar: TrainingBar, say: Callable[[str], None], estimate: StepEstimate, cooldown: float,
           saved_step: int | None, ckpt_path: Path) -> bool:
     """Step ``step`` with its logging, condition numbers and periodic evaluation; True when an
     evaluation stops the run."""
-    t, writes = task.cfg.train, writes_outputs()
-    lr_factor = 1.0
+    t, writes = run.cfg.train, writes_outputs()
+    progress = 0.0  # how far the run is, for the learning rate's cooldown (state.py)
     if cooldown > 0:  # distributed: the furthest rank's clock, so that all ranks share one rate
-        lr_factor = cooldown_factor(max_over_ranks(training_progress(step, t.iters, clock.seconds, t.time_budget)),
-                                    cooldown)
-    result = take_step(task, step, lr_factor)
+        progress = max_over_ranks(training_progress(step, t.iters, clock.seconds, t.time_budget))
+    result = run.step(step, progress)
     done = state.step = step + 1
     guard.check(done, result.loss, ckpt_path, saved_step)
     bar.advance(done, clock.seconds)
@@ -373,23 +331,23 @@ def _step(task: TrainingTask, state: LoopState, step: int, clock: Stopwatch, wri
     if line:
         say(line)
     if writes and (done % t.log_every == 0 or done == t.iters):
-        postfix, scalars = task.log(done, result.losses, result.loss)
+        postfix, scalars = run.log(done, result.losses, result.loss)
         bar.set_postfix(**postfix)
         for name, value in result.losses.items():
             writer.add_scalar(f"train/{name}", value.item(), done)
         for tag, value in {**scalars, "train/lr": result.lr}.items():
             writer.add_scalar(tag, value, done)
     if writes and t.kappa_every > 0 and (done % t.kappa_every == 0 or done == 1):
-        kappas = condition_numbers(task.kappa_module())
+        kappas = condition_numbers(run.kappa_module())
         state.kappa_history.append({"step": done, "layers": {k: json_safe(v) for k, v in kappas.items()}})
         for layer, (kappa_w, kappa_ew) in kappas.items():
             writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
             writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
     # distributed: the other ranks evaluate too when the result may stop the run (the same on every rank)
     if (t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters
-            and (writes or task.evaluation_may_stop)):
+            and (writes or run.evaluation_may_stop)):
         with clock.paused():
-            evaluation = task.evaluate(done)
+            evaluation = run.evaluate(done)
             state.history.append({"step": done, "train_seconds": clock.seconds, **evaluation.record})
             for tag, value in evaluation.scalars.items():
                 writer.add_scalar(tag, value, done)

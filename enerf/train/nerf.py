@@ -1,7 +1,8 @@
-"""The NeRF training task: sample rays, render, MSE, Adam with exponential decay, evaluate.
+"""A NeRF training run: its step (``NerfRun.step``), evaluations and checkpoint extras.
 
-``NerfTask`` holds a run's scene, fields, ray sampler and renderer and gives the shared loop
-(``enerf.train.loop``) its step's loss terms, its evaluations and its checkpoint extras.
+``NerfRun`` holds a run's scene, fields, ray sampler and renderer; ``NerfRun.step`` is the whole
+training step in one function (learning rate, grid update, batch, render, losses, backward,
+update, record); the shared loop (``enerf.train.loop``) keeps the cadence around it.
 
 One run writes into ``<basedir>/<expname>/``::
 
@@ -22,67 +23,74 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..atomic import atomic_write_json
 from ..checkpoint import load_checkpoint
-from ..config import RunConfig, TrainConfig
+from ..config import RunConfig
 from ..data.camera_record import cameras_record
 from ..data.loaders import load_scene
 from ..cameras.normalize import transform_record
 from ..data.sampler import RaySampler
 from ..data.scene import Scene
-from ..distributed import broadcast_parameters, process_group, rank_device, rank_generator, shard_batch, sum_over_ranks
 from ..errors import CheckpointError
 from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers
 from ..optim import PreconditionedOptimizer
 from ..render import Renderer, build_renderer
-from ..rng import seed_everything
 from ..fields.build import build_fields
-from ..loaded_run import select_device
-from ..runfolder import config_run_folder
-from ..runfolder import check_output_dir
+from ..loaded_run import renderer_state, select_device
+from ..rng import seed_everything
+from ..runfolder import check_output_dir, config_run_folder
 from .divergence import black_level_psnr, black_warning
-from .evaluate import evaluate_views, summarize, write_metrics
-from .loop import Evaluation, take_step, train_loop
-from .losses import nerf_losses
+from .distributed import (average_gradients, broadcast_parameters, process_group, rank_device, rank_generator,
+                          shard_batch, sum_over_ranks, update_grid)
+from .evaluate import evaluate_views, summarize
+from .loop import Evaluation, StepResult, train_loop
 from .rays_per_step import RaysPerStep
-from .state import LoopState, optimizer_from_config, restore_loop_state
+from .state import LoopState, optimizer_from_config, restore_loop_state, set_learning_rates
 
-__all__ = ["train_nerf", "NerfTask", "prepare_run", "step_run", "grid_record", "learning_rate", "set_learning_rate"]
-
-
-def learning_rate(step: int, lrate: float, lrate_decay: float) -> float:
-    """nerf-pytorch's schedule: lrate * 0.1 ** (step / (lrate_decay * 1000))."""
-    return lrate * 0.1 ** (step / (lrate_decay * 1000))
+__all__ = ["train_nerf", "NerfRun", "prepare_run", "nerf_losses", "grid_record"]
 
 
-def set_learning_rate(optimizer, step: int, train: TrainConfig) -> float:
-    """Set every parameter group's rate for ``step``: the schedule's value times ``lrate_scale``
-    times the group's own ``lr_scale`` (grids: encoding_lrate / lrate). Returns the trunk's rate."""
-    lr = learning_rate(step, train.lrate, train.lrate_decay) * train.lrate_scale
-    for group in optimizer.param_groups:
-        group["lr"] = lr * group.get("lr_scale", 1.0)
-    return lr
+def nerf_losses(out: dict, target: Tensor, fields: dict | None = None, tv_weight: float = 0.0) -> dict[str, Tensor]:
+    """The named loss terms of a step: photometric MSE of the final pass and of the coarse pass if any, and
+    ``tv_weight`` x the total variation of every field's learned position encoding (triplane).
+
+    Args:
+        out: the renderer's output, rgb: Tensor  # [n_rays, 3] (+ rgb_coarse)
+        target: Tensor  # [n_rays, 3]
+    """
+    losses = {"mse": torch.mean((out["rgb"] - target) ** 2)}
+    if "rgb_coarse" in out:
+        losses["mse_coarse"] = torch.mean((out["rgb_coarse"] - target) ** 2)
+    losses.update(out.get("loss_terms") or {})  # the renderer's own (proposal sampler: proposal, distortion)
+    if tv_weight > 0 and fields:
+        encodings = [f.pos_encoding for f in fields.values()
+                     if hasattr(getattr(f, "pos_encoding", None), "total_variation")]
+        if encodings:
+            losses["tv"] = tv_weight * sum(e.total_variation() for e in encodings)
+    return losses
 
 
-def work_record(ray_batch: RaysPerStep) -> dict:
+def work_record(rays_per_step: RaysPerStep) -> dict:
     """Per training ray so far: network queries, and rendered points whose colour was skipped."""
-    return {"queries_per_ray": ray_batch.queries_per_ray, "colour_skipped_per_ray": ray_batch.colour_skipped_per_ray}
+    return {"queries_per_ray": rays_per_step.queries_per_ray,
+            "colour_skipped_per_ray": rays_per_step.colour_skipped_per_ray}
 
 
-def grid_record(renderer, ray_batch: RaysPerStep) -> dict:
+def grid_record(renderer, rays_per_step: RaysPerStep) -> dict:
     """For grid renderers: the fraction of occupied cells and the points grid updates have sent
     to the field per training ray so far (not part of ``queries_per_ray``); {} otherwise."""
     grid = renderer.grid
     if grid is None:
         return {}
     return {"grid_occupied": float(grid.binaries.float().mean()),
-            "grid_update_queries_per_ray": renderer.update_queries / max(ray_batch.rays, 1)}
+            "grid_update_queries_per_ray": renderer.update_queries / max(rays_per_step.rays, 1)}
 
 
 @dataclass
-class NerfTask:
-    """A NeRF training task (``prepare_run``): what its steps and evaluations use, and the
+class NerfRun:
+    """A NeRF training run (``prepare_run``): what its steps and evaluations use, and the
     methods the training loop (``enerf.train.loop``) calls."""
 
     cfg: RunConfig
@@ -93,12 +101,11 @@ class NerfTask:
     generator: torch.Generator
     sampler: RaySampler
     renderer: Renderer
-    ray_batch: RaysPerStep
+    rays_per_step: RaysPerStep
     eval_views: list[int]
     loop: LoopState
     resumed: bool = False
     warmup_psnr: float | None = None  # best training PSNR logged in the first warmup_steps steps
-    batch_share: float = 1.0  # distributed: this rank's share of the last step's global ray batch
     progress: bool = True  # progress bars of the evaluations (on a terminal; --quiet: off)
     logged_psnr: list[float] = field(default_factory=list)  # training PSNRs logged since the last evaluation
     load_seconds: float = 0.0  # wall-clock seconds prepare_run took (scene, fields, renderer)
@@ -114,24 +121,33 @@ class NerfTask:
     def warmup_steps(self) -> int:
         return max(self.cfg.train.log_every, self.cfg.train.iters // 10)
 
-    def set_learning_rate(self, step: int) -> float:
-        return set_learning_rate(self.optimizer, step, self.cfg.train)
-
-    def losses(self, step: int) -> dict[str, torch.Tensor]:
-        """Grid update (grid renderers), a ray batch of ``ray_batch.n_rays``, render, loss terms."""
-        train = self.cfg.train
-        for f in self.fields.values():
-            f.train()
-        self.renderer.update(step, self.fields, self.generator)  # occupancy grid, every grid_update_every steps
-        self.sampler.batch_size = self.ray_batch.n_rays
-        batch_rays, target = self.sampler.sample(center_only=step < train.precrop_iters)
-        batch_rays, target = shard_batch(batch_rays, target)  # distributed: this rank's share of the global batch
-        self.batch_share = target.shape[0] / self.sampler.batch_size
-        out = self.renderer.render_rays(batch_rays, self.fields, train=True,
-                                        generator=rank_generator(self.generator))  # distributed: own jitter
-        self.ray_batch.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
-                                              out["n_colour_skipped"]))  # distributed: global counts
-        return nerf_losses(out, target, self.fields, train.tv_weight)
+    def step(self, step: int, progress: float = 0.0) -> StepResult:
+        """Training step ``step`` (0-based), ``progress`` in [0, 1] through the run (the learning
+        rate's cooldown). Data-parallel runs (``enerf.train.distributed``) take one global batch:
+        each rank renders its share, the gradient is the global batch's."""
+        train, renderer, optimizer = self.cfg.train, self.renderer, self.optimizer
+        # 1. the learning rate of every parameter group (state.learning_rate)
+        lr = set_learning_rates(optimizer, train, step, progress)
+        # 2. grid renderers: the occupancy grid's update, every grid_update_every steps
+        update_grid(renderer, step, self.fields, self.generator)
+        # 3. the batch: rays_per_step.n_rays random training pixels (this rank's share of them)
+        self.sampler.n_rays = n_rays = self.rays_per_step.n_rays
+        rays, target = shard_batch(*self.sampler.sample(center_only=step < train.precrop_iters))
+        # 4. render (jitter from this rank's own generator)
+        out = renderer.render_rays(rays, self.fields, train=True, generator=rank_generator(self.generator))
+        # 5. the named loss terms: photometric, the renderer's own, total variation, the optimizer's penalties
+        losses = {**nerf_losses(out, target, self.fields, train.tv_weight), **optimizer.penalties()}
+        loss = sum(losses.values())
+        # 6. the one backward pass; the gradient of the global batch, each rank weighted by its share
+        optimizer.zero_grad(set_to_none=True)
+        optimizer.backward(loss)
+        average_gradients(optimizer.params, target.shape[0] / n_rays)
+        # 7. the update (BNP's transform and decoupled decay inside)
+        optimizer.step()
+        # 8. record the work (summed over ranks) and size the next batch for the target samples per step
+        self.rays_per_step.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
+                                                  out["n_colour_skipped"]))
+        return StepResult(losses, loss, lr)
 
     def named_parameters(self):
         return ((f"{n}.{k}", p) for n, f in self.fields.items() for k, p in f.named_parameters())
@@ -160,22 +176,22 @@ class NerfTask:
         target = self.cfg.train.stop_at_psnr
         stop = (f"held-out PSNR reached --stop_at_psnr {target:g} dB at step {step}"
                 if target > 0 and psnr >= target else None)
-        record = {"psnr": psnr, "train_psnr": self.train_psnr(), **work_record(self.ray_batch),
-                  **grid_record(self.renderer, self.ray_batch)}
+        record = {"psnr": psnr, "train_psnr": self.train_psnr(), **work_record(self.rays_per_step),
+                  **grid_record(self.renderer, self.rays_per_step)}
         return Evaluation(record, {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB", stop)
 
-    def checkpoint_models(self) -> dict[str, dict]:
+    def checkpoint_fields(self) -> dict[str, dict]:
         return {name: f.state_dict() for name, f in self.fields.items()}
 
     def checkpoint_extras(self) -> dict:
-        return {"sampler": self.sampler.state_dict(), "estimator": self.renderer.state_dict(),
-                "ray_batch": self.ray_batch.state_dict(), "warmup_psnr": self.warmup_psnr,
+        return {"sampler": self.sampler.state_dict(), "renderer": self.renderer.state_dict(),
+                "rays_per_step": self.rays_per_step.state_dict(), "warmup_psnr": self.warmup_psnr,
                 "scene_transform": transform_record(self.scene.scene_to_world),  # scene space -> capture frame
                 "cameras": cameras_record(self.scene)}  # render / mesh / export without the scene folder
 
     def finish(self, state: LoopState, out_dir: Path, ckpt_path: Path) -> dict:
         """Render and score every held-out view (test_views/), write metrics.json."""
-        cfg, scene, device, renderer, ray_batch = self.cfg, self.scene, self.device, self.renderer, self.ray_batch
+        cfg, scene, device, renderer, rays_per_step = self.cfg, self.scene, self.device, self.renderer, self.rays_per_step
         steps, train_seconds = state.step, state.train_seconds
         tic = time.perf_counter()
         lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
@@ -201,22 +217,22 @@ class NerfTask:
             "seed": cfg.train.seed,
             "device": str(device),
             "history": state.history + [{"step": steps, "train_seconds": train_seconds, "psnr": summary["psnr"],
-                                         "train_psnr": self.train_psnr(), **work_record(ray_batch),
-                                         **grid_record(renderer, ray_batch)}],
+                                         "train_psnr": self.train_psnr(), **work_record(rays_per_step),
+                                         **grid_record(renderer, rays_per_step)}],
             "renderer": renderer.name,
-            **ray_batch.summary(),  # queries_per_ray (network queries per training ray), colour_skipped_per_ray, ...
-            **grid_record(renderer, ray_batch),  # grid renderers: grid_occupied, grid_update_queries_per_ray
+            **rays_per_step.summary(),  # queries_per_ray (network queries per training ray), colour_skipped_per_ray, ...
+            **grid_record(renderer, rays_per_step),  # grid renderers: grid_occupied, grid_update_queries_per_ray
             "kappa": {k: list(v) for k, v in condition_numbers(self.fields["coarse"]).items()},
             "kappa_history": state.kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
             "checkpoint": str(ckpt_path),
             "black_psnr": black,  # held-out PSNR of an image that is the background colour everywhere
             "warnings": [warning] if warning else [],
         }
-        write_metrics(out_dir / "metrics.json", metrics)
+        atomic_write_json(out_dir / "metrics.json", metrics)  # a NaN or inf value is written as null
         return metrics
 
 
-def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfTask:
+def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfRun:
     """Seed, load the scene, build fields, optimizer, ray sampler, renderer (and its grid) and
     ray batch for ``cfg``; restored from a checkpoint ``payload`` when given."""
     tic = time.perf_counter()
@@ -233,19 +249,13 @@ def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | 
     eval_views = scene.i_test if cfg.train.eval_views <= 0 else scene.i_test[: cfg.train.eval_views]
     # Renderer (and its occupancy grid, restored on resume); rays per step sized for a sample budget.
     saved_extra = payload["extra"] if payload is not None else {}
-    renderer = build_renderer(cfg.render, device, state=saved_extra.get("estimator"), extent=sampler.extent,
+    renderer = build_renderer(cfg.render, device, state=renderer_state(saved_extra), extent=sampler.extent,
                               aabb=scene.aabb)
-    ray_batch = RaysPerStep.for_run(cfg, len(sampler), renderer.estimator.grid is not None)
-    ray_batch.load_state_dict(saved_extra.get("ray_batch"))
-    return NerfTask(cfg, device, scene, fields, optimizer, generator, sampler, renderer, ray_batch,
+    rays_per_step = RaysPerStep.for_run(cfg, len(sampler), renderer.grid is not None)
+    rays_per_step.load_state_dict(saved_extra.get("rays_per_step", saved_extra.get("ray_batch")))  # older: ray_batch
+    return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, renderer, rays_per_step,
                    list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"),
                    load_seconds=time.perf_counter() - tic)
-
-
-def step_run(run: NerfTask, step: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Training step ``step`` of ``run`` at its scheduled learning rate; returns (losses, loss)."""
-    result = take_step(run, step)
-    return result.losses, result.loss
 
 
 def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
@@ -269,7 +279,7 @@ def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
 def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True,
                on_step=None) -> dict | None:
     """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json),
-    None on the ranks other than 0 of a run on several processes (``enerf.distributed``).
+    None on the ranks other than 0 of a run on several processes (``enerf.train.distributed``).
 
     Flags and the output folder are checked first; the run folder is locked (``RunLock``) from
     the first write to the last, and stale temp files of a killed run are removed. ``on_step``:

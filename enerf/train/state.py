@@ -1,5 +1,19 @@
-"""What every training task (NeRF, shapes) shares: the optimizer its config asks for, and the
-loop state a checkpoint carries back on ``--resume``."""
+"""What every training run (NeRF, shapes) shares: the optimizer its config asks for, the learning
+rate of every parameter group at every step, and the loop state a checkpoint carries back on
+``--resume``.
+
+The learning rate, the one home of the schedule: a parameter's rate at step ``s`` is::
+
+    lrate * 0.1 ** (s / (lrate_decay * 1000))      nerf-pytorch's exponential decay (lrate_decay in
+                                                   thousands of steps; 0: constant), NeRF and shapes alike
+          * lrate_scale                            learning-rate sweeps (enerf compare's COND*S modes)
+          * group scale                            encoding_lrate / lrate for learned position encodings
+                                                   (``pos_encoding.*``), 1 for everything else
+          * cooldown_factor(progress)              the last ``lrate_cooldown`` of the run anneals to a tenth
+
+``progress`` (``training_progress``) is how far the run is, by steps or by training time under a
+time budget, whichever is further along; the loop measures it (it owns the clock).
+"""
 
 from __future__ import annotations
 
@@ -10,29 +24,72 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from ..distributed import is_writer
 from ..optim import BNP_UNDER_ADAM, PreconditionedOptimizer, build_optimizer
 from ..rng import restore_rng_state
+from .distributed import is_writer, reduce_batch_moments
 
-__all__ = ["optimizer_from_config", "LoopState", "restore_loop_state"]
+__all__ = ["optimizer_from_config", "group_scale", "learning_rate", "set_learning_rates", "training_progress",
+           "cooldown_factor", "LoopState", "restore_loop_state"]
 
 
 def optimizer_from_config(models: nn.Module | Iterable[nn.Module], train) -> PreconditionedOptimizer:
     """Adam or SGD, + BNP / weight decay / gradient regularization, from a train config (``TrainConfig``
     or ``ShapeTrainConfig``: ``optimizer``, ``momentum``, ``lrate``, ``precond``, ``weight_decay``,
-    ``decay_space``, ``grad_reg``, and
-    ``encoding_lrate`` where present: the learning rate of learned position encodings, ``pos_encoding.*``
-    and the proposal networks' ``levels.*.pos_encoding.*``)."""
-    encoding_lrate = getattr(train, "encoding_lrate", 0.0)
-    lr_scale = None
-    if encoding_lrate > 0:
-        def lr_scale(name: str) -> float:
-            return encoding_lrate / train.lrate if ".pos_encoding." in f".{name}" else 1.0
+    ``decay_space``, ``grad_reg``, and ``encoding_lrate`` where present): one parameter group per
+    relative rate (``group_scale``); BNP pools its batch moments over the ranks."""
     if train.precond == "bnp" and train.optimizer == "adam" and is_writer():
         print(f"enerf: note: {BNP_UNDER_ADAM}", file=sys.stderr, flush=True)
     return build_optimizer(models, lr=train.lrate, precond=train.precond, weight_decay=train.weight_decay,
-                           decay_space=train.decay_space, grad_reg=train.grad_reg, lr_scale=lr_scale,
+                           decay_space=train.decay_space, grad_reg=train.grad_reg,
+                           lr_scale=lambda name: group_scale(train, name), reduce_moments=reduce_batch_moments,
                            optimizer=train.optimizer, momentum=train.momentum)
+
+
+def group_scale(train, name: str) -> float:
+    """The rate of parameter ``name`` (as in ``named_parameters``) relative to the network's:
+    ``encoding_lrate / lrate`` for learned position encodings (``pos_encoding.*``, the proposal
+    networks' ``levels.*.pos_encoding.*``) when ``encoding_lrate`` > 0, else 1."""
+    encoding_lrate = getattr(train, "encoding_lrate", 0.0)
+    if encoding_lrate > 0 and ".pos_encoding." in f".{name}":
+        return encoding_lrate / train.lrate
+    return 1.0
+
+
+def training_progress(step: int, iters: int, seconds: float, time_budget: float) -> float:
+    """How far through its run a step is, in [0, 1]: the larger of ``step / iters`` and, with a
+    time budget, ``seconds / time_budget`` (training seconds spent before the step)."""
+    progress = step / iters
+    if time_budget > 0:
+        progress = max(progress, seconds / time_budget)
+    return min(progress, 1.0)
+
+
+def cooldown_factor(progress: float, cooldown: float) -> float:
+    """What the learning rate is multiplied by at ``progress`` (``training_progress``): 1 before the
+    last ``cooldown`` fraction of the run, then ``0.1 ** ((progress - (1 - cooldown)) / cooldown)``,
+    down to 0.1 at the end; always 1 when ``cooldown`` is 0."""
+    start = 1.0 - cooldown
+    if cooldown <= 0 or progress <= start:
+        return 1.0
+    return 0.1 ** ((progress - start) / cooldown)
+
+
+def learning_rate(train, step: int, progress: float = 0.0, scale: float = 1.0) -> float:
+    """The learning rate at ``step`` of a parameter group of relative rate ``scale``
+    (``group_scale``) under a train config (``TrainConfig`` or ``ShapeTrainConfig``: ``lrate``,
+    ``lrate_decay``, ``lrate_cooldown``, and ``lrate_scale`` where present)."""
+    lr = train.lrate if train.lrate_decay <= 0 else train.lrate * 0.1 ** (step / (train.lrate_decay * 1000))
+    lr = lr * getattr(train, "lrate_scale", 1.0) * scale
+    factor = cooldown_factor(progress, train.lrate_cooldown)
+    return lr * factor if factor != 1.0 else lr
+
+
+def set_learning_rates(optimizer, train, step: int, progress: float = 0.0) -> float:
+    """Set every parameter group of ``optimizer`` to its ``learning_rate`` (each group carries its
+    ``lr_scale``); returns the network's rate (scale 1), the one logged."""
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate(train, step, progress, group.get("lr_scale", 1.0))
+    return learning_rate(train, step, progress)
 
 
 @dataclass
@@ -47,15 +104,15 @@ class LoopState:
     wall_seconds: float = 0.0  # wall-clock seconds of the loop in this process (steps, evaluations, checkpoints)
 
 
-def restore_loop_state(payload: dict | None, models: dict[str, nn.Module], optimizer, generator: torch.Generator) -> LoopState:
+def restore_loop_state(payload: dict | None, fields: dict[str, nn.Module], optimizer, generator: torch.Generator) -> LoopState:
     """Load weights, optimizer, RNG and the loop's records from a checkpoint payload (None: a fresh start).
 
-    ``models`` maps the payload's ``models`` keys to the modules to fill.
+    ``fields`` maps the payload's ``fields`` keys to the modules to fill.
     """
     if payload is None:
         return LoopState()
-    for name, module in models.items():
-        module.load_state_dict(payload["models"][name])
+    for name, module in fields.items():
+        module.load_state_dict(payload["fields"][name])
     optimizer.load_state_dict(payload["optimizer"])
     restore_rng_state(payload["rng"])
     generator.set_state(payload["extra"]["generator"])

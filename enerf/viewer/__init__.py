@@ -1,6 +1,6 @@
 """The browser viewer (``enerf view``, ``enerf train --viewer``), on viser (the ``viewer`` extra).
 
-    render.py    render_view: the one call into the renderer (a run, a camera, a size -> an image)
+    render.py    render_camera: the one call into the renderer (a run, a camera, a size -> an image)
     draft.py     the draft renderer: the run's renderer with fewer samples, for frames before the exact one
     frames.py    one frame from one or two runs: side by side, split slider, difference, labels
     scene.py     camera conventions, frustums, the initial view, the panel's text (numpy only)
@@ -14,6 +14,6 @@ Only ``server.py`` and ``editor.py`` (and what imports them) need viser; ``rende
 ``draft.py``, ``frames.py``, ``keyframes.py`` and ``scene.py`` work without it.
 """
 
-from .render import OUTPUTS, render_view
+from .render import OUTPUTS, render_camera
 
-__all__ = ["OUTPUTS", "render_view"]
+__all__ = ["OUTPUTS", "render_camera"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..loaded_run import LoadedRun
-from .render import render_view
+from .render import render_camera
 
 __all__ = ["render_frame", "draw_label", "DIFF_GAIN"]
 
@@ -34,31 +34,31 @@ def draw_label(image: np.ndarray, text: str, x: int = 0) -> np.ndarray:
 def render_frame(runs: list[LoadedRun], c2w: np.ndarray, width: int, height: int, focal: float, output: str = "rgb",
                  layout: str = "side", split: float = 0.5, labels: list[str] | None = None,
                  colormap: str = "turbo", draft: float = 1.0) -> np.ndarray:
-    """The frame the viewer shows for camera ``c2w`` (see ``render_view``).
+    """The frame the viewer shows for camera ``c2w`` (see ``render_camera``).
 
     One run: its rendering. Two runs (``layout``): ``side``, each in one half of the frame (the
     centre of the same camera, at the same focal length); ``split``, A left of column
     ``split * width`` and B right of it, with a white line between; ``a`` / ``b``, one of them;
     ``difference``, ``|A - B| * DIFF_GAIN``. ``labels``: one per run, drawn at the top of its part.
-    ``draft``: the fraction of samples of a draft frame (1: exact; ``render_view``).
+    ``draft``: the fraction of samples of a draft frame (1: exact; ``render_camera``).
 
     Returns:
         np.ndarray  # [height, width, 3] float32 in [0, 1]
     """
     labels = labels or [""] * len(runs)
     if len(runs) == 1:
-        return draw_label(render_view(runs[0], c2w, width, height, focal, output, colormap, draft), labels[0])
+        return draw_label(render_camera(runs[0], c2w, width, height, focal, output, colormap, draft), labels[0])
     a, b = runs[:2]
     if layout in ("a", "b"):
         k = 0 if layout == "a" else 1
-        return draw_label(render_view(runs[k], c2w, width, height, focal, output, colormap, draft), labels[k])
+        return draw_label(render_camera(runs[k], c2w, width, height, focal, output, colormap, draft), labels[k])
     if layout == "side":
         half = max(width // 2, 1)
-        left = draw_label(render_view(a, c2w, half, height, focal, output, colormap, draft), labels[0])
-        right = draw_label(render_view(b, c2w, width - half, height, focal, output, colormap, draft), labels[1])
+        left = draw_label(render_camera(a, c2w, half, height, focal, output, colormap, draft), labels[0])
+        right = draw_label(render_camera(b, c2w, width - half, height, focal, output, colormap, draft), labels[1])
         return np.concatenate([left, right], axis=1)
-    img_a = render_view(a, c2w, width, height, focal, output, colormap, draft)
-    img_b = render_view(b, c2w, width, height, focal, output, colormap, draft)
+    img_a = render_camera(a, c2w, width, height, focal, output, colormap, draft)
+    img_b = render_camera(b, c2w, width, height, focal, output, colormap, draft)
     if layout == "difference":
         return draw_label(np.clip(np.abs(img_a - img_b) * DIFF_GAIN, 0.0, 1.0),
                           f"|A - B| x {DIFF_GAIN:g}   A: {labels[0]}   B: {labels[1]}")

@@ -1,7 +1,7 @@
-"""The viewer's one entry into the renderer: ``render_view`` draws a trained run from any camera.
+"""The viewer's one entry into the renderer: ``render_camera`` draws a trained run from any camera.
 
 Everything the viewer shows goes through this function, and it goes through the whole-image
-path ``enerf render`` and evaluation use (``enerf.export.images.render_rays_image`` with the
+path ``enerf render`` and evaluation use (``enerf.render.images.render_rays_image`` with the
 run's renderer and its trained occupancy grid), so a viewer frame and an offline render of the
 same camera are the same pixels. Rays are made as for a video frame (``enerf.cameras.rays.make_rays``:
 pixel centres, NDC for forward-facing scenes).
@@ -15,19 +15,17 @@ steps of a live run).
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from typing import Iterator
-
 import numpy as np
 import torch
 
 from ..cameras.rays import make_rays
-from ..export.images import render_rays_image
 from ..export.video import colorize, depth_range, depth_values
 from ..loaded_run import LoadedRun
+from ..nn.modes import eval_mode
+from ..render.images import render_rays_image
 from .draft import draft_renderer
 
-__all__ = ["OUTPUTS", "render_view", "focal_from_fov", "fov_from_focal", "eval_mode"]
+__all__ = ["OUTPUTS", "render_camera", "focal_from_fov", "fov_from_focal"]
 
 OUTPUTS = ("rgb", "depth", "accumulation")
 
@@ -42,21 +40,7 @@ def fov_from_focal(focal: float, height: int) -> float:
     return 2.0 * math.atan(0.5 * height / focal)
 
 
-@contextmanager
-def eval_mode(modules) -> Iterator[None]:
-    """Put ``modules`` in eval mode for the block, then give each back its own mode."""
-    modules = list(modules)
-    modes = [m.training for m in modules]
-    try:
-        for m in modules:
-            m.eval()
-        yield
-    finally:
-        for m, mode in zip(modules, modes):
-            m.train(mode)
-
-
-def render_view(run: LoadedRun, c2w: np.ndarray, width: int, height: int, focal: float, output: str = "rgb",
+def render_camera(run: LoadedRun, c2w: np.ndarray, width: int, height: int, focal: float, output: str = "rgb",
                 colormap: str = "turbo", draft: float = 1.0) -> np.ndarray:
     """Render ``run`` from the pinhole camera ``c2w`` (scene space, columns [right, up, back, t]).
 
@@ -80,8 +64,8 @@ def render_view(run: LoadedRun, c2w: np.ndarray, width: int, height: int, focal:
     pose = torch.as_tensor(np.asarray(c2w, dtype=np.float32)[:3, :4], device=run.device)
     rays = make_rays(int(height), int(width), float(focal), pose, scene.near, scene.far, scene.use_ndc)
     renderer = draft_renderer(run, draft) or run.renderer
-    with torch.no_grad(), eval_mode(run.models.values()):
-        out = render_rays_image(rays, run.models, renderer.cfg if renderer is not None else run.cfg.render, run.device,
+    with torch.no_grad(), eval_mode(run.fields.values()):
+        out = render_rays_image(rays, run.fields, renderer.cfg if renderer is not None else run.cfg.render, run.device,
                                 renderer=renderer, aabb=scene.aabb)
     if output == "rgb":
         return out["rgb"].clamp(0.0, 1.0).numpy().astype(np.float32)

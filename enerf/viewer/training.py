@@ -5,7 +5,7 @@ viewer then renders at most one unit of work (a preview or one finer level) for 
 that wait, and only while the time it has spent rendering stays below ``render_share`` of the
 wall time since training began. Rendering happens here, between steps, so the networks are
 never read while the optimizer writes them; it draws no random numbers from the run's
-generators (no jitter: ``render_view``), leaves the networks' modes as they were and never
+generators (no jitter: ``render_camera``), leaves the networks' modes as they were and never
 sees the training batch, so a run trains the same with and without the viewer.
 
 A browser that disconnects, or any failure of the viewer, never stops training: the error is
