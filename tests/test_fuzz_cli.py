@@ -110,7 +110,7 @@ CASES = [
     ("netwidth_negative", TRAIN + ["--netwidth", "-3"]),
     ("multires_negative", TRAIN + ["--multires", "-1"]),
     ("seed_negative", TRAIN + ["--seed", "-1"]),
-    ("lrate_decay_0", TRAIN + ["--lrate_decay", "0"]),
+    ("lrate_decay_negative", TRAIN + ["--lrate_decay", "-1"]),
     ("raw_noise_negative", TRAIN + ["--raw_noise_std", "-1"]),
     ("eval_every_negative", TRAIN + ["--eval_every", "-1"]),
     ("ckpt_every_negative", TRAIN + ["--ckpt_every", "-2"]),
