@@ -17,7 +17,7 @@ from test_colmap import _fails, needs_pycolmap
 from enerf.cli import main
 from enerf.ingest.photos import collect_photos, copy_upright
 from enerf.ingest.colmap_poses import pose_errors
-from enerf.synthetic.scene import default_geometry, geometry_from_dict, render_view
+from enerf.synthetic.scene import default_geometry, geometry_from_dict, trace_view
 from enerf.ingest.video import MIN_SHARPNESS, analysis_grey, extract_sharpest, open_video, path_jumps, sharpness
 
 HAS_X265 = "libx265" in subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-encoders"],
@@ -196,7 +196,7 @@ def test_a_rendered_clip_is_posed_as_it_was_filmed(tmp_path, capsys):
 
     poses = _arc_cameras(24)
     geometry = geometry_from_dict(default_geometry())
-    frames = [np.round(render_view(geometry, c2w, 240, 320, 260.0)[0] * 255).astype(np.uint8) for c2w in poses]
+    frames = [np.round(trace_view(geometry, c2w, 240, 320, 260.0)[0] * 255).astype(np.uint8) for c2w in poses]
     clip = _write_clip(tmp_path / "arc.mp4", frames, params=("-crf", "12"))
     out = tmp_path / "scene"
     assert main(["data", "video", str(clip), "--out", str(out), "--frames", "12", "--factors", "2",

@@ -43,7 +43,7 @@ __all__ = [
     "geometry_from_dict",
     "load_geometry",
     "trace_rays",
-    "render_view",
+    "trace_view",
     "make_synthetic_scene",
     "synth_main",
 ]
@@ -92,7 +92,7 @@ def _camera_rays(c2w: np.ndarray, height: int, width: int, focal: float) -> tupl
     return origins, directions
 
 
-def render_view(
+def trace_view(
     geometry: Geometry, c2w: np.ndarray, height: int, width: int, focal: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Render one camera: rgb [H, W, 3] float64 and z-depth [H, W] (ray t with camera-z = -1)."""
@@ -122,7 +122,7 @@ def _write_scene(folder: Path, n_views: int, width: int, height: int, seed: int)
     bounds = np.zeros((n_views, 2))
     digits = max(3, len(str(n_views - 1)))
     for k in range(n_views):
-        rgb, depth = render_view(geometry, poses[k], height, width, focal)
+        rgb, depth = trace_view(geometry, poses[k], height, width, focal)
         if not np.isfinite(depth).all():
             raise RuntimeError(f"synthetic view {k} has pixels that hit nothing; the layout is broken")
         bounds[k] = depth.min(), depth.max()
