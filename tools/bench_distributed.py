@@ -35,7 +35,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from enerf.cli.common import DATA_ROOT  # noqa: E402
+from enerf.config import DATA_ROOT  # noqa: E402
 from enerf.cli.train import build_train_parser, run_config_from_args  # noqa: E402
 from enerf.distributed import process_group  # noqa: E402
 from enerf.train.nerf import prepare_run, step_run  # noqa: E402

@@ -49,12 +49,11 @@ import torch
 
 from enerf.atomic import atomic_write_text
 from enerf.cli import build_train_parser, run_config_from_args
-from enerf.config import RunConfig
+from enerf.config import DATA_ROOT, RunConfig
 from enerf.nn.conditioning import fold_module
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import NerfTask, grid_record, prepare_run, step_run
 
-DATA_ROOT = Path("data")
 
 
 def parse_args() -> argparse.Namespace:

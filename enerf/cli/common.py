@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 from typing import Any
 
 import configargparse
@@ -15,10 +14,9 @@ from ..config import (DEVICES, CompareConfig, MeshConfig, RunConfig, ShapeMeshCo
 from ..config.spec import choices, value_type
 from ..errors import ConfigError, EnerfError
 
-__all__ = ["DATA_ROOT", "DATADIR_HELP", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
+__all__ = ["DATADIR_HELP", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
            "add_ckpt_flags", "parse_export_args", "flag_name", "error_line", "system_error_line"]
 
-DATA_ROOT = Path("data")
 # The configs whose fields are flags; flag_name() reads their `flag` metadata.
 FLAG_CONFIGS = (RunConfig, ShapeRunConfig, VideoConfig, MeshConfig, CompareConfig, SynthConfig, ShapeMeshConfig)
 

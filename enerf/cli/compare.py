@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ..config import CompareConfig
 from ..runfolder import check_output_dir
-from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args
+from ..config import DATA_ROOT
+from .common import OneLineParser, add_config_flags, config_from_args
 
 __all__ = ["cmd_compare", "build_compare_parser"]
 

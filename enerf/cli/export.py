@@ -9,7 +9,8 @@ from pathlib import Path
 from ..config import DepthExportConfig, PointCloudConfig
 from ..errors import ConfigError
 from ..runfolder import check_output_dir, check_output_file
-from .common import DATA_ROOT, OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
+from ..config import DATA_ROOT
+from .common import OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
 
 __all__ = ["cmd_export"]
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..config import VideoConfig
-from .common import DATA_ROOT, parse_export_args
+from ..config import DATA_ROOT
+from .common import parse_export_args
 
 __all__ = ["cmd_render"]
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import configargparse
 
-from ..config import NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, DataConfig, RunConfig
+from ..config import DATA_ROOT, NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, DataConfig, RunConfig
 from ..config.presets import PRESET_CHOICES, SCENE_KIND_DEFAULT, Preset, preset_for, preset_line, preset_name
 from ..errors import ConfigError, EnerfError
-from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args, parse_bool
+from .common import OneLineParser, add_config_flags, config_from_args, parse_bool
 from .view import add_viewer_flags
 
 __all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "cmd_train",

@@ -6,7 +6,8 @@ import sys
 import time
 
 from ..config import DEVICES, ViewerConfig
-from .common import DATA_ROOT, DATADIR_HELP, OneLineParser, add_config_flags, config_from_args
+from ..config import DATA_ROOT
+from .common import DATADIR_HELP, OneLineParser, add_config_flags, config_from_args
 
 __all__ = ["cmd_view", "add_viewer_flags"]
 

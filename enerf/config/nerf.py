@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import operator
 from dataclasses import asdict, fields
+from pathlib import Path
 from typing import Literal, get_args
 
 from ..errors import ConfigError
 from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, check_skips, config_class, option, section
 
-__all__ = ["RunFolderConfig", "ConditioningConfig", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
+__all__ = ["DATA_ROOT", "RunFolderConfig", "ConditioningConfig", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
            "DECAY_SPACES", "OPTIMIZERS", "DEVICES", "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
+
+# Where --scene names are looked up (data/demo, data/nerf_llff_data/<scene>, data/nerf_synthetic/<scene>),
+# relative to the working directory; every command and function that finds a scene by name starts here.
+DATA_ROOT = Path("data")
 
 # The choices of the config's string fields (each field is annotated with its Literal).
 DatasetType = Literal["auto", "llff", "blender", "nerfstudio"]  # enerf.data.loaders.LOADERS

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..checkpoint import load_checkpoint
-from ..config import RunConfig, TrainConfig
+from ..config import DATA_ROOT, RunConfig, TrainConfig
 from ..data.cameras import cameras_record
 from ..data.loaders import load_scene
 from ..data.normalize import transform_record
@@ -216,7 +216,7 @@ class NerfTask:
         return metrics
 
 
-def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfTask:
+def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | None = None) -> NerfTask:
     """Seed, load the scene, build fields, optimizer, ray sampler, renderer (and its grid) and
     ray batch for ``cfg``; restored from a checkpoint ``payload`` when given."""
     tic = time.perf_counter()
@@ -266,7 +266,7 @@ def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
     return payload
 
 
-def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True,
+def train_nerf(cfg: RunConfig, data_root: Path = DATA_ROOT, resume: bool = False, progress: bool = True,
                on_step=None) -> dict | None:
     """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json),
     None on the ranks other than 0 of a run on several processes (``enerf.distributed``).
