@@ -14,7 +14,7 @@ from ..config import (DEVICES, CompareConfig, MeshConfig, RunConfig, ShapeMeshCo
 from ..config.spec import choices, value_type
 from ..errors import ConfigError, EnerfError
 
-__all__ = ["DATADIR_HELP", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
+__all__ = ["DATADIR_HELP", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args", "given_values",
            "add_ckpt_flags", "parse_export_args", "flag_name", "error_line", "system_error_line"]
 
 # The configs whose fields are flags; flag_name() reads their `flag` metadata.
@@ -80,6 +80,28 @@ def add_config_flags(parser, cls, aliases: dict[str, str] | None = None) -> None
         parser.add_argument(f"--{alias}", dest=dest, **kwargs)
 
 
+def _given(f: dataclasses.Field, args, dest: str) -> Any:
+    """The value flag ``dest`` of field ``f`` gave, as the field takes it (``--no_ndc`` -> ``use_ndc``,
+    lists -> tuples); None when it was not given."""
+    value = getattr(args, dest, None) if f.metadata.get("cli", True) else None
+    if value is None:
+        return None
+    convert = f.metadata.get("from_flag")
+    value = tuple(value) if isinstance(value, list) else value
+    return convert(value) if convert else value
+
+
+def given_values(cls, args) -> dict[str, Any]:
+    """Field name -> value of every field of ``cls`` (and of its sections) whose flag or config-file
+    key was given, e.g. the keys a config file sets."""
+    values = {}
+    for dest, f in _leaf_fields(cls):
+        value = _given(f, args, dest)
+        if value is not None:
+            values[f.name] = value
+    return values
+
+
 def config_from_args(cls, args, prefix: str = "", defaults: dict[str, Any] | None = None):
     """``cls`` with the flags that were given (not None) overlaid on the dataclass defaults, or on
     ``defaults`` (field name -> value, e.g. a preset's) for the fields that it names."""
@@ -88,14 +110,11 @@ def config_from_args(cls, args, prefix: str = "", defaults: dict[str, Any] | Non
         if f.metadata.get("section"):
             values[f.name] = config_from_args(f.default_factory, args, f"{prefix}{f.name}.", defaults)
             continue
-        value = getattr(args, prefix + f.name, None) if f.metadata.get("cli", True) else None
-        if value is None:
-            if defaults and f.name in defaults:
-                values[f.name] = defaults[f.name]
-            continue
-        convert = f.metadata.get("from_flag")
-        value = tuple(value) if isinstance(value, list) else value
-        values[f.name] = convert(value) if convert else value
+        value = _given(f, args, prefix + f.name)
+        if value is not None:
+            values[f.name] = value
+        elif defaults and f.name in defaults:
+            values[f.name] = defaults[f.name]
     try:
         return cls(**values)
     except TypeError as exc:
