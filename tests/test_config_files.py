@@ -146,3 +146,22 @@ def test_every_flag_has_help():
 def test_version_and_module_entry_points(module):
     proc = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == f"enerf {enerf.__version__}"
+
+
+@pytest.mark.parametrize("build, root", [(build_train_parser, RunConfig), (build_shape_train_parser, ShapeRunConfig)],
+                         ids=["train", "shape-train"])
+def test_help_lists_each_section_under_its_name(build, root, capsys):
+    """``--help`` groups the flags by config section: group ``data`` holds exactly the flags of the
+    data section's fields, and so on; ``run`` holds expname and basedir."""
+    parser = build()
+    groups = {g.title: {a.dest for a in g._group_actions} for g in parser._action_groups}
+    for f in dataclasses.fields(root):
+        if f.default_factory is not dataclasses.MISSING:
+            expected = {f"{f.name}.{s.name}" for s in dataclasses.fields(f.default_factory) if s.metadata.get("cli", True)}
+            assert groups[f.name] == expected, f.name
+    assert groups["run"] == {"expname", "basedir"}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    out = capsys.readouterr().out
+    titles = [line[:-1] for line in out.splitlines() if line and not line[0].isspace() and line.endswith(":")]
+    assert titles[:2] == ["options", "run"] and set(titles) >= {"data", "field", "train"}

@@ -68,16 +68,30 @@ def _leaf_fields(cls, prefix: str = ""):
 
 def add_config_flags(parser, cls, aliases: dict[str, str] | None = None) -> None:
     """One ``--flag`` per field of dataclass ``cls`` (and of its sections), with the field's help;
-    ``aliases`` (other flag -> field name) adds further names for a field."""
+    ``aliases`` (other flag -> field name) adds further names for a field. A ``cls`` with sections
+    (``RunConfig``: data, field, render, train) puts each section's flags in an argument group of its
+    own (``--help`` lists them under the section's name), its own fields in a group ``run``."""
+    sections = {f.name: f.default_factory for f in dataclasses.fields(cls) if f.metadata.get("section")}
+    groups: dict[str, Any] = {}
+
+    def group_of(dest: str):
+        if not sections:
+            return parser
+        name = dest.rpartition(".")[0] or "run"
+        if name not in groups:
+            doc = (sections[name].__doc__ if name in sections else "Where the run writes: <basedir>/<expname>/.")
+            groups[name] = parser.add_argument_group(name, " ".join(doc.split()))
+        return groups[name]
+
     dests = {}
     for dest, f in _leaf_fields(cls):
-        parser.add_argument(f"--{f.metadata.get('flag') or f.name}", dest=dest, **_flag_kwargs(f))
+        group_of(dest).add_argument(f"--{f.metadata.get('flag') or f.name}", dest=dest, **_flag_kwargs(f))
         dests[f.name] = (dest, f)
     for alias, name in (aliases or {}).items():
         dest, f = dests[name]
         kwargs = _flag_kwargs(f)
         kwargs["help"] = f"nerf-pytorch name of --{f.metadata.get('flag') or f.name}"
-        parser.add_argument(f"--{alias}", dest=dest, **kwargs)
+        group_of(dest).add_argument(f"--{alias}", dest=dest, **kwargs)
 
 
 def _given(f: dataclasses.Field, args, dest: str) -> Any:

@@ -45,10 +45,11 @@ def build_train_parser() -> configargparse.ArgumentParser:
                         "captures, configs/lego_cpu.txt for Blender scenes), paper (configs/fern.txt, configs/lego.txt "
                         "for Blender scenes; cpu for the others), none (the built-in defaults), auto "
                         "(paper on CUDA, cpu otherwise; none with --config)")
-    parser.add_argument("--viewer", type=parse_bool, nargs="?", const=True, default=False,
+    viewer = parser.add_argument_group("viewer", "Watch the run in the browser while it trains.")
+    viewer.add_argument("--viewer", type=parse_bool, nargs="?", const=True, default=False,
                         help="watch the run in the browser while it trains (the viewer extra; --viewer_port, "
                              "--viewer_render_share, ... as enerf view's flags)")
-    add_viewer_flags(parser, prefix="viewer_")
+    add_viewer_flags(viewer, prefix="viewer_")
     for key in NERF_PYTORCH_IGNORED:
         parser.add_argument(f"--{key}", default=None, help=configargparse.SUPPRESS)
     return parser
