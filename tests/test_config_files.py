@@ -165,3 +165,13 @@ def test_help_lists_each_section_under_its_name(build, root, capsys):
     out = capsys.readouterr().out
     titles = [line[:-1] for line in out.splitlines() if line and not line[0].isspace() and line.endswith(":")]
     assert titles[:2] == ["options", "run"] and set(titles) >= {"data", "field", "train"}
+
+
+def test_a_deleted_flag_is_refused_and_old_checkpoints_still_load():
+    from enerf.config import run_config_from_dict
+
+    with pytest.raises(ConfigError, match="unrecognized arguments: --stop_at_psnr"):
+        build_train_parser().parse_args(["--stop_at_psnr", "30"])
+    old = RunConfig().to_dict()
+    old["train"] = {**old["train"], "stop_at_psnr": 25.0}  # a checkpoint written while the flag existed
+    assert run_config_from_dict(old) == RunConfig()

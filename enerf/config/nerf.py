@@ -272,8 +272,6 @@ class TrainConfig(Cadence, Regularization):
     eval_views: int = option(0, "held-out views used by periodic evaluations (0: all)", lo=0)
     eval_stride: int = option(1, "evaluations render and score every this-many-th row and column of each held-out "
                               "view (PSNR over that regular subset of the pixels; for slow networks on a CPU)", lo=1)
-    stop_at_psnr: float = option(0.0, "stop once a periodic held-out evaluation (--eval_every) reaches this PSNR "
-                                 "(0: never)", lo=0.0)
     video: FinalVideo = option("none", "after training, render a preview video (60 frames at half size, "
                                "<run>/video_<path>/rgb.mp4 and depth.mp4) along this camera path: none, auto (spiral on "
                                "forward-facing scenes and Blender's orbit, interp through the training cameras on "
@@ -320,8 +318,13 @@ def build_config(cls, values: dict):
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
+# Keys that checkpoints written before their flag was deleted carry (section -> keys); dropped on load.
+DELETED_KEYS = {"train": ("stop_at_psnr",)}
+
+
 def run_config_from_dict(values: dict) -> RunConfig:
     """Rebuild a RunConfig from ``RunConfig.to_dict()`` output (e.g. from a checkpoint)."""
+    values = {**values, **{s: {k: v for k, v in values[s].items() if k not in keys} for s, keys in DELETED_KEYS.items()}}
     return RunConfig(
         expname=values["expname"],
         basedir=values["basedir"],

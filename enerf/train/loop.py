@@ -75,7 +75,7 @@ class TrainingTask(Protocol):
     resumed: bool  # whether ``loop`` came from a checkpoint
     command: str  # the command holding the run folder's lock, e.g. "enerf train"
     batch_share: float  # distributed: this rank's share of the last step's global batch (1 on one process)
-    evaluation_may_stop: bool  # whether a periodic evaluation can stop the run (e.g. --stop_at_psnr)
+    evaluation_may_stop: bool  # whether a periodic evaluation can stop the run (e.g. a PSNR target)
     final_scalar: tuple[str, str]  # (TensorBoard tag, metrics key) written after ``finish``
 
     def set_learning_rate(self, step: int) -> float:

@@ -106,9 +106,7 @@ class NerfTask:
     command = "enerf train"
     final_scalar = ("test/psnr", "psnr")
 
-    @property
-    def evaluation_may_stop(self) -> bool:
-        return self.cfg.train.stop_at_psnr > 0
+    evaluation_may_stop = False
 
     @property
     def warmup_steps(self) -> int:
@@ -157,12 +155,9 @@ class NerfTask:
                                    renderer=self.renderer, progress=self.progress, desc=f"eval at step {step}",
                                    leave=False, stride=self.cfg.train.eval_stride)
         psnr = float(np.mean([p["psnr"] for p in per_image]))
-        target = self.cfg.train.stop_at_psnr
-        stop = (f"held-out PSNR reached --stop_at_psnr {target:g} dB at step {step}"
-                if target > 0 and psnr >= target else None)
         record = {"psnr": psnr, "train_psnr": self.train_psnr(), **work_record(self.ray_batch),
                   **grid_record(self.renderer, self.ray_batch)}
-        return Evaluation(record, {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB", stop)
+        return Evaluation(record, {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB")
 
     def checkpoint_models(self) -> dict[str, dict]:
         return {name: f.state_dict() for name, f in self.fields.items()}
