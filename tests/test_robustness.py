@@ -27,7 +27,7 @@ from enerf.errors import CheckpointError, ConfigError, DivergenceError
 from enerf.runfolder import RunLock, check_output_dir, check_output_file, remove_stale_temp_files
 from enerf.train.divergence import FiniteGuard, black_level_psnr, black_warning
 
-TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
+TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
         "--multires", "2", "--multires_views", "1", "--N_samples", "8", "--N_rand", "64", "--log_every", "1",
         "--kappa_every", "0", "--no_lpips", "--quiet", "--device", "cpu"]
 
