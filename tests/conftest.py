@@ -1,5 +1,14 @@
 """Shared pytest settings and fixtures: deterministic, small thread count for the 2-core CI machine.
 
+Two tiers, one folder each; ``python3 -m pytest -q`` (the README's command) runs both:
+
+    tests/unit  each module's tests quick (< 90 s in all on 2 cores): ``python3 -m pytest -q tests/unit``
+    tests/e2e   end-to-end runs: the CLIs (in process and as subprocesses), training runs, the browser,
+                the real scenes in ../shared/data (skipped where absent), the GPU checks
+
+Fixtures shared by both live here; helpers both import (``nerf_pytorch_llff``) live beside this
+file (pyproject's pytest ``pythonpath``).
+
 Tests run with the defaults users get: ``enerf train`` without ``--config`` fills what no flag
 sets from the device's preset (``enerf.config.presets``; on a CPU the 10-minute settings of
 configs/fern_cpu.txt). A test that trains a tiny network over the built-in defaults says so with

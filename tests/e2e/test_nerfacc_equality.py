@@ -22,7 +22,7 @@ from enerf.render import density_fn
 from enerf.data.rays import Rays
 from enerf.render import nerfacc_backend
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gpu_check.py")
 gpu_check = sys.modules.setdefault("gpu_check", importlib.util.module_from_spec(_spec))
 _spec.loader.exec_module(gpu_check)  # registered first: its dataclasses look their module up

@@ -22,7 +22,7 @@ from enerf.config import RunConfig, ShapeRunConfig
 from enerf.config import presets
 from enerf.errors import ConfigError
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 # nerf-pytorch spellings of three fields (flag -> field); every other key is a field's own name.
 CAPITALISED = {"N_rand": "n_rand", "N_samples": "n_samples", "N_importance": "n_importance"}
 

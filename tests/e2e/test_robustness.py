@@ -111,7 +111,7 @@ def test_lock_names_the_holding_process_and_is_freed_by_its_death(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from enerf.runfolder import RunLock; "
          f"RunLock({str(tmp_path)!r}, 'enerf train').acquire(); print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(ConfigError, match=f"in use by process {holder.pid} \\(enerf train\\)"):

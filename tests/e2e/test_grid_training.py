@@ -1,6 +1,6 @@
 """Training with torch_grid: the ray batch, the trained grid against the scene's geometry, resume and eval.
 
-nerfacc vs torch_grid on CUDA: tests/test_nerfacc_equality.py."""
+nerfacc vs torch_grid on CUDA: tests/e2e/test_nerfacc_equality.py."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from enerf.train.estimate import StepEstimate, estimate_line
 from enerf.train.loop import train_loop
 from enerf.train.state import LoopState
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
         "--multires", "2", "--multires_views", "1", "--N_samples", "8", "--N_importance", "0", "--N_rand", "64",
         "--no_lpips", "--chunk", "1024"]

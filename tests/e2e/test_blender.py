@@ -122,7 +122,7 @@ def test_broken_folder_gives_one_line_naming_the_file(tmp_path, case, capsys):
     train = root / "transforms_train.json"
     meta = json.loads(train.read_text())
     expected = train.name
-    # no transforms_test.json is not broken: every 8th train frame is held out (tests/test_zeroconf.py)
+    # no transforms_test.json is not broken: every 8th train frame is held out (tests/unit/test_zeroconf.py)
     if case == "no_fov":
         del meta["camera_angle_x"]
     elif case == "bad_matrix":

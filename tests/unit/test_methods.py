@@ -16,7 +16,7 @@ from enerf.errors import ConfigError
 from enerf.fields.nerf import NeRFField
 from enerf.nn.conditioning import ConditionedLinear, condition_number, fold_module
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def numpy_wn(g: np.ndarray, v: np.ndarray) -> np.ndarray:
