@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..config import MeshConfig
-from ..config import DATA_ROOT
+from ..config import DATA_ROOT, MeshConfig
 from .common import parse_export_args
 
 __all__ = ["cmd_mesh"]

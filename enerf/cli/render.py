@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..config import VideoConfig
-from ..config import DATA_ROOT
+from ..config import DATA_ROOT, VideoConfig
 from .common import parse_export_args
 
 __all__ = ["cmd_render"]
