@@ -1,4 +1,4 @@
-"""Shared pytest settings and fixtures: deterministic, small thread count for the 2-core CI machine.
+"""Shared pytest settings and fixtures: deterministic, one torch thread for the 2-core CI machine.
 
 Two tiers, one folder each; ``python3 -m pytest -q`` (the README's command) runs both:
 
@@ -16,7 +16,9 @@ configs/fern_cpu.txt). A test that trains a tiny network over the built-in defau
 
 import torch
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# One thread in process, whatever the order the tests run in: the networks are tiny, and on a loaded
+# 2-core machine two threads made them much slower (test_mesh's training: 160 s with two, 8.7 s with one).
+torch.set_num_threads(1)
 
 import os  # noqa: E402
 from pathlib import Path  # noqa: E402
