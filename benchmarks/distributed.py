@@ -33,7 +33,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-from enerf.cli.common import DATA_ROOT
+from enerf.config import DATA_ROOT
 from enerf.cli.train import build_train_parser, run_config_from_args
 from enerf.train.distributed import process_group
 from enerf.train.nerf import prepare_run

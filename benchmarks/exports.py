@@ -30,6 +30,7 @@ import numpy as np
 
 
 from enerf.atomic import atomic_replace
+from enerf.config import DATA_ROOT
 from enerf.checkpoint import load_checkpoint
 from enerf.data.camera_record import cameras_record
 from enerf.data.loaders import load_scene
@@ -57,7 +58,7 @@ def portable_copy(ckpt: Path, dst: Path, datadir: str | None) -> dict:
     extra = payload.setdefault("extra", {})
     if "cameras" not in extra:
         data = dataclasses.replace(cfg.data, datadir=datadir) if datadir else cfg.data
-        extra["cameras"] = cameras_record(load_scene(data, Path("data"), cfg.render.white_bkgd))
+        extra["cameras"] = cameras_record(load_scene(data, DATA_ROOT, cfg.render.white_bkgd))
     payload["config"]["data"]["datadir"] = f"/nonexistent/{dst.parents[1].name}"
     atomic_replace(dst, lambda tmp: __import__("torch").save(payload, tmp))
     cams = extra["cameras"]

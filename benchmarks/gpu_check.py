@@ -204,7 +204,7 @@ def equality_case(occupancy: str, early_stop: bool, n_rays: int = EQUALITY_RAYS)
     per cell, from a fixed seed; torch's global random state is left as it was).
 
     ``early_stop_block`` is 0: torch_grid drops occluded samples with a density pre-pass, as
-    nerfacc does (its front-to-back path keeps the same samples; tests/test_marching.py)."""
+    nerfacc does (its front-to-back path keeps the same samples; tests/unit/test_marching.py)."""
     field = analytic_field(occupancy)
     rays = equality_rays(n_rays)
     cfg = RenderConfig(renderer="torch_grid", render_step_size=STEP, grid_resolution=GRID_RESOLUTION,
@@ -228,7 +228,7 @@ def ambiguous_rays(case: EqualityCase, tie_t: float = TIE_T, tie_depth: float = 
     * nerfacc adds the step in float32 (``t_last += dt``), torch_grid computes
       ``near + k * step``: after k steps nerfacc's t may have drifted by k float32 roundings
       (at most about 1e-5 after 200 steps; the float32 re-enactment in
-      tests/test_nerfacc_equality.py drifts by under 2e-6 with this fixture);
+      tests/e2e/test_nerfacc_equality.py drifts by under 2e-6 with this fixture);
     * nerfacc finds cells by a voxel walk whose cell boundaries are computed from
       ``tmin + 1e-6`` (``setup_traversal``: each boundary sits 1e-6 early) and advanced by
       adding the cell width; torch_grid takes ``floor`` of the midpoint's position;

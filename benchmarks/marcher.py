@@ -47,14 +47,13 @@ from pathlib import Path
 import torch
 
 from enerf.cli import build_train_parser, run_config_from_args
-from enerf.config import RunConfig
+from enerf.config import DATA_ROOT, RunConfig
 from enerf.nn.conditioning import fold_module
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import NerfRun, grid_record, prepare_run
 
 from benchmarks.harness import write_record
 
-DATA_ROOT = Path("data")
 
 
 def parse_args() -> argparse.Namespace:

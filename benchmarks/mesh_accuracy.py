@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from enerf.cli import main as enerf_main
-from enerf.config import MeshConfig
+from enerf.config import DATA_ROOT, MeshConfig
 from enerf.synthetic.surface_distance import surface_closest
 from enerf.errors import EnerfError
 from enerf.synthetic.scene import geometry_from_dict, make_synthetic_scene, trace_rays
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             return rc
         train_seconds = time.perf_counter() - start
     load["after_training"] = load_average()
-    run = load_run(ckpt, Path("data"), "cpu", task="nerf")
+    run = load_run(ckpt, DATA_ROOT, "cpu", task="nerf")
     meta = json.loads((scene_dir / "scene.json").read_text())
     views = [int(k) for k in run.scene.i_train]
     gt_points, gt_normals = seen_surface(meta, views, args.stride, args.points, seed=0)

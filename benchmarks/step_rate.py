@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 import enerf
+from enerf.config import DATA_ROOT
 from enerf.cli.train import build_train_parser, run_config_from_args
 from enerf.train.nerf import prepare_run
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     flags = ["--config", args.config, "--basedir", tempfile.mkdtemp(), "--no_lpips"]
     if args.datadir:
         flags += ["--datadir", args.datadir]
-    task = prepare_run(run_config_from_args(build_train_parser().parse_args(flags)), Path("data"))
+    task = prepare_run(run_config_from_args(build_train_parser().parse_args(flags)), DATA_ROOT)
     for step in range(args.warmup):
         task.step(step)
     tic = time.perf_counter()

@@ -44,7 +44,7 @@ VARIANTS = ("full", "centring", "scaling", "plain")
 def make_task(task: str, flags: list[str]):
     """A training task (``enerf.train.loop`` protocol) from the task's config file and ``flags``."""
     if task == "demo":
-        from enerf.cli.common import DATA_ROOT
+        from enerf.config import DATA_ROOT
         from enerf.cli.train import build_train_parser, run_config_from_args
         from enerf.train.nerf import prepare_run
 

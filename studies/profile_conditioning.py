@@ -41,11 +41,11 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from enerf.config import DATA_ROOT
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.nn.conditioning import ConditionedWeight, condition_numbers
 from enerf.train.nerf import nerf_losses
@@ -72,7 +72,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def make_run(config: str, mode: str, basedir: str, flags: list[str]) -> NerfRun:
     argv = ["--config", config, "--basedir", basedir, "--no_lpips", "--quiet", "--conditioning", mode, *flags]
-    return prepare_run(run_config_from_args(build_train_parser().parse_args(argv)), Path("data"))
+    return prepare_run(run_config_from_args(build_train_parser().parse_args(argv)), DATA_ROOT)
 
 
 def phased_step(run: NerfRun, step: int) -> dict[str, tuple[float, float, int]]:

@@ -12,11 +12,11 @@ import argparse
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from enerf.config import DATA_ROOT
 from enerf.cli.train import build_train_parser, run_config_from_args
 from enerf.train.nerf import prepare_run
 
@@ -33,7 +33,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as scratch:
         train_args = build_train_parser().parse_args([*argv[split + 1:], "--basedir", scratch])
-        run = prepare_run(run_config_from_args(train_args), Path("data"))
+        run = prepare_run(run_config_from_args(train_args), DATA_ROOT)
         for step in range(args.warmup):
             run.step(step)
         tic = time.perf_counter()

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 import enerf
+from enerf.config import DATA_ROOT
 from enerf.cli.train import build_train_parser, run_config_from_args
 from enerf.train.nerf import prepare_run
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.datadir:
         flags += ["--datadir", args.datadir]
     cfg = run_config_from_args(build_train_parser().parse_args(flags))
-    task = prepare_run(cfg, Path("data"))
+    task = prepare_run(cfg, DATA_ROOT)
     for step in range(2):
         task.step(step)
     profile = cProfile.Profile()

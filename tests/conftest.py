@@ -1,18 +1,29 @@
-"""Shared pytest settings: deterministic, small thread count for the 2-core CI machine."""
+"""Shared pytest settings and fixtures: deterministic, one torch thread for the 2-core CI machine.
+
+Two tiers, one folder each; ``python3 -m pytest -q`` (the README's command) runs both:
+
+    tests/unit  each module's tests quick (< 90 s in all on 2 cores): ``python3 -m pytest -q tests/unit``
+    tests/e2e   end-to-end runs: the CLIs (in process and as subprocesses), training runs, the browser,
+                the real scenes in ../shared/data (skipped where absent), the GPU checks
+
+Fixtures shared by both live here; helpers both import (``nerf_pytorch_llff``) live beside this
+file (pyproject's pytest ``pythonpath``).
+
+Tests run with the defaults users get: ``enerf train`` without ``--config`` fills what no flag
+sets from the device's preset (``enerf.config.presets``; on a CPU the 10-minute settings of
+configs/fern_cpu.txt). A test that trains a tiny network over the built-in defaults says so with
+``--preset none`` beside its tiny flags, as a user would."""
 
 import torch
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# One thread in process, whatever the order the tests run in: the networks are tiny, and on a loaded
+# 2-core machine two threads made them much slower (test_mesh's training: 160 s with two, 8.7 s with one).
+torch.set_num_threads(1)
 
 import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
-
-# `enerf train` without --config fills what no flag sets from the device's preset (the CPU one
-# is a 9M-parameter triplane). Tests spell out their tiny settings over the built-in defaults;
-# tests/test_presets.py passes --preset itself. Subprocesses inherit this.
-os.environ.setdefault("ENERF_PRESET", "none")
 
 # Real scenes (LLFF fern, Blender lego) live in ../shared/data beside the checkout (or where
 # ENERF_SHARED_DATA points, e.g. from a git worktree elsewhere); a user's fresh clone has none,
@@ -68,7 +79,7 @@ def train_metrics():
     from enerf.cli import main
 
     def train(scene_dir: Path, basedir: Path, expname: str, iters: int, *flags: str) -> dict:
-        argv = ["train", "--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", expname,
+        argv = ["train", "--preset", "none", "--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", expname,
                 "--iters", str(iters), *flags]
         assert main(argv) == 0
         return json.loads((basedir / expname / "metrics.json").read_text())

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 from typing import Any
 
 import configargparse
@@ -15,10 +14,9 @@ from ..config import (DEVICES, CompareConfig, MeshConfig, RunConfig, ShapeMeshCo
 from ..config.spec import choices, value_type
 from ..errors import ConfigError, EnerfError
 
-__all__ = ["DATA_ROOT", "DATADIR_HELP", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args",
+__all__ = ["DATADIR_HELP", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args", "given_values",
            "add_ckpt_flags", "parse_export_args", "flag_name", "error_line", "system_error_line"]
 
-DATA_ROOT = Path("data")
 # The configs whose fields are flags; flag_name() reads their `flag` metadata.
 FLAG_CONFIGS = (RunConfig, ShapeRunConfig, VideoConfig, MeshConfig, CompareConfig, SynthConfig, ShapeMeshConfig)
 
@@ -70,16 +68,52 @@ def _leaf_fields(cls, prefix: str = ""):
 
 def add_config_flags(parser, cls, aliases: dict[str, str] | None = None) -> None:
     """One ``--flag`` per field of dataclass ``cls`` (and of its sections), with the field's help;
-    ``aliases`` (other flag -> field name) adds further names for a field."""
+    ``aliases`` (other flag -> field name) adds further names for a field. A ``cls`` with sections
+    (``RunConfig``: data, field, render, train) puts each section's flags in an argument group of its
+    own (``--help`` lists them under the section's name), its own fields in a group ``run``."""
+    sections = {f.name: f.default_factory for f in dataclasses.fields(cls) if f.metadata.get("section")}
+    groups: dict[str, Any] = {}
+
+    def group_of(dest: str):
+        if not sections:
+            return parser
+        name = dest.rpartition(".")[0] or "run"
+        if name not in groups:
+            doc = (sections[name].__doc__ if name in sections else "Where the run writes: <basedir>/<expname>/.")
+            groups[name] = parser.add_argument_group(name, " ".join(doc.split()))
+        return groups[name]
+
     dests = {}
     for dest, f in _leaf_fields(cls):
-        parser.add_argument(f"--{f.metadata.get('flag') or f.name}", dest=dest, **_flag_kwargs(f))
+        group_of(dest).add_argument(f"--{f.metadata.get('flag') or f.name}", dest=dest, **_flag_kwargs(f))
         dests[f.name] = (dest, f)
     for alias, name in (aliases or {}).items():
         dest, f = dests[name]
         kwargs = _flag_kwargs(f)
         kwargs["help"] = f"nerf-pytorch name of --{f.metadata.get('flag') or f.name}"
-        parser.add_argument(f"--{alias}", dest=dest, **kwargs)
+        group_of(dest).add_argument(f"--{alias}", dest=dest, **kwargs)
+
+
+def _given(f: dataclasses.Field, args, dest: str) -> Any:
+    """The value flag ``dest`` of field ``f`` gave, as the field takes it (``--no_ndc`` -> ``use_ndc``,
+    lists -> tuples); None when it was not given."""
+    value = getattr(args, dest, None) if f.metadata.get("cli", True) else None
+    if value is None:
+        return None
+    convert = f.metadata.get("from_flag")
+    value = tuple(value) if isinstance(value, list) else value
+    return convert(value) if convert else value
+
+
+def given_values(cls, args) -> dict[str, Any]:
+    """Field name -> value of every field of ``cls`` (and of its sections) whose flag or config-file
+    key was given, e.g. the keys a config file sets."""
+    values = {}
+    for dest, f in _leaf_fields(cls):
+        value = _given(f, args, dest)
+        if value is not None:
+            values[f.name] = value
+    return values
 
 
 def config_from_args(cls, args, prefix: str = "", defaults: dict[str, Any] | None = None):
@@ -90,14 +124,11 @@ def config_from_args(cls, args, prefix: str = "", defaults: dict[str, Any] | Non
         if f.metadata.get("section"):
             values[f.name] = config_from_args(f.default_factory, args, f"{prefix}{f.name}.", defaults)
             continue
-        value = getattr(args, prefix + f.name, None) if f.metadata.get("cli", True) else None
-        if value is None:
-            if defaults and f.name in defaults:
-                values[f.name] = defaults[f.name]
-            continue
-        convert = f.metadata.get("from_flag")
-        value = tuple(value) if isinstance(value, list) else value
-        values[f.name] = convert(value) if convert else value
+        value = _given(f, args, prefix + f.name)
+        if value is not None:
+            values[f.name] = value
+        elif defaults and f.name in defaults:
+            values[f.name] = defaults[f.name]
     try:
         return cls(**values)
     except TypeError as exc:

@@ -6,9 +6,9 @@ options of how the runs are launched, which are not part of the grid, go in
 
 from __future__ import annotations
 
-from ..config import CompareConfig
+from ..config import DATA_ROOT, CompareConfig
 from ..runfolder import check_output_dir
-from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args
+from .common import OneLineParser, add_config_flags, config_from_args
 
 __all__ = ["cmd_compare", "build_compare_parser"]
 

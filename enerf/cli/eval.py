@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import DATA_ROOT, OneLineParser, add_ckpt_flags
+from ..config import DATA_ROOT
+from .common import OneLineParser, add_ckpt_flags
 from .train import print_metrics
 
 __all__ = ["cmd_eval"]

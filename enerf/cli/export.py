@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..config import DepthExportConfig, PointCloudConfig
+from ..config import DATA_ROOT, DepthExportConfig, PointCloudConfig
 from ..errors import ConfigError
 from ..runfolder import check_output_dir, check_output_file
-from .common import DATA_ROOT, OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
+from .common import OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
 
 __all__ = ["cmd_export"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..config import VideoConfig
-from .common import DATA_ROOT, parse_export_args
+from ..config import DATA_ROOT, VideoConfig
+from .common import parse_export_args
 
 __all__ = ["cmd_render"]
 

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import configargparse
 
-from ..config import NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, DataConfig, RunConfig
+from ..config import DATA_ROOT, NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, DataConfig, RunConfig
 from ..config.presets import PRESET_CHOICES, SCENE_KIND_DEFAULT, Preset, preset_for, preset_line, preset_name
 from ..errors import ConfigError, EnerfError
-from .common import DATA_ROOT, OneLineParser, add_config_flags, config_from_args, parse_bool
+from .common import OneLineParser, add_config_flags, config_from_args, given_values, parse_bool
 from .view import add_viewer_flags
 
 __all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "cmd_train",
-           "train_preset", "scene_layout", "scene_kind"]
+           "train_preset", "read_config_file", "scene_layout", "scene_kind"]
 
 
 def build_train_parser() -> configargparse.ArgumentParser:
@@ -39,16 +39,17 @@ def build_train_parser() -> configargparse.ArgumentParser:
     parser.add_argument("--config", is_config_file=True, help="configargparse file (key = value per line)")
     add_config_flags(parser, RunConfig, aliases=NERF_PYTORCH_ALIASES)
     add_run_flags(parser)
-    parser.add_argument("--preset", choices=PRESET_CHOICES, default=os.environ.get("ENERF_PRESET") or "auto",
+    parser.add_argument("--preset", choices=PRESET_CHOICES, default="auto",
                         help="settings for what no config file or flag sets: cpu (the 10-minute CPU settings of "
                         "configs/fern_cpu.txt for forward-facing scenes, configs/capture_cpu.txt for walk-around "
-                        "captures, configs/lego_cpu.txt for Blender scenes), paper (configs/fern.txt, nerf-pytorch's "
-                        "lego settings for Blender scenes; cpu for the others), none (the built-in defaults), auto "
-                        "(paper on CUDA, cpu otherwise; none with --config); default: $ENERF_PRESET or auto")
-    parser.add_argument("--viewer", type=parse_bool, nargs="?", const=True, default=False,
+                        "captures, configs/lego_cpu.txt for Blender scenes), paper (configs/fern.txt, configs/lego.txt "
+                        "for Blender scenes; cpu for the others), none (the built-in defaults), auto "
+                        "(paper on CUDA, cpu otherwise; none with --config)")
+    viewer = parser.add_argument_group("viewer", "Watch the run in the browser while it trains.")
+    viewer.add_argument("--viewer", type=parse_bool, nargs="?", const=True, default=False,
                         help="watch the run in the browser while it trains (the viewer extra; --viewer_port, "
                              "--viewer_render_share, ... as enerf view's flags)")
-    add_viewer_flags(parser, prefix="viewer_")
+    add_viewer_flags(viewer, prefix="viewer_")
     for key in NERF_PYTORCH_IGNORED:
         parser.add_argument(f"--{key}", default=None, help=configargparse.SUPPRESS)
     return parser
@@ -64,6 +65,11 @@ def add_run_flags(parser) -> None:
 def run_config_from_args(args, preset: Preset | None = None) -> RunConfig:
     """Overlay the flags that were given onto ``preset``'s values and the dataclass defaults."""
     return config_from_args(RunConfig, args, defaults=preset.values if preset is not None else None)
+
+
+def read_config_file(path: Path) -> dict:
+    """Field name -> value of each key config file ``path`` sets, read as ``--config path`` reads it."""
+    return given_values(RunConfig, build_train_parser().parse_args(["--config", str(path)]))
 
 
 def scene_layout(args, data_root: Path) -> str:
@@ -116,8 +122,6 @@ def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
 def train_preset(args, data_root: Path = DATA_ROOT) -> tuple[Preset | None, bool]:
     """The preset ``args.preset`` selects for the scene (None: none) and whether the run is on CUDA
     (``--device``, else whether torch sees a GPU)."""
-    if args.preset not in PRESET_CHOICES:  # from $ENERF_PRESET (argparse checks only what is typed)
-        raise ConfigError(f"ENERF_PRESET {args.preset!r} is not one of {', '.join(PRESET_CHOICES)}")
     device = getattr(args, "train.device", None) or "auto"
     if device == "auto":
         import torch
@@ -130,7 +134,7 @@ def train_preset(args, data_root: Path = DATA_ROOT) -> tuple[Preset | None, bool
         return None, cuda
     layout = scene_layout(args, data_root)
     kind, said = scene_kind(args, layout, data_root)
-    return preset_for(name, layout, kind, said), cuda
+    return preset_for(name, layout, kind, read_config_file, said), cuda
 
 
 def print_metrics(metrics: dict, where: Path) -> None:

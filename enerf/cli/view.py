@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
-from ..config import DEVICES, ViewerConfig
-from .common import DATA_ROOT, DATADIR_HELP, OneLineParser, add_config_flags, config_from_args
+from ..config import DATA_ROOT, DEVICES, ViewerConfig
+from .common import DATADIR_HELP, OneLineParser, add_config_flags, config_from_args
 
 __all__ = ["cmd_view", "add_viewer_flags"]
 

@@ -15,7 +15,7 @@ import imageio.v3 as iio
 import numpy as np
 
 from ..atomic import atomic_write_bytes, atomic_write_text
-from ..config import CONDITIONING_MODES, CompareConfig, run_config_from_dict
+from ..config import DATA_ROOT, CONDITIONING_MODES, CompareConfig, run_config_from_dict
 from ..errors import ConfigError
 from . import plots
 from .grid import GridCell, Runner, plan_grid, run_grid, scene_label, subprocess_runner
@@ -33,7 +33,7 @@ def _known_precond() -> tuple[str, ...]:
 
 
 def run_compare(cfg: CompareConfig, config_file: list[str] | str | None = None, extra: list[str] | None = None,
-                runner: Runner = subprocess_runner, progress: bool = True, data_root: Path = Path("data")) -> dict:
+                runner: Runner = subprocess_runner, progress: bool = True, data_root: Path = DATA_ROOT) -> dict:
     """Run (or resume) the grid of ``cfg`` and write its report; returns {"outputs": [...], "rows": [...]}.
 
     ``config_file``: ``--config`` items, a file for every scene and / or ``SCENE=FILE``."""
@@ -62,7 +62,7 @@ def _cost(runs: list[GridCell], metrics: dict) -> dict[str, dict]:
     return cost
 
 
-def write_report(task: TaskKind, runs: list[GridCell], cfg: CompareConfig, data_root: Path = Path("data")) -> dict:
+def write_report(task: TaskKind, runs: list[GridCell], cfg: CompareConfig, data_root: Path = DATA_ROOT) -> dict:
     """Write compare.md / compare.csv and the plots from the finished runs' metrics.json."""
     out = Path(cfg.out)
     scenes = list(dict.fromkeys(r.scene for r in runs))

@@ -16,7 +16,7 @@ itself on construction (``check_config``), so validation lives in one place.
 from .commands import (CAMERA_PATHS, VIEWER_LAYOUTS, VIEWER_OUTPUTS, CompareConfig, FramesConfig, MeshConfig, PoseConfig,
                        SynthConfig, VideoConfig, ViewerConfig)
 from .export import DepthExportConfig, PointCloudConfig
-from .nerf import (CONDITIONING_MODES, CONTRACTIONS, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, NERF_PYTORCH_ALIASES,
+from .nerf import (DATA_ROOT, CONDITIONING_MODES, CONTRACTIONS, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, NERF_PYTORCH_ALIASES,
                    NERF_PYTORCH_IGNORED, OPTIMIZERS, PRECOND_MODES, RENDERERS, SCENE_KINDS, DataConfig, FieldConfig, RenderConfig, RunConfig,
                    TrainConfig, build_config, run_config_from_dict)
 from .shape import (SHAPE_KINDS, ShapeDataConfig, ShapeFieldConfig, ShapeMeshConfig, ShapeRunConfig, ShapeTrainConfig,
@@ -24,7 +24,7 @@ from .shape import (SHAPE_KINDS, ShapeDataConfig, ShapeFieldConfig, ShapeMeshCon
 from .spec import MAX_GRID, MAX_RAYS, MAX_SEED, Range, check_config, option
 
 __all__ = [
-    "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "RunConfig", "run_config_from_dict", "build_config",
+    "DATA_ROOT", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "RunConfig", "run_config_from_dict", "build_config",
     "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES", "OPTIMIZERS", "DECAY_SPACES", "DEVICES",
     "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED",
     "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig", "CAMERA_PATHS",

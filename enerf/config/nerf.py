@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import operator
 from dataclasses import asdict, fields
+from pathlib import Path
 from typing import Literal, get_args
 
 from ..errors import ConfigError
 from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, check_skips, config_class, option, section
 
-__all__ = ["RunFolderConfig", "ConditioningConfig", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
+__all__ = ["DATA_ROOT", "RunFolderConfig", "ConditioningConfig", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
            "DECAY_SPACES", "OPTIMIZERS", "DEVICES", "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
+
+# Where --scene names are looked up (data/demo, data/nerf_llff_data/<scene>, data/nerf_synthetic/<scene>),
+# relative to the working directory; every command and function that finds a scene by name starts here.
+DATA_ROOT = Path("data")
 
 # The choices of the config's string fields (each field is annotated with its Literal).
 DatasetType = Literal["auto", "llff", "blender", "nerfstudio"]  # enerf.data.loaders.LOADERS
@@ -267,8 +272,6 @@ class TrainConfig(Cadence, Regularization):
     eval_views: int = option(0, "held-out views used by periodic evaluations (0: all)", lo=0)
     eval_stride: int = option(1, "evaluations render and score every this-many-th row and column of each held-out "
                               "view (PSNR over that regular subset of the pixels; for slow networks on a CPU)", lo=1)
-    stop_at_psnr: float = option(0.0, "stop once a periodic held-out evaluation (--eval_every) reaches this PSNR "
-                                 "(0: never)", lo=0.0)
     video: FinalVideo = option("none", "after training, render a preview video (60 frames at half size, "
                                "<run>/video_<path>/rgb.mp4 and depth.mp4) along this camera path: none, auto (spiral on "
                                "forward-facing scenes and Blender's orbit, interp through the training cameras on "
@@ -315,8 +318,13 @@ def build_config(cls, values: dict):
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
+# Keys that checkpoints written before their flag was deleted carry (section -> keys); dropped on load.
+DELETED_KEYS = {"train": ("stop_at_psnr",)}
+
+
 def run_config_from_dict(values: dict) -> RunConfig:
     """Rebuild a RunConfig from ``RunConfig.to_dict()`` output (e.g. from a checkpoint)."""
+    values = {**values, **{s: {k: v for k, v in values[s].items() if k not in keys} for s, keys in DELETED_KEYS.items()}}
     return RunConfig(
         expname=values["expname"],
         basedir=values["basedir"],

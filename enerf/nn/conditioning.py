@@ -52,7 +52,7 @@ Degenerate cases: under ``row`` a layer with a single output (the paper's W is n
 density head) becomes sign(W) and can no longer learn its scale; under ``col`` the same
 happens to a layer with a single input.
 
-What the theory does and does not promise (checked numerically in tests/test_conditioning.py):
+What the theory does and does not promise (checked numerically in tests/unit/test_conditioning.py):
 the paper's Prop. 1 states κ(EW) ≤ κ(W) for every W; it holds for badly row/column-scaled
 matrices but not for every matrix (κ rises for 4-13 % of plain Gaussian matrices depending on
 the shape: studies/kappa_shapes.py); Van der Sluis's theorem, quoted by the paper without it,

@@ -36,7 +36,7 @@ Without a bias the centering has nothing to act on and only the scaling (1/q²) 
 Proposition 7 of the paper: one SGD step of BNP with μ, σ̃ equal to the batch statistics
 (ρ = 0, ε = 0) equals one SGD step of the post-activation BN network (no gradient through
 the batch statistics) mapped back with Ŵ = W diag(1/σ_H), b̂ = b - W diag(μ_H / σ_H);
-``tests/test_bnp.py`` checks this for both layer kinds.
+``tests/unit/test_bnp.py`` checks this for both layer kinds.
 
 Statistics are collected by forward pre-hooks on every ``nn.Linear`` / ``nn.Conv2d`` inside
 the given modules, only while the layer is in training mode and autograd is recording (so

@@ -128,7 +128,6 @@ class ShapeRun:
 
     command = "enerf shape train"
     final_scalar = ("eval/iou", "iou")
-    evaluation_may_stop = False
 
     def __post_init__(self) -> None:
         train = self.data.train  # copies: the samples stay read-only

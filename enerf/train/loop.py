@@ -62,7 +62,6 @@ class Evaluation:
     record: dict  # the ``history`` entry's values (the loop adds step and train_seconds first)
     scalars: dict[str, float] = field(default_factory=dict)  # TensorBoard tag -> value
     message: str = ""  # the progress bar's line after "step N: "
-    stop: str | None = None  # why the run should stop here (e.g. a PSNR target reached); None: go on
 
 
 class TrainingRun(Protocol):
@@ -74,7 +73,6 @@ class TrainingRun(Protocol):
     loop: LoopState  # where the loop starts: restored from the checkpoint on --resume
     resumed: bool  # whether ``loop`` came from a checkpoint
     command: str  # the command holding the run folder's lock, e.g. "enerf train"
-    evaluation_may_stop: bool  # whether a periodic evaluation can stop the run (on every rank)
     final_scalar: tuple[str, str]  # (TensorBoard tag, metrics key) written after ``finish``
 
     def step(self, step: int, progress: float) -> "StepResult":
@@ -282,7 +280,7 @@ def _train_locked(run: TrainingRun, out_dir: Path, ckpt_path: Path, progress: bo
 def _steps(run: TrainingRun, state: LoopState, clock: Stopwatch, writer, guard: FiniteGuard,
            checkpoint: Callable[[int], None], saved_step: Callable[[], int | None], caught: list[int], show: bool,
            ckpt_path: Path, on_step: StepHook | None) -> None:
-    """The steps from ``state.step`` to the last (or an early stop), with their cadences; a caught
+    """The steps from ``state.step`` to the last (or the time budget's end), with their cadences; a caught
     signal (``stop_signals``) writes the checkpoint after the current step and raises RunInterrupted."""
     cfg, t, writes = run.cfg, run.cfg.train, writes_outputs()
     bar = TrainingBar(t.iters, t.time_budget, state.step, clock.seconds, cfg.expname, show)
@@ -292,8 +290,7 @@ def _steps(run: TrainingRun, state: LoopState, clock: Stopwatch, writer, guard: 
     last_saved = clock.seconds  # training seconds at the last checkpoint (or the start)
     try:
         for step in range(state.step, t.iters):
-            if _step(run, state, step, clock, writer, guard, bar, say, estimate, cooldown, saved_step(), ckpt_path):
-                break
+            _step(run, state, step, clock, writer, guard, bar, say, estimate, cooldown, saved_step(), ckpt_path)
             done = state.step
             if done < t.iters and ((t.ckpt_every > 0 and done % t.ckpt_every == 0) or (
                     t.ckpt_every_seconds > 0 and clock.seconds - last_saved >= t.ckpt_every_seconds)):
@@ -316,9 +313,9 @@ def _steps(run: TrainingRun, state: LoopState, clock: Stopwatch, writer, guard: 
 
 def _step(run: TrainingRun, state: LoopState, step: int, clock: Stopwatch, writer, guard: FiniteGuard,
           bar: TrainingBar, say: Callable[[str], None], estimate: StepEstimate, cooldown: float,
-          saved_step: int | None, ckpt_path: Path) -> bool:
-    """Step ``step`` with its logging, condition numbers and periodic evaluation; True when an
-    evaluation stops the run."""
+          saved_step: int | None, ckpt_path: Path) -> None:
+    """Step ``step`` with its logging, condition numbers and periodic evaluation (in the process
+    that writes outputs)."""
     t, writes = run.cfg.train, writes_outputs()
     progress = 0.0  # how far the run is, for the learning rate's cooldown (state.py)
     if cooldown > 0:  # distributed: the furthest rank's clock, so that all ranks share one rate
@@ -343,16 +340,10 @@ def _step(run: TrainingRun, state: LoopState, step: int, clock: Stopwatch, write
         for layer, (kappa_w, kappa_ew) in kappas.items():
             writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
             writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
-    # distributed: the other ranks evaluate too when the result may stop the run (the same on every rank)
-    if (t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters
-            and (writes or run.evaluation_may_stop)):
+    if writes and t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters:
         with clock.paused():
             evaluation = run.evaluate(done)
             state.history.append({"step": done, "train_seconds": clock.seconds, **evaluation.record})
             for tag, value in evaluation.scalars.items():
                 writer.add_scalar(tag, value, done)
             say(f"step {done}: {evaluation.message}")
-        if evaluation.stop:
-            say(evaluation.stop)
-            return True
-    return False

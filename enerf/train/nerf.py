@@ -25,7 +25,7 @@ import torch
 
 from ..atomic import atomic_write_json
 from ..checkpoint import load_checkpoint
-from ..config import RunConfig
+from ..config import DATA_ROOT, RunConfig
 from ..data.camera_record import cameras_record
 from ..data.loaders import load_scene
 from ..cameras.normalize import transform_record
@@ -113,9 +113,6 @@ class NerfRun:
     command = "enerf train"
     final_scalar = ("test/psnr", "psnr")
 
-    @property
-    def evaluation_may_stop(self) -> bool:
-        return self.cfg.train.stop_at_psnr > 0
 
     @property
     def warmup_steps(self) -> int:
@@ -173,12 +170,9 @@ class NerfRun:
                                    renderer=self.renderer, progress=self.progress, desc=f"eval at step {step}",
                                    leave=False, stride=self.cfg.train.eval_stride)
         psnr = float(np.mean([p["psnr"] for p in per_image]))
-        target = self.cfg.train.stop_at_psnr
-        stop = (f"held-out PSNR reached --stop_at_psnr {target:g} dB at step {step}"
-                if target > 0 and psnr >= target else None)
         record = {"psnr": psnr, "train_psnr": self.train_psnr(), **work_record(self.rays_per_step),
                   **grid_record(self.renderer, self.rays_per_step)}
-        return Evaluation(record, {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB", stop)
+        return Evaluation(record, {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB")
 
     def checkpoint_fields(self) -> dict[str, dict]:
         return {name: f.state_dict() for name, f in self.fields.items()}
@@ -232,7 +226,7 @@ class NerfRun:
         return metrics
 
 
-def prepare_run(cfg: RunConfig, data_root: Path = Path("data"), payload: dict | None = None) -> NerfRun:
+def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | None = None) -> NerfRun:
     """Seed, load the scene, build fields, optimizer, ray sampler, renderer (and its grid) and
     ray batch for ``cfg``; restored from a checkpoint ``payload`` when given."""
     tic = time.perf_counter()
@@ -276,7 +270,7 @@ def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
     return payload
 
 
-def train_nerf(cfg: RunConfig, data_root: Path = Path("data"), resume: bool = False, progress: bool = True,
+def train_nerf(cfg: RunConfig, data_root: Path = DATA_ROOT, resume: bool = False, progress: bool = True,
                on_step=None) -> dict | None:
     """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json),
     None on the ranks other than 0 of a run on several processes (``enerf.train.distributed``).

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import ViewerConfig
+from ..config import DATA_ROOT, ViewerConfig
 from ..errors import ConfigError
 from ..loaded_run import LoadedRun, load_run
 from ..train.evaluate import read_metrics
@@ -28,7 +28,7 @@ def check_same_scene(a: LoadedRun, b: LoadedRun) -> None:
                           "different scenes (or splits); one view shows two runs of one scene")
 
 
-def open_view(ckpts: list[str | Path], cfg: ViewerConfig, data_root: Path = Path("data"),
+def open_view(ckpts: list[str | Path], cfg: ViewerConfig, data_root: Path = DATA_ROOT,
               device_name: str | None = None, worker: bool = True, datadir: str | Path | None = None) -> Viewer:
     """Serve ``ckpts`` (one, or two of one scene) at ``cfg.host:cfg.port``; returns the running Viewer
     (``close()`` it); ``datadir``: the scene folder instead of the recorded one. The port is checked before the checkpoints load; nothing is written but the

@@ -19,7 +19,7 @@ from enerf.fields.build import build_fields
 from enerf.train.evaluate import render_scene_view
 
 TINY = [
-    "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
+    "--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
     "--multires", "4", "--multires_views", "2", "--N_samples", "8", "--N_importance", "4",
     "--N_rand", "128", "--log_every", "5", "--kappa_every", "5", "--no_lpips", "--quiet",
     "--chunk", "1024",

@@ -16,7 +16,7 @@ from enerf.cli import main
 from enerf.synthetic.scene import make_synthetic_scene
 from enerf.runfolder import RunLock
 
-TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
+TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
         "--multires", "2", "--multires_views", "1", "--N_samples", "8", "--N_rand", "64", "--log_every", "1",
         "--kappa_every", "0", "--no_lpips", "--quiet", "--device", "cpu"]
 SHAPE_TINY = ["--netdepth", "2", "--netwidth", "16", "--skips", "9", "--batch_size", "128", "--n_uniform", "1000",

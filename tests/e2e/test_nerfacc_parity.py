@@ -4,7 +4,7 @@ The runs cannot be step-for-step identical: nerfacc draws its stratified jitter 
 updates' cells and points from torch's global CUDA generator (``OccGridEstimator.sampling``
 ``torch.rand_like``; ``_update`` ``torch.rand_like`` / ``torch.randint``), torch_grid from the
 run's generator, which also draws the ray batches, so the batches part ways after the first
-step. The algorithms are the same (tests/test_nerfacc_equality.py), so after a few hundred
+step. The algorithms are the same (tests/e2e/test_nerfacc_equality.py), so after a few hundred
 steps the held-out PSNR must agree within 0.3 dB. On a CPU everything up to the first CUDA
 step is checked: the two configs differ in the renderer alone, and nerfacc is refused there
 with its reason.

@@ -19,7 +19,7 @@ from enerf.errors import ConfigError
 from enerf.nn import ConditionedConv2d, ConditionedLinear, condition_model, condition_number, fold_module
 from enerf.optim import BNP
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODES = ["none", "row", "col", "rowcol", "wn", "ws"]
 
 

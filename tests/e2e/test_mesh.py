@@ -123,7 +123,7 @@ def test_surface_distance_matches_dense_sampling(scene_dir):
 # sample's opacity is 1 - exp(-sigma * dt * |d|) with dt * |d| ~ 2 / 15 here, so the CLI default 10
 # (opacity ~0.7 per sample) is never crossed after a few hundred steps; 2.0 (opacity ~0.23) is.
 # raw_noise_std 1.0 (NeRF's LLFF setting) keeps the haze in front of the surfaces down.
-TINY_NERF = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "48", "--view_width", "24",
+TINY_NERF = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "48", "--view_width", "24",
              "--multires", "6", "--multires_views", "2", "--N_samples", "16", "--N_rand", "256", "--raw_noise_std", "1.0",
              "--kappa_every", "0", "--no_lpips", "--quiet", "--chunk", "2048", "--lrate", "5e-3", "--lrate_decay", "2",
              "--device", "cpu"]  # the bounds below are CPU figures (on CUDA: 0.628, above 0.62)

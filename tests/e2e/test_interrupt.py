@@ -6,7 +6,6 @@ report each view with the time left."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from enerf.train.evaluate import ViewReport
 from enerf.train.loop import TrainingBar, train_loop
 from test_presets import _Quadratic
 
-TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
+TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
         "--multires", "2", "--multires_views", "1", "--N_samples", "8", "--N_rand", "64", "--log_every", "5",
         "--kappa_every", "0", "--no_lpips", "--quiet", "--device", "cpu", "--chunk", "1024"]
 
@@ -49,11 +48,10 @@ def _equal(a, b) -> bool:
 
 def test_sigterm_leaves_a_checkpoint_that_resumes_bit_exactly(scene_dir, tmp_path):
     iters = 400
-    env = {**os.environ, "ENERF_PRESET": "none"}
-    straight = subprocess.run(_argv(scene_dir, tmp_path, "straight", iters), env=env, capture_output=True, text=True)
+    straight = subprocess.run(_argv(scene_dir, tmp_path, "straight", iters), capture_output=True, text=True)
     assert straight.returncode == 0, straight.stderr
     # the interrupted run: SIGTERM once its step-5 checkpoint exists (it is training then)
-    proc = subprocess.Popen(_argv(scene_dir, tmp_path, "cut", iters, "--ckpt_every", "5"), env=env,
+    proc = subprocess.Popen(_argv(scene_dir, tmp_path, "cut", iters, "--ckpt_every", "5"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ckpt = tmp_path / "cut" / "checkpoints" / "latest.pt"
     deadline = time.monotonic() + 120
@@ -68,7 +66,7 @@ def test_sigterm_leaves_a_checkpoint_that_resumes_bit_exactly(scene_dir, tmp_pat
     step = int(lines[0].split("at step ")[1].split(";")[0])
     assert 5 <= step < iters and _weights(tmp_path / "cut")[0] == step
     assert not (tmp_path / "cut" / "metrics.json").exists()
-    resumed = subprocess.run(_argv(scene_dir, tmp_path, "cut", iters, "--ckpt_every", "5", "--resume"), env=env,
+    resumed = subprocess.run(_argv(scene_dir, tmp_path, "cut", iters, "--ckpt_every", "5", "--resume"),
                              capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "cut")

@@ -17,7 +17,7 @@ from enerf.render import density_fn
 
 from enerf.synthetic.scene import make_synthetic_scene
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 from benchmarks import gpu_check
 
 

@@ -1,6 +1,7 @@
 """Every file in configs/ parses to the config its text says: a tiny independent ``key = value``
 reader builds the expected dataclasses from the defaults, and the CLI's parser must agree with
-them on every field. Also: every flag has help text, and ``enerf --version``."""
+them on every field; each device preset holds its file's keys less the scene's identity. Also:
+every flag has help text, and ``enerf --version``."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ import enerf
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.cli.common import config_from_args
 from enerf.cli.shape import build_shape_train_parser
+from enerf.cli.train import read_config_file
 from enerf.config import RunConfig, ShapeRunConfig
+from enerf.config import presets
+from enerf.errors import ConfigError
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 # nerf-pytorch spellings of three fields (flag -> field); every other key is a field's own name.
 CAPITALISED = {"N_rand": "n_rand", "N_samples": "n_samples", "N_importance": "n_importance"}
 
@@ -89,6 +93,38 @@ def test_shape_config_file_parses_to_what_its_text_says(path):
     assert parsed == expected_config(ShapeRunConfig, read_keys(path))
 
 
+# (preset, layout) -> (dataset type, what the cameras show, the file it reads)
+PRESET_FILES = {("cpu", "llff"): ("llff", "forward", "fern_cpu.txt"), ("cpu", "blender"): ("blender", "walkaround", "lego_cpu.txt"),
+                ("cpu", "capture"): ("nerfstudio", "walkaround", "capture_cpu.txt"),
+                ("paper", "llff"): ("llff", "forward", "fern.txt"), ("paper", "blender"): ("blender", "walkaround", "lego.txt")}
+# The keys that name the scene, the run or the method: a preset leaves them to the user.
+IDENTITY = {"expname", "basedir", "scene", "datadir", "dataset_type", "factor", "llffhold", "conditioning", "conditioned_layers"}
+
+
+def test_every_preset_has_a_file():
+    assert set(PRESET_FILES) == set(presets.PRESETS)
+
+
+@pytest.mark.parametrize("key", sorted(PRESET_FILES), ids=["-".join(k) for k in sorted(PRESET_FILES)])
+def test_a_preset_is_its_config_file_less_the_scene(key):
+    dataset_type, kind, name = PRESET_FILES[key]
+    preset = presets.preset_for(*key[:1], dataset_type, kind, read_config_file)
+    assert (preset.name, preset.layout, preset.source) == (key[0], key[1], f"configs/{name}")
+    fields = {f.name: f for cls in (RunConfig().data, RunConfig().field, RunConfig().render, RunConfig().train)
+              for f in dataclasses.fields(cls)}
+    expected = {CAPITALISED.get(k, k): text for k, text in read_keys(CONFIGS / name).items()}
+    expected = {k: convert(text, spelled(fields[k].type)) for k, text in expected.items() if k not in IDENTITY}
+    if dataset_type != "blender":
+        expected["scene_kind"] = kind
+    assert preset.values == expected and len(expected) > 10
+
+
+def test_presets_without_the_configs_folder_say_so_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(presets, "CONFIG_DIR", tmp_path / "configs")
+    with pytest.raises(ConfigError, match=r"^the preset reads .*fern_cpu.txt, which is missing .*--preset none$"):
+        presets.preset_for("cpu", "llff", "forward", read_config_file)
+
+
 def test_flags_override_the_file_and_nerf_pytorch_aliases_and_inverted_flags_map(tmp_path):
     config = tmp_path / "c.txt"
     config.write_text("N_iters = 7\ni_print = 3\nrandom_seed = 5\nnetchunk = 99\nN_rand = 100\n")
@@ -110,3 +146,32 @@ def test_every_flag_has_help():
 def test_version_and_module_entry_points(module):
     proc = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == f"enerf {enerf.__version__}"
+
+
+@pytest.mark.parametrize("build, root", [(build_train_parser, RunConfig), (build_shape_train_parser, ShapeRunConfig)],
+                         ids=["train", "shape-train"])
+def test_help_lists_each_section_under_its_name(build, root, capsys):
+    """``--help`` groups the flags by config section: group ``data`` holds exactly the flags of the
+    data section's fields, and so on; ``run`` holds expname and basedir."""
+    parser = build()
+    groups = {g.title: {a.dest for a in g._group_actions} for g in parser._action_groups}
+    for f in dataclasses.fields(root):
+        if f.default_factory is not dataclasses.MISSING:
+            expected = {f"{f.name}.{s.name}" for s in dataclasses.fields(f.default_factory) if s.metadata.get("cli", True)}
+            assert groups[f.name] == expected, f.name
+    assert groups["run"] == {"expname", "basedir"}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    out = capsys.readouterr().out
+    titles = [line[:-1] for line in out.splitlines() if line and not line[0].isspace() and line.endswith(":")]
+    assert titles[:2] == ["options", "run"] and set(titles) >= {"data", "field", "train"}
+
+
+def test_a_deleted_flag_is_refused_and_old_checkpoints_still_load():
+    from enerf.config import run_config_from_dict
+
+    with pytest.raises(ConfigError, match="unrecognized arguments: --stop_at_psnr"):
+        build_train_parser().parse_args(["--stop_at_psnr", "30"])
+    old = RunConfig().to_dict()
+    old["train"] = {**old["train"], "stop_at_psnr": 25.0}  # a checkpoint written while the flag existed
+    assert run_config_from_dict(old) == RunConfig()

@@ -43,7 +43,7 @@ WINDOW = (560, 360)  # headless Chromium's canvas is then 560 x ~220 pixels
 GIZMO = 80  # the axes gizmo in the canvas' bottom-left corner, left out of comparisons
 SCREENSHOT_DIR = os.environ.get("ENERF_VIEWER_SCREENSHOTS")  # keep the screenshots there (docs/img)
 
-TINY = ["--factor", "1", "--netdepth", "2", "--netwidth", "16", "--N_samples", "8", "--N_rand", "64", "--no_lpips",
+TINY = ["--preset", "none", "--factor", "1", "--netdepth", "2", "--netwidth", "16", "--N_samples", "8", "--N_rand", "64", "--no_lpips",
         "--quiet", "--kappa_every", "0", "--multires", "4", "--multires_views", "2", "--view_width", "8"]
 
 

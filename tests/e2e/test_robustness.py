@@ -27,7 +27,7 @@ from enerf.errors import CheckpointError, ConfigError, DivergenceError
 from enerf.runfolder import RunLock, check_output_dir, check_output_file, remove_stale_temp_files
 from enerf.train.divergence import FiniteGuard, black_level_psnr, black_warning
 
-TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
+TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
         "--multires", "2", "--multires_views", "1", "--N_samples", "8", "--N_rand", "64", "--log_every", "1",
         "--kappa_every", "0", "--no_lpips", "--quiet", "--device", "cpu"]
 
@@ -111,7 +111,7 @@ def test_lock_names_the_holding_process_and_is_freed_by_its_death(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from enerf.runfolder import RunLock; "
          f"RunLock({str(tmp_path)!r}, 'enerf train').acquire(); print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(ConfigError, match=f"in use by process {holder.pid} \\(enerf train\\)"):

@@ -123,7 +123,7 @@ def test_broken_folder_gives_one_line_naming_the_file(tmp_path, case, capsys):
     train = root / "transforms_train.json"
     meta = json.loads(train.read_text())
     expected = train.name
-    # no transforms_test.json is not broken: every 8th train frame is held out (tests/test_zeroconf.py)
+    # no transforms_test.json is not broken: every 8th train frame is held out (tests/unit/test_zeroconf.py)
     if case == "no_fov":
         del meta["camera_angle_x"]
     elif case == "bad_matrix":
@@ -155,7 +155,9 @@ def test_broken_folder_gives_one_line_naming_the_file(tmp_path, case, capsys):
     with pytest.raises(DataError) as info:
         load_blender(root)
     assert expected in str(info.value) and "\n" not in str(info.value)
-    code = main(["train", "--datadir", str(root), "--basedir", str(tmp_path / "runs"), "--iters", "1", "--quiet"])
+    # --preset none: testskip 1, every frame is read (the CPU preset's testskip 8 skips the broken test frame)
+    code = main(["train", "--preset", "none", "--datadir", str(root), "--basedir", str(tmp_path / "runs"), "--iters",
+                 "1", "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and expected in err[0]
     assert not (tmp_path / "runs").exists()
@@ -189,7 +191,7 @@ def test_tiny_lego_training_improves_with_the_grid_renderer(shared_data, tmp_pat
     if not (lego / "transforms_train.json").is_file():
         pytest.skip(f"{lego} not found")
     torch.manual_seed(0)
-    common = ["train", "--datadir", str(lego), "--factor", "8", "--testskip", "50", "--white_bkgd", "--renderer",
+    common = ["train", "--preset", "none", "--datadir", str(lego), "--factor", "8", "--testskip", "50", "--white_bkgd", "--renderer",
               "torch_grid", "--render_step_size", "0.02", "--grid_resolution", "32", "--netdepth", "2",
               "--netwidth", "32", "--view_width", "16", "--N_rand", "256", "--lrate", "5e-3", "--no_lpips", "--quiet",
               "--basedir", str(tmp_path), "--grid_warmup", "64", "--target_sample_batch_size", "-1"]

@@ -78,7 +78,7 @@ def _equivalence_worker(rank: int, port: int, scene: Path, out: Path, modes: lis
 
 def _dead_rank_worker(rank: int, port: int, scene: Path, out: Path) -> None:
     _env(rank, port)
-    argv = ["train", "--datadir", str(scene), "--factor", "1", "--llffhold", "4", "--basedir", str(out),
+    argv = ["train", "--preset", "none", "--datadir", str(scene), "--factor", "1", "--llffhold", "4", "--basedir", str(out),
             "--expname", "dead", "--iters", "50", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
             "--N_samples", "8", "--N_rand", "64", "--no_lpips", "--quiet", "--device", "cpu", "--dist_timeout", "20"]
     if rank == 1:  # dies at its 3rd step, as a killed process would

@@ -21,7 +21,7 @@ from enerf.data.sampler import RaySampler, training_rays
 from enerf.synthetic.scene import make_synthetic_scene
 from enerf.render import rays_aabb
 
-TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
+TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "32", "--view_width", "16",
         "--multires", "4", "--multires_views", "2", "--N_samples", "8", "--N_rand", "64", "--no_lpips", "--quiet",
         "--device", "cpu", "--eval_every", "0"]
 

@@ -1,6 +1,6 @@
 """Training with torch_grid: the ray batch, the trained grid against the scene's geometry, resume and eval.
 
-nerfacc vs torch_grid on CUDA: tests/test_nerfacc_equality.py."""
+nerfacc vs torch_grid on CUDA: tests/e2e/test_nerfacc_equality.py."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_rays_per_step_keep_samples_per_step_near_the_target():
 
 
 TINY = [
-    "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "48", "--view_width", "24",
+    "--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "48", "--view_width", "24",
     "--multires", "6", "--multires_views", "2", "--N_samples", "16", "--N_rand", "256", "--log_every", "50",
     "--kappa_every", "0", "--no_lpips", "--quiet", "--chunk", "2048", "--renderer", "torch_grid",
     "--grid_resolution", "24", "--render_step_size", str(1 / 96), "--grid_warmup", "64", "--grid_update_every", "8",

@@ -20,7 +20,7 @@ from enerf.loaded_run import load_run
 from enerf.export.video import camera_path, depth_values, render_video
 from enerf.train.evaluate import render_scene_view
 
-TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
+TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
         "--multires", "3", "--multires_views", "1", "--N_samples", "8", "--N_importance", "4", "--N_rand", "64",
         "--kappa_every", "0", "--no_lpips", "--quiet", "--chunk", "333"]
 
@@ -165,7 +165,7 @@ def test_train_with_video_auto_renders_a_preview_along_the_scenes_default_path(s
     from enerf.export.video import PREVIEW, default_path
     from enerf.loaded_run import load_run
 
-    argv = ["train", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--expname", "v", "--factor", "1",
+    argv = ["train", "--preset", "none", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--expname", "v", "--factor", "1",
             "--iters", "10", "--netdepth", "2", "--netwidth", "16", "--N_samples", "8", "--no_lpips", "--quiet",
             "--video", "auto"]
     assert main(argv) == 0

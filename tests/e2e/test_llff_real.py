@@ -10,10 +10,10 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 from skimage.transform import downscale_local_mean
-from test_llff import reference_llff
 
 from enerf.data.llff import load_llff
 from enerf.data.resolve import resolve_scene_dir
+from nerf_pytorch_llff import reference_llff
 
 
 def _release(fern_dir):

@@ -25,7 +25,7 @@ from enerf.viewer.render import focal_from_fov, fov_from_focal, render_camera
 from enerf.viewer.scene import (c2w_from_viser, frustums, heldout_psnr, matrix_to_quat, quat_to_matrix,
                                 viser_from_c2w)
 
-TINY = ["--factor", "1", "--netdepth", "2", "--netwidth", "16", "--N_samples", "8", "--N_rand", "64", "--no_lpips",
+TINY = ["--preset", "none", "--factor", "1", "--netdepth", "2", "--netwidth", "16", "--N_samples", "8", "--N_rand", "64", "--no_lpips",
         "--quiet", "--kappa_every", "0", "--multires", "4", "--multires_views", "2", "--view_width", "8"]
 
 

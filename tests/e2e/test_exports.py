@@ -243,7 +243,7 @@ def test_tsdf_mesh_lies_within_a_voxel_of_the_sphere(sphere_run):
 
 # ----------------------------------------------------------------------------- portable checkpoints
 
-TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
+TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
         "--multires", "2", "--multires_views", "1", "--N_samples", "8", "--N_rand", "64", "--no_lpips", "--quiet",
         "--device", "cpu", "--kappa_every", "0"]
 

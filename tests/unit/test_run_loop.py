@@ -97,14 +97,13 @@ def _adam_step(optimizer, losses: dict, lr: float) -> StepResult:
 
 
 class _CountingTask:
-    """A one-weight task whose evaluation stops the run at ``stop_at``; records what the loop asked."""
+    """A one-weight run; records what the loop asked."""
 
     command = "test loop"
     final_scalar = ("eval/value", "value")
-    evaluation_may_stop = False
 
-    def __init__(self, cfg: ShapeRunConfig, stop_at: int) -> None:
-        self.cfg, self.stop_at = cfg, stop_at
+    def __init__(self, cfg: ShapeRunConfig) -> None:
+        self.cfg = cfg
         self.weight = nn.Parameter(torch.ones(1))
         self.optimizer = build_optimizer([nn.ParameterList([self.weight])], lr=cfg.train.lrate)
         self.generator = torch.Generator().manual_seed(0)
@@ -129,7 +128,7 @@ class _CountingTask:
 
     def evaluate(self, step):
         self.evaluated.append(step)
-        return Evaluation({"value": step}, stop="stop" if step >= self.stop_at else None)
+        return Evaluation({"value": step})
 
     def checkpoint_fields(self):
         return {"weight": {"w": self.weight.detach().clone()}}
@@ -141,14 +140,14 @@ class _CountingTask:
         return {"value": float(self.weight.detach()), "steps": state.step, "history": state.history}
 
 
-def test_loop_cadences_checkpoint_and_early_stop(tmp_path):
-    cfg = _shape_cfg(tmp_path, iters=20, log_every=3, kappa_every=5, eval_every=4, ckpt_every=6)
-    task = _CountingTask(cfg, stop_at=12)
+def test_loop_cadences_and_checkpoint(tmp_path):
+    cfg = _shape_cfg(tmp_path, iters=12, log_every=3, kappa_every=5, eval_every=4, ckpt_every=6)
+    task = _CountingTask(cfg)
     out = tmp_path / "run"
     metrics = train_loop(task, out, out / "checkpoints" / "latest.pt", progress=False)
     assert task.steps == list(range(12)) and metrics["steps"] == 12
-    assert task.logged == [3, 6, 9, 12] and task.evaluated == [4, 8, 12]
-    assert [h["step"] for h in metrics["history"]] == [4, 8, 12]
+    assert task.logged == [3, 6, 9, 12] and task.evaluated == [4, 8]
+    assert [h["step"] for h in metrics["history"]] == [4, 8]
     assert [k["step"] for k in task.loop.kappa_history] == [1, 5, 10]
     payload, saved = load_checkpoint(out / "checkpoints" / "latest.pt")
     assert saved == cfg and payload["step"] == 12 and payload["extra"]["mine"] == 12
@@ -160,7 +159,7 @@ def test_loop_cadences_checkpoint_and_early_stop(tmp_path):
 
 def test_loop_resumes_where_the_state_says(tmp_path):
     cfg = _shape_cfg(tmp_path, iters=6, log_every=100, kappa_every=0)
-    task = _CountingTask(cfg, stop_at=10**9)
+    task = _CountingTask(cfg)
     task.loop = LoopState(step=4, history=[{"step": 2}], train_seconds=3.0)
     task.resumed = True
     metrics = train_loop(task, tmp_path / "run", tmp_path / "run" / "checkpoints" / "latest.pt", progress=False)
@@ -172,7 +171,7 @@ def test_loop_resumes_where_the_state_says(tmp_path):
 def test_cooldown_anneals_the_last_fraction_of_the_steps_to_a_tenth(tmp_path):
     iters, cooldown, lrate = 10, 0.4, 0.01
     cfg = _shape_cfg(tmp_path, iters=iters, lrate=lrate, lrate_cooldown=cooldown, log_every=100, kappa_every=0)
-    task = _CountingTask(cfg, stop_at=10**9)
+    task = _CountingTask(cfg)
     train_loop(task, tmp_path / "run", tmp_path / "run" / "checkpoints" / "latest.pt", progress=False)
     seen = task.rates
     progress = np.arange(iters) / iters

@@ -260,7 +260,7 @@ def _in_process(cmd: list[str], env: dict, log_path: Path) -> ProcessResult:
 
 def test_real_runs_give_table_curves_side_by_side_and_conditioning(tmp_path):
     scene = make_synthetic_scene(tmp_path / "tiny", n_views=6, width=24, height=18, seed=2)
-    extra = ["--factor", "1", "--llffhold", "3", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
+    extra = ["--preset", "none", "--factor", "1", "--llffhold", "3", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
              "--multires", "2", "--multires_views", "1", "--N_samples", "8", "--N_rand", "64", "--iters", "6",
              "--eval_every", "3", "--kappa_every", "3", "--log_every", "3", "--no_lpips", "--chunk", "4096",
              "--eval_stride", "2"]  # side_by_side.png shows the pixels scored: every 2nd row and column

@@ -20,7 +20,7 @@ import pytest
 
 from benchmarks import harness
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(f"{p.parent.name}.{p.stem}" for folder in ("benchmarks", "studies")
                  for p in (ROOT / folder).glob("*.py") if p.stem != "__init__")
 

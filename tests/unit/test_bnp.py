@@ -227,7 +227,7 @@ def test_enerf_train_with_bnp_and_regularization_resumes_exactly(tmp_path):
     from enerf.synthetic.scene import make_synthetic_scene
 
     scene = make_synthetic_scene(tmp_path / "tiny", n_views=4, width=16, height=12, seed=2)
-    tiny = ["--datadir", str(scene), "--basedir", str(tmp_path), "--factor", "1", "--llffhold", "4",
+    tiny = ["--preset", "none", "--datadir", str(scene), "--basedir", str(tmp_path), "--factor", "1", "--llffhold", "4",
             "--netdepth", "2", "--netwidth", "16", "--view_width", "8", "--multires", "2", "--multires_views", "1",
             "--N_samples", "6", "--N_importance", "0", "--N_rand", "64", "--no_lpips", "--quiet", "--chunk", "512",
             "--conditioning", "ws", "--precond", "bnp", "--weight_decay", "1e-3", "--decay_space", "z",

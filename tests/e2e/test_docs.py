@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 USER_PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 PAGES = [*USER_PAGES, ROOT / "benchmarks" / "README.md"]

@@ -267,7 +267,7 @@ def test_nerfstudio_layout_matches_the_colmap_model_and_trains(fern_dir, tmp_pat
         c2w[:3, :3], c2w[:3, 3] = rot.T @ np.diag([1.0, -1.0, -1.0]), -rot.T @ t  # OpenCV -> OpenGL camera axes
         c2w[:3] = turn @ c2w[:3]
         np.testing.assert_allclose(frames[f"images/{image.name}"], c2w, atol=1e-6)
-    code = main(["train", "--datadir", str(out), "--factor", "2", "--basedir", str(tmp_path / "runs"), "--expname",
+    code = main(["train", "--preset", "none", "--datadir", str(out), "--factor", "2", "--basedir", str(tmp_path / "runs"), "--expname",
                  "f", "--iters", "2", "--netdepth", "2", "--netwidth", "16", "--N_samples", "8", "--N_rand", "64",
                  "--kappa_every", "0", "--no_lpips", "--quiet", "--device", "cpu"])
     assert code == 0 and json.loads((tmp_path / "runs" / "f" / "metrics.json").read_text())["steps"] == 2

@@ -487,7 +487,7 @@ def test_enerf_train_on_a_capture_stores_the_scene_transform(tmp_path, capsys):
 
     scene_dir = _capture(tmp_path / "cap", n=9, size=(16, 12), missing=(4,))
     basedir = tmp_path / "runs"
-    code = main(["train", "--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", "cap", "--iters", "3",
+    code = main(["train", "--preset", "none", "--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", "cap", "--iters", "3",
                  "--netdepth", "2", "--netwidth", "16", "--view_width", "8", "--multires", "2", "--multires_views", "1",
                  "--N_samples", "8", "--N_rand", "64", "--kappa_every", "0", "--no_lpips", "--quiet",
                  "--device", "cpu"])
