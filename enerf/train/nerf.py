@@ -1,8 +1,8 @@
 """A NeRF training run: its step (``NerfRun.step``), evaluations and checkpoint extras.
 
 ``NerfRun`` holds a run's scene, fields, ray sampler and renderer; ``NerfRun.step`` is the whole
-training step in one function (learning rate, grid update, batch, render, losses, backward,
-update, record); the shared loop (``enerf.train.loop``) keeps the cadence around it.
+training step in one function (learning rate, grid update, batch, render, record, losses,
+backward, update); the shared loop (``enerf.train.loop``) keeps the cadence around it.
 
 One run writes into ``<basedir>/<expname>/``::
 
@@ -132,18 +132,19 @@ class NerfRun:
         rays, target = shard_batch(*self.sampler.sample(center_only=step < train.precrop_iters))
         # 4. render (jitter from this rank's own generator)
         out = renderer.render_rays(rays, self.fields, train=True, generator=rank_generator(self.generator))
-        # 5. the named loss terms: photometric, the renderer's own, total variation, the optimizer's penalties
+        # 5. record the work (summed over ranks); it sizes the next batch for the target samples per step
+        self.rays_per_step.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
+                                                  out["n_colour_skipped"]))
+        # 6. the named loss terms: photometric, the renderer's own, total variation, the optimizer's penalties
         losses = {**nerf_losses(out, target, self.fields, train.tv_weight), **optimizer.penalties()}
         loss = sum(losses.values())
-        # 6. the one backward pass; the gradient of the global batch, each rank weighted by its share
+        del out  # what the loss does not hold is freed before the backward pass
+        # 7. the one backward pass; the gradient of the global batch, each rank weighted by its share
         optimizer.zero_grad(set_to_none=True)
         optimizer.backward(loss)
         average_gradients(optimizer.params, target.shape[0] / n_rays)
-        # 7. the update (BNP's transform and decoupled decay inside)
+        # 8. the update (BNP's transform and decoupled decay inside)
         optimizer.step()
-        # 8. record the work (summed over ranks) and size the next batch for the target samples per step
-        self.rays_per_step.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
-                                                  out["n_colour_skipped"]))
         return StepResult(losses, loss, lr)
 
     def named_parameters(self):
