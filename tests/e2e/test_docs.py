@@ -432,7 +432,7 @@ def test_user_pages_carry_no_record_material(page):
 
 # -- the walkthrough, run as written on a tiny scene ----------------------------------------------
 
-TINY_TRAIN = ["--iters", "3", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16",
+TINY_TRAIN = ["--preset", "none", "--iters", "3", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16",
               "--view_width", "8", "--multires", "2", "--multires_views", "1", "--N_samples", "8", "--N_rand", "64",
               "--no_lpips", "--quiet", "--device", "cpu", "--kappa_every", "0", "--video", "none"]
 # tiny settings appended to a command as written (a later flag wins): what a 3-step run can export
