@@ -269,13 +269,13 @@ class TrainConfig(Cadence, Regularization):
     precrop_iters: int = option(0, "steps that sample rays from the central crop only", lo=0)
     precrop_frac: float = option(0.5, "side of that central crop, as a fraction of the image", lo=0.0, hi=1.0,
                                  lo_open=True)
-    eval_views: int = option(0, "held-out views used by periodic evaluations (0: all)", lo=0)
-    eval_stride: int = option(1, "evaluations render and score every this-many-th row and column of each held-out "
-                              "view (PSNR over that regular subset of the pixels; for slow networks on a CPU)", lo=1)
     video: FinalVideo = option("none", "after training, render a preview video (60 frames at half size, "
                                "<run>/video_<path>/rgb.mp4 and depth.mp4) along this camera path: none, auto (spiral on "
                                "forward-facing scenes and Blender's orbit, interp through the training cameras on "
                                "walk-around captures) or a path of enerf render --path")
+    eval_views: int = option(0, "held-out views used by periodic evaluations (0: all)", lo=0)
+    eval_stride: int = option(1, "evaluations render and score every this-many-th row and column of each held-out "
+                              "view (PSNR over that regular subset of the pixels; for slow networks on a CPU)", lo=1)
     compute_lpips: bool = option(True, "skip LPIPS", flag="no_lpips", flag_type=bool, from_flag=operator.not_)
 
     def __post_init__(self) -> None:
