@@ -22,23 +22,24 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from ..atomic import atomic_write_json
 from ..checkpoint import load_checkpoint
 from ..config import DATA_ROOT, RunConfig
+from ..cameras.normalize import transform_record
 from ..data.camera_record import cameras_record
 from ..data.loaders import load_scene
-from ..cameras.normalize import transform_record
 from ..data.sampler import RaySampler
 from ..data.scene import Scene
 from ..errors import CheckpointError
+from ..fields.build import build_fields
 from ..fields.nerf import NeRFField
+from ..loaded_run import renderer_state, select_device
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers
 from ..optim import PreconditionedOptimizer
 from ..render import Renderer, build_renderer
-from ..fields.build import build_fields
-from ..loaded_run import renderer_state, select_device
 from ..rng import seed_everything
 from ..runfolder import check_output_dir, config_run_folder
 from .divergence import black_level_psnr, black_warning
