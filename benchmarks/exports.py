@@ -1,6 +1,6 @@
 """Every export from a checkpoint alone, on the fox capture and on lego: benchmarks/exports.json.
 
-    python -m benchmarks.exports --work runs/bench_exports --open3d O3D_SITE \\
+    python -m benchmarks.exports --work runs/bench_exports \\
         --ckpt fox=runs/bench_proposal/fox-s0/checkpoints/latest.pt=../shared/data/nerfstudio/fox \\
         --ckpt lego=runs/lego_cpu/checkpoints/latest.pt
 
@@ -9,16 +9,18 @@ cameras (``enerf.data.camera_record``; checkpoints trained before enerf saved th
 scene folder once, here) and whose recorded scene folder is a path that does not exist (a
 checkpoint on another machine). Then, in ``--work/<name>`` and timed, each command of
 ``EXPORTS`` (flags per scene in ``FLAGS``), and ``enerf eval`` without the folder (it must
-refuse in one line, exit 2). Every output is loaded back: the PLYs in trimesh (and in Open3D
-when ``--open3d PATH``, a folder it was ``pip install --target``-ed into, imports), the depth
-folder's transforms.json with enerf's nerfstudio loader. Timings are wall seconds on the
-machine named in the record, with its load average before and after.
+refuse in one line, exit 2). Every output is loaded back: the PLYs in trimesh and in Open3D
+(``pip install -e ".[bench]"``, or ``--open3d PATH``: a folder it was ``pip install --target``-ed
+into; not checked when neither imports), the depth folder's transforms.json with enerf's nerfstudio
+loader. Timings are wall seconds on the machine named in the record, with its load average before
+and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import os
 import shlex
@@ -90,14 +92,15 @@ def check_ply(path: Path, open3d: str | None) -> dict:
     if raw is not None and "nx" in raw.dtype.names:
         normals = np.stack([raw["nx"], raw["ny"], raw["nz"]], -1)
         out["unit_normals"] = float(np.mean(np.abs(np.linalg.norm(normals, axis=-1) - 1) < 1e-3))
-    if open3d:
+    if open3d is not None:
         code = ("import open3d as o3d, sys, json; p = sys.argv[1]; "
                 "g = o3d.io.read_triangle_mesh(p) if sys.argv[2] == 'mesh' else o3d.io.read_point_cloud(p); "
                 "print(json.dumps({'open3d': o3d.__version__, 'points': len(g.vertices) if sys.argv[2] == 'mesh' else "
                 "len(g.points), 'normals': bool(g.has_vertex_normals() if sys.argv[2] == 'mesh' else g.has_normals()), "
                 "'colors': bool(g.has_vertex_colors() if sys.argv[2] == 'mesh' else g.has_colors())}))")
         proc = subprocess.run([sys.executable, "-c", code, str(path), "mesh" if "faces" in out else "cloud"],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": open3d})
+                              capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": open3d} if open3d else None)
         out["open3d"] = json.loads(proc.stdout) if proc.returncode == 0 else proc.stderr.strip().splitlines()[-1:]
     return out
 
@@ -120,10 +123,12 @@ def main() -> int:
                         help="NAME=PATH or NAME=PATH=SCENE_FOLDER (the folder, for a checkpoint without cameras whose "
                              "recorded folder is relative to another working directory); NAME picks FLAGS")
     parser.add_argument("--work", default="runs/bench_exports")
-    parser.add_argument("--open3d", default=None, help="a folder open3d was pip-installed into (--target)")
+    parser.add_argument("--open3d", default=None, help="a folder open3d was pip-installed into (--target); "
+                        "default: the environment's own open3d (the bench extra), if it imports")
     parser.add_argument("--only", nargs="*", default=list(EXPORTS), help="exports to run")
     parser.add_argument("--out", default="benchmarks/exports.json")
     args = parser.parse_args()
+    open3d = args.open3d if args.open3d else ("" if importlib.util.find_spec("open3d") else None)  # None: not checked
     record_path = ROOT / args.out
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     command = "python -m benchmarks.exports " + shlex.join(sys.argv[1:])
@@ -145,7 +150,7 @@ def main() -> int:
             result = run(argv, folder)
             target = folder / EXPORTS[export][EXPORTS[export].index("--out") + 1]
             if result["rc"] == 0:
-                result["output"] = check_depth(target) if export == "depth" else check_ply(target, args.open3d)
+                result["output"] = check_depth(target) if export == "depth" else check_ply(target, open3d)
             entry[export] = result
             print(name, export, json.dumps(result)[:400], flush=True)
             write_record(record_path, record)

@@ -4,8 +4,9 @@
   into ``<run>/checkpoints/``; ``checkpoint_run_folder`` maps a checkpoint back to its run folder,
   so ``enerf eval`` / ``render`` / ``mesh`` write beside the run wherever it was moved.
 
-* ``check_output_dir`` / ``check_output_file``: the place exists or can be created, and can be
-  written; otherwise one ``ConfigError`` line naming the flag and the path part that blocks it.
+* ``check_output_dir`` / ``check_output_file``: the place exists or can be created (a file's
+  folder must exist), and can be written; otherwise one ``ConfigError`` line naming the flag and
+  the path part that blocks it.
   Nothing is created by the check.
 * ``RunLock``: an OS file lock (``fcntl.flock``) on ``<run>/.lock``, held while a command writes
   into the run folder. A second writer stops at once with one line naming the process that holds
@@ -85,11 +86,14 @@ def check_output_dir(path: str | Path, flag: str) -> Path:
 
 
 def check_output_file(path: str | Path, flag: str) -> Path:
-    """``path`` can be written as a file: not a folder, its folder exists or can be made."""
+    """``path`` can be written as a file: not a folder, its folder exists (a missing one is
+    refused, not made: a mistyped folder should not be created silently) and is writable."""
     path = Path(os.path.abspath(path))
     if path.is_dir():
         raise ConfigError(f"{flag} {path} is a folder; give a file name")
     check_output_dir(path.parent, flag)
+    if not path.parent.is_dir():
+        raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist; create it first")
     return path
 
 

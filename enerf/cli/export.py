@@ -30,9 +30,9 @@ def check_out(out: str, folder: bool) -> Path:
         ConfigError: one line naming --out.
     """
     path = Path(os.path.abspath(out))
-    if not path.parent.is_dir():
-        raise ConfigError(f"--out {out}: folder {path.parent} does not exist; create it first")
     if folder:
+        if not path.parent.is_dir():
+            raise ConfigError(f"--out {out}: folder {path.parent} does not exist; create it first")
         if path.exists() and not path.is_dir():
             raise ConfigError(f"--out {out} is a file; give a folder")
         return check_output_dir(path, "--out")

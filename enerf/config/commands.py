@@ -7,8 +7,8 @@ from typing import Literal, get_args
 from ..errors import ConfigError
 from .spec import MAX_GRID, MAX_SEED, check_box, check_config, config_class, option
 
-__all__ = ["CAMERA_PATHS", "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig", "ViewerConfig", "VIEWER_OUTPUTS",
-           "VIEWER_LAYOUTS", "PoseConfig", "FramesConfig"]
+__all__ = ["CAMERA_PATHS", "CAMERAS_HELP", "check_cameras", "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig",
+           "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "PoseConfig", "FramesConfig"]
 
 CameraPath = Literal["spiral", "orbit", "test", "train", "interp", "ellipse"]
 MeshNetwork = Literal["fine", "coarse"]
@@ -23,6 +23,15 @@ VIEWER_OUTPUTS, VIEWER_LAYOUTS = get_args(ViewerOutput), get_args(ViewerLayout)
 PoseMatcher = Literal["auto", "sequential", "exhaustive"]  # enerf.ingest.colmap.MATCHERS, plus auto
 PoseLayout = Literal["nerfstudio", "llff", "blender"]  # enerf.ingest.colmap.LAYOUTS
 CameraModel = Literal["SIMPLE_RADIAL", "SIMPLE_PINHOLE", "RADIAL", "PINHOLE", "OPENCV", "OPENCV_FISHEYE"]
+CAMERAS_HELP = ("test (held-out views), train, or a camera path of enerf render --path: spiral, orbit, interp, "
+                "ellipse, or a .json file saved by enerf view")
+
+
+def check_cameras(cameras: str) -> None:
+    """``--cameras`` of the commands that render a set of cameras: a name of CAMERA_PATHS or a .json path file."""
+    if cameras not in CAMERA_PATHS and not cameras.lower().endswith(".json"):
+        raise ConfigError(f"cameras must be one of {', '.join(CAMERA_PATHS)} or a .json camera path file, got "
+                          f"{cameras!r}", fields=("cameras",))
 
 
 @config_class
@@ -65,10 +74,12 @@ class MeshConfig:
     """``enerf mesh``: density grid, iso-level and clean-up."""
 
     method: MeshMethod = option("density", "density: marching cubes of the density at --threshold; tsdf: fuse the "
-                                "rendered depth of the training views (the surface the cameras saw)")
+                                "rendered depth of the training views, or of --cameras (the surface the cameras saw)")
     resolution: int = option(256, "grid points per axis", lo=8, hi=MAX_GRID)
     threshold: float = option(10.0, "density iso-level (sigma, in the field's coordinates)")
-    downscale: int = option(1, "tsdf: render the training views at 1/N of their size", lo=1)
+    downscale: int = option(1, "tsdf: render the views at 1/N of their size", lo=1)
+    cameras: str = option("train", "tsdf: whose rendered depth is fused: " + CAMERAS_HELP)
+    frames: int = option(120, "tsdf: frames of a camera path (test / train: one per view)", lo=1, hi=100_000)
     chunk: int = option(65536, "grid points per forward pass", lo=1)
     min_component: int = option(0, "drop connected components with fewer faces (0: keep all)", lo=0)
     faces: int = option(0, "simplify to at most N faces (quadric decimation; default: keep all)", lo=0,
@@ -84,6 +95,7 @@ class MeshConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
+        check_cameras(self.cameras)
         if self.bbox:
             check_box("bbox", self.bbox)
 

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-from ..errors import ConfigError
-from .commands import CAMERA_PATHS, MeshFrame
+from .commands import CAMERAS_HELP, MeshFrame, check_cameras
 from .spec import check_box, check_config, config_class, option
 
 __all__ = ["DepthExportConfig", "PointCloudConfig"]
-
-_CAMERAS_HELP = ("test (held-out views), train, or a camera path of enerf render --path: spiral, orbit, interp, "
-                 "ellipse, or a .json file saved by enerf view")
-
-
-def _check_cameras(cameras: str) -> None:
-    if cameras not in CAMERA_PATHS and not cameras.lower().endswith(".json"):
-        raise ConfigError(f"cameras must be one of {', '.join(CAMERA_PATHS)} or a .json camera path file, got "
-                          f"{cameras!r}", fields=("cameras",))
 
 
 @config_class
 class DepthExportConfig:
     """``enerf export depth``: which cameras, at what size, in which frame."""
 
-    cameras: str = option("test", _CAMERAS_HELP)
+    cameras: str = option("test", CAMERAS_HELP)
     frames: int = option(120, "frames of a camera path (test / train: one per view)", lo=1, hi=100_000)
     downscale: int = option(1, "render at 1/N of the training image size", lo=1)
     frame: MeshFrame = option("world", "world (the capture's own frame: poses_bounds.npy / transforms.json) or scene "
@@ -31,14 +21,14 @@ class DepthExportConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
-        _check_cameras(self.cameras)
+        check_cameras(self.cameras)
 
 
 @config_class
 class PointCloudConfig:
     """``enerf export pointcloud``: cameras, which pixels become points, how many, and where."""
 
-    cameras: str = option("train", _CAMERAS_HELP)
+    cameras: str = option("train", CAMERAS_HELP)
     frames: int = option(120, "frames of a camera path (test / train: one per view)", lo=1, hi=100_000)
     downscale: int = option(1, "render at 1/N of the training image size", lo=1)
     points: int = option(1_000_000, "points written at most (an even subsample of the pixels kept)", lo=1,
@@ -51,6 +41,6 @@ class PointCloudConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
-        _check_cameras(self.cameras)
+        check_cameras(self.cameras)
         if self.bbox:
             check_box("bbox", self.bbox)

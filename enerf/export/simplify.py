@@ -20,8 +20,10 @@ def decimate(vertices: np.ndarray, faces: np.ndarray, target_faces: int) -> tupl
     Args:
         vertices: [V, 3] float; faces: [F, 3] int.
 
-    Where collapses cannot go further (a mesh of many tiny pieces: floaters), the smallest pieces
-    are dropped until the count fits.
+    Where collapses cannot go further, the smallest pieces are dropped until the count fits (a mesh
+    of many tiny pieces: floaters); when even the largest piece alone is over the count (an open
+    mesh whose collapses would flip faces), its vertices are clustered on the finest grid that
+    brings the faces under the count (Rossignac and Borrel's vertex clustering).
 
     Returns:
         vertices [V', 3] float64, faces [F', 3] int64 with F' <= target_faces, no unused vertices.
@@ -42,10 +44,46 @@ def decimate(vertices: np.ndarray, faces: np.ndarray, target_faces: int) -> tupl
             break
         target = max(1, target - (len(out_f) - target_faces) - 1)
     if len(out_f) > target_faces:  # pieces too small to collapse further (floaters): keep the largest that fit
-        out_v, out_f = _largest_pieces(out_v, out_f, target_faces)
+        pieces_v, pieces_f = _largest_pieces(out_v, out_f, target_faces)
+        out_v, out_f = (pieces_v, pieces_f) if len(pieces_f) else _clustered(out_v, out_f, target_faces)
     if len(out_f) == 0:
         raise EnerfError(f"could not decimate the mesh to {target_faces} faces")
     return out_v, out_f
+
+
+def _cluster(vertices: np.ndarray, faces: np.ndarray, cell: float) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices merged per grid cell of side ``cell`` (to their mean); faces that lose a corner
+    and repeated faces dropped."""
+    keys = np.floor((vertices - vertices.min(0)) / cell).astype(np.int64)
+    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse)
+    merged = np.zeros((len(counts), 3))
+    np.add.at(merged, inverse, vertices)
+    merged /= counts[:, None]
+    f = inverse[faces]
+    f = f[(f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 0] != f[:, 2])]
+    _, first = np.unique(np.sort(f, axis=1), axis=0, return_index=True)
+    return _compact(merged, f[np.sort(first)])
+
+
+def _clustered(vertices: np.ndarray, faces: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """Vertex clustering on the finest cell (bisected on a log scale between the shortest edge
+    and the bounding box's diagonal) whose mesh has at most ``budget`` faces."""
+    edges = np.linalg.norm(vertices[faces[:, [1, 2, 0]]] - vertices[faces], axis=-1)
+    lo = float(edges[edges > 0].min()) if (edges > 0).any() else 1e-12
+    hi = float(np.linalg.norm(np.ptp(vertices, axis=0))) + lo
+    best = _cluster(vertices, faces, hi)
+    for _ in range(30):
+        mid = float(np.sqrt(lo * hi))
+        v, f = _cluster(vertices, faces, mid)
+        if len(f) <= budget:
+            hi, best = mid, (v, f)
+        else:
+            lo = mid
+        if hi / lo < 1.01:
+            break
+    return best
 
 
 def _compact(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,10 +1,11 @@
 """``enerf mesh --method tsdf``: the surface the cameras saw, fused from rendered depth.
 
-The training views are rendered to z-depth, accumulation and colour (``enerf.export.views``) and
-fused into a truncated signed distance field on a ``resolution``^3 grid of voxel centres spanning
-the mesh's box (field coordinates, as ``--method density``; NDC for forward-facing scenes, the
-voxels mapped to scene space by ``field_to_scene``). For every view and voxel in front of it
-that projects into the image onto a pixel with a surface (acc >= 0.001):
+The training views (or ``--cameras``: the held-out views, a camera path) are rendered to z-depth,
+accumulation and colour (``enerf.export.views``) and fused into a truncated signed distance field
+on a ``resolution``^3 grid of voxel centres spanning the mesh's box (field coordinates, as
+``--method density``; NDC for forward-facing scenes, the voxels mapped to scene space by
+``field_to_scene``). For every view and voxel in front of it that projects into the image onto a
+pixel with a surface (acc >= 0.001):
 
     sdf = z_observed(pixel) - z_voxel          (scene units, along the optical axis)
     kept when sdf > -mu,  tsdf = min(1, sdf / mu),  weight = acc(pixel)
@@ -136,7 +137,8 @@ def fuse(views: Iterable[ViewDepth], volume: TsdfVolume) -> TsdfVolume:
 
 
 def tsdf_surface(run: LoadedRun, lo, hi, cfg: MeshConfig, progress: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Fuse the run's training views (module docstring) over the box [lo, hi] (field coordinates).
+    """Fuse the rendered depth of ``cfg.cameras`` (the training views by default; module docstring)
+    over the box [lo, hi] (field coordinates).
 
     Returns:
         vertices [V, 3] float64 in scene space, faces [F, 3] int64 wound outwards, colors [V, 3]
@@ -147,8 +149,8 @@ def tsdf_surface(run: LoadedRun, lo, hi, cfg: MeshConfig, progress: bool = False
     scene = run.scene
     to_scene = field_to_scene(scene) if scene.use_ndc else None
     volume = TsdfVolume(lo, hi, cfg.resolution, to_scene)
-    cams = select_cameras(scene, "train", 1, cfg.downscale)
-    fuse(render_views(run, cams, normals=False, progress=progress, desc="tsdf: render training views"), volume)
+    cams = select_cameras(scene, cfg.cameras, cfg.frames, cfg.downscale, run.cfg.data.spherify)
+    fuse(render_views(run, cams, normals=False, progress=progress, desc=f"tsdf: render {cfg.cameras} views"), volume)
     verts, faces, rgb = volume.surface()
     index, faces = keep_large_components(verts, faces, cfg.min_component)
     if len(faces) == 0:

@@ -6,8 +6,9 @@ at the resolution cap); the exact frame (every sample of the checkpoint's render
 ``draft_render_config`` scales the sample counts by ``fraction``:
 
 * ``hierarchical``: ``n_samples`` and ``n_importance`` (the same stratified / importance sampling);
-* ``proposal``: the final ``n_samples``, and every proposal pass's intervals by twice the
-  fraction (the same proposal networks, resampled into fewer intervals);
+* ``proposal``: the final ``n_samples`` and every proposal pass's intervals (the same proposal
+  networks, read on fewer intervals: on a CPU the proposal passes cost more than the field's
+  few samples);
 * ``torch_grid`` / ``nerfacc``: the marching step grows by ``1 / fraction`` (the same occupancy
   grid: empty space is skipped as in the exact frame), early stop at transmittance 1e-3;
 * all: colour only where the compositing weight exceeds 1e-3 (``--rgb_weight_threshold``).
@@ -48,10 +49,9 @@ def draft_render_config(cfg: RenderConfig, fraction: float) -> RenderConfig:
     if name == "hierarchical":
         return dataclasses.replace(cfg, n_samples=_scaled(cfg.n_samples, fraction),
                                    n_importance=_scaled(cfg.n_importance, fraction) if cfg.n_importance else 0)
-    if name == "proposal":  # the proposal passes are cheap beside the field, and decide where it is queried
+    if name == "proposal":
         return dataclasses.replace(cfg, n_samples=_scaled(cfg.n_samples, fraction),
-                                   proposal_samples=tuple(_scaled(n, min(2 * fraction, 1.0))
-                                                          for n in cfg.proposal_samples))
+                                   proposal_samples=tuple(_scaled(n, fraction) for n in cfg.proposal_samples))
     return dataclasses.replace(cfg, render_step_size=cfg.render_step_size / fraction,
                                early_stop_eps=max(cfg.early_stop_eps, _DRAFT_EARLY_STOP))
 

@@ -241,6 +241,23 @@ def test_tsdf_mesh_lies_within_a_voxel_of_the_sphere(sphere_run):
     assert np.allclose(world.vertices, mesh.vertices @ TO_WORLD[:3, :3].T + TO_WORLD[:3, 3], atol=1e-9)
 
 
+def test_tsdf_fuses_only_the_cameras_asked_for(sphere_run):
+    """--cameras test: the two held-out views' depth alone gives the part of the sphere they see
+    (every vertex faces one of their camera centres), still within a voxel of the sphere, and less
+    of it than the training views give."""
+    voxel = 2.0 / 40
+    box = dict(method="tsdf", resolution=40, bbox=(-1, -1, -1, 1, 1, 1), frame="scene")
+    seen = mesh_from_run(sphere_run, MeshConfig(cameras="test", **box))
+    everything = mesh_from_run(sphere_run, MeshConfig(**box))
+    assert 100 < len(seen.faces) < 0.8 * len(everything.faces)
+    dist = np.linalg.norm(seen.vertices, axis=-1)
+    assert np.abs(dist - RADIUS).max() < 2 * voxel
+    centres = sphere_run.scene.poses[sphere_run.scene.i_test][:, :3, 3]  # [2, 3]
+    to_camera = centres[None] - seen.vertices[:, None]  # [V, 2, 3]
+    cos = np.sum(to_camera * (seen.vertices / dist[:, None])[:, None], -1) / np.linalg.norm(to_camera, axis=-1)
+    assert np.mean(cos.max(1) > -0.1) > 0.99
+
+
 # ----------------------------------------------------------------------------- portable checkpoints
 
 TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",

@@ -221,6 +221,8 @@ CASES = [
     ("mesh_tsdf_shape_ckpt", ["mesh", "--method", "tsdf", "--ckpt", "{shape_ckpt}", "--out", "{out}/m.ply"]),
     ("export_points_0", ["export", "pointcloud", "--ckpt", "{ckpt}", "--out", "{out}/p.ply", "--points", "0"]),
     ("export_min_acc_0", ["export", "pointcloud", "--ckpt", "{ckpt}", "--out", "{out}/p.ply", "--min_acc", "0"]),
+    ("mesh_out_missing_folder", ["mesh", "--ckpt", "{ckpt}", "--out", "{out}/no/such/m.ply", "--resolution", "8"]),
+    ("mesh_cameras_bogus", ["mesh", "--ckpt", "{ckpt}", "--method", "tsdf", "--cameras", "bogus", "--out", "{out}/m.ply"]),
     ("export_out_missing_folder", ["export", "pointcloud", "--ckpt", "{ckpt}", "--out", "{out}/no/such/p.ply"]),
     ("export_depth_out_missing_parent", ["export", "depth", "--ckpt", "{ckpt}", "--out", "{out}/no/such/d"]),
     ("export_depth_out_is_a_file", ["export", "depth", "--ckpt", "{ckpt}", "--out", "{file}"]),

@@ -151,6 +151,22 @@ def test_texture_without_xatlas_names_the_extra(tmp_path, capsys, monkeypatch):
     assert len(err.splitlines()) == 1 and '.[mesh]' in err and not any(tmp_path.iterdir())
 
 
+def test_vertex_clustering_reaches_the_face_count_and_stays_on_the_surface():
+    """The last resort of decimate (one piece the collapses cannot bring under the count): the
+    finest clustering grid that fits, its vertices on the unit sphere to within a cell, and the
+    sphere covered (every point of a dense sample near the result)."""
+    from enerf.export.simplify import _clustered
+
+    sphere = trimesh.creation.icosphere(5)  # 20,480 faces
+    vertices, faces = _clustered(np.asarray(sphere.vertices), np.asarray(sphere.faces, np.int64), 500)
+    assert 300 < len(faces) <= 500
+    cell = np.sqrt(np.pi * 4 / len(faces) * 2)  # about the side of a face of this many
+    assert np.abs(np.linalg.norm(vertices, axis=1) - 1).max() < cell
+    sample = trimesh.sample.sample_surface_even(sphere, 2000, seed=0)[0]
+    _, distance, _ = trimesh.proximity.closest_point(trimesh.Trimesh(vertices, faces), sample)
+    assert distance.max() < cell
+
+
 def test_a_mesh_of_many_tiny_pieces_still_reaches_the_face_count():
     """300 separate tetrahedra (1,200 faces) cannot collapse below 4 faces each: the smallest pieces go."""
     tet = trimesh.creation.icosahedron().convex_hull  # 20 faces

@@ -131,7 +131,7 @@ def test_two_run_layouts(runs):
 
 def test_draft_render_config_counts():
     """The draft renderer's settings: a fraction of the samples of each renderer kind, never
-    fewer than 8; the proposal passes keep twice the fraction; the grid's step grows."""
+    fewer than 8 (the proposal passes' intervals too); the grid's step grows."""
     import dataclasses
 
     from enerf.config import RenderConfig
@@ -142,7 +142,7 @@ def test_draft_render_config_counts():
     assert (hier.n_samples, hier.n_importance, hier.rgb_weight_threshold) == (16, 8, 1e-3)
     prop = draft_render_config(dataclasses.replace(base, renderer="proposal", n_samples=48, proposal_samples=(128,),
                                                    rgb_weight_threshold=1e-4), 0.25)
-    assert (prop.n_samples, prop.proposal_samples) == (12, (64,))
+    assert (prop.n_samples, prop.proposal_samples) == (12, (32,))
     grid = draft_render_config(dataclasses.replace(base, renderer="torch_grid", render_step_size=0.01,
                                                    early_stop_eps=1e-4), 0.25)
     assert grid.render_step_size == pytest.approx(0.04) and grid.early_stop_eps == 1e-3
