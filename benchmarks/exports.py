@@ -37,9 +37,8 @@ from enerf.checkpoint import load_checkpoint
 from enerf.data.camera_record import cameras_record
 from enerf.data.loaders import load_scene
 
-from benchmarks.harness import ROOT, Timer, load_average, write_record
+from benchmarks.harness import ROOT, Timer, load_average, machine, write_record
 
-MACHINE = "2 CPU cores (AMD EPYC, AVX2), no GPU; other jobs were running (load average in each entry)"
 EXPORTS = {  # name -> enerf arguments after --ckpt C
     "depth": ["export", "depth", "--out", "depth"],
     "pointcloud": ["export", "pointcloud", "--out", "cloud.ply"],
@@ -74,8 +73,12 @@ def run(argv: list[str], cwd: Path) -> dict:
     with Timer() as timer:
         proc = subprocess.run([sys.executable, "-m", "enerf", *argv], cwd=cwd, capture_output=True, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    def lines(text: str, n: int) -> list[str]:  # the last n lines, paths relative to the repository
+        return [line.replace(f"{ROOT}/", "") for line in text.strip().splitlines()[-n:]]
+
     return {"command": "enerf " + shlex.join(argv), "seconds": round(timer.seconds, 1), "rc": proc.returncode,
-            "stdout": proc.stdout.strip().splitlines()[-1:] or [""], "stderr": proc.stderr.strip().splitlines()[-2:],
+            "stdout": lines(proc.stdout, 1) or [""], "stderr": lines(proc.stderr, 2),
             "load_before": load, "load_after": load_average()}
 
 
@@ -134,7 +137,8 @@ def main() -> int:
     command = "python -m benchmarks.exports " + shlex.join(sys.argv[1:])
     record.update({"what": "enerf export depth, enerf export pointcloud and enerf mesh --method tsdf from a portable "
                            "copy of each checkpoint whose recorded scene folder does not exist; each output loaded "
-                           "back (trimesh, Open3D, enerf's nerfstudio loader); wall seconds", "machine": MACHINE})
+                           "back (trimesh, Open3D, enerf's nerfstudio loader); wall seconds", "command": command,
+                   "machine": machine() + "; the load average before and after each command is in its entry"})
     for item in args.ckpt:
         name, path, *datadir = item.split("=")
         folder = Path(args.work).resolve() / name

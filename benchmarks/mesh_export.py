@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flags", default="--faces 200000 --texture", help="enerf mesh flags besides --ckpt, --out")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "mesh_export.json")
     args = parser.parse_args(argv)
+    args.outdir.mkdir(parents=True, exist_ok=True)
     rows = []
     for item in args.ckpt:
         name, _, ckpt = item.partition("=")

@@ -14,11 +14,12 @@ Markdown table of mean ± std over seeds and the difference to ``none``. The gri
 ``enerf compare --task shape``'s (``enerf.compare``: runs in
 ``<out>/runs/<shape>-<mode>-s<seed>/``, finished ones skipped, cut-off ones resumed):
 
-    nice -n 19 python -m benchmarks.shapes compare --jobs 2
+    nice -n 19 python -m benchmarks.shapes compare --jobs 2 --record benchmarks/shapes_compare.json
 
 Runs go through the CLI (``python -m enerf.cli shape train``) with ``OMP_NUM_THREADS`` set
 to ``--threads`` (default 1: on an oversubscribed 2-core machine two torch threads per run
 are several times slower than one). ``targets`` re-runs nothing whose metrics.json exists.
+``compare --record FILE`` also writes the per-seed metrics and the table's deltas as a JSON record.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 from enerf.errors import EnerfError
 
 from benchmarks.grid import finished_metrics, grid_runs, run_grid_runs
+from benchmarks.harness import command_line, git_commit, load_average, machine, write_record
 
 
 METRICS = (("iou", "IoU", ".4f"), ("chamfer_l1", "Chamfer-L1", ".5f"),
@@ -96,6 +98,7 @@ def targets(args) -> None:
 def compare(args) -> None:
     """The grid through ``enerf compare --task shape`` (``enerf.compare``), then the table."""
     runs = grid_runs("shape", args.shapes, args.modes, args.seeds, Path(args.out), args.config, ["--kind", args.kind])
+    load_before = load_average()
     if not args.report_only:
         try:  # one run per shape first, so that each shape's samples are cached before runs share them
             run_grid_runs("shape", runs, ["--kind", args.kind], args.jobs, args.threads, first_per_scene=True)
@@ -111,6 +114,7 @@ def compare(args) -> None:
     print(f"{args.kind} networks, seeds {', '.join(map(str, args.seeds))}, config {args.config}; "
           f"mean ± std over the seeds that finished (n), Δ = mean - mean of none\n")
     head = " | ".join(label for _, label, _ in METRICS)
+    rows = []
     print(f"| shape | mode | n | {head} | Δ IoU | Δ Chamfer-L1 |")
     print("|---|---|---|" + "---|" * (len(METRICS) + 2))
     for mesh in args.shapes:
@@ -124,6 +128,14 @@ def compare(args) -> None:
             n = len(values(mesh, mode, "iou"))
             d_iou, d_cd = mean(values(mesh, mode, "iou")) - base_iou, mean(values(mesh, mode, "chamfer_l1")) - base_cd
             print(f"| {mesh} | {mode} | {n} | {' | '.join(cells)} | {d_iou:+.4f} | {d_cd:+.5f} |")
+            rows.append({"shape": mesh, "mode": mode, "n": n, "iou_delta": d_iou, "chamfer_l1_delta": d_cd,
+                         **{key: values(mesh, mode, key) for key, _, _ in METRICS}})
+    if args.record:
+        write_record(args.record, {
+            "what": f"{args.kind} networks, {args.config}, shapes x conditioning modes x seeds {args.seeds}; "
+                    "per-seed metrics of each run, delta = mean - mean of none",
+            "command": command_line(), "machine": machine(), "commit": git_commit(),
+            "load_before": load_before, "load_after": load_average(), "rows": rows})
 
 
 def main() -> None:
@@ -145,6 +157,7 @@ def main() -> None:
     c.add_argument("--jobs", type=int, default=1, help="runs at once")
     c.add_argument("--out", default="runs/bench_shapes/compare")
     c.add_argument("--report_only", action="store_true", help="tabulate the finished runs, start none")
+    c.add_argument("--record", help="also write the per-seed metrics and the table's deltas to this JSON file")
     for p in (t, c):
         p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each run")
     args = parser.parse_args()

@@ -20,6 +20,10 @@ the config's ``eval_views`` names; the last point scores all of them), means ove
         --command fern="enerf compare --scenes ../shared/data/nerf_llff_data/fern ..." \\
         --from_record fern=benchmarks/paper_study.json
 
+``--control NAME=FOLDER`` adds the learning-rate-matched control: the runs of another ``enerf
+compare`` folder (vanilla at twice the rates, ``--modes 'none*2'``) set against the setting's
+``row`` cell, per seed (``lr_control`` in the record).
+
 ``--from_record NAME=FILE`` takes the ``none`` and ``row`` runs of that setting from an earlier
 record (``FILE``'s ``NAME.runs``: ``<scene>-<mode>-s<seed>`` with psnr, ssim, steps, history)
 where the compare folder has none; ``cell_sources`` in the record says which cells came from where.
@@ -78,6 +82,25 @@ def read_setting(folder: Path, partial: bool = False) -> dict:
     return found
 
 
+def control_contrasts(folder: Path, row: dict) -> dict:
+    """The learning-rate-matched control: for every mode of the finished runs under ``folder``/runs
+    (e.g. ``none*2``: vanilla at twice the rates), the paired per-seed ``row - mode`` of the final
+    held-out PSNR, with the mode's own PSNR per seed. ``row``: {seed: metrics} of the setting's row cell."""
+    runs: dict = {}
+    for record in sorted((folder / "runs").glob("*/compare_run.json")):
+        info = json.loads(record.read_text())
+        metrics = record.parent / "metrics.json"
+        if info.get("status") == "done" and metrics.is_file():
+            runs.setdefault(info["signature"]["mode"], {})[info["signature"]["seed"]] = json.loads(metrics.read_text())
+    out = {}
+    for mode, found in runs.items():
+        seeds = sorted(s for s in set(found) & set(row) if row[s]["psnr"] is not None)
+        out[mode] = {"of": f"row - {mode}", "seeds": seeds, "folder": str(folder),
+                     "psnr_per_seed": {str(s): found[s]["psnr"] for s in sorted(found)},
+                     **paired([row[s]["psnr"] - found[s]["psnr"] for s in seeds])}
+    return out
+
+
 def add_from_record(found: dict, record_file: Path, name: str) -> dict:
     """Fill the empty ``none`` / ``row`` cells from ``record_file``'s ``name.runs``; returns {mode: source}."""
     runs = json.loads(record_file.read_text())[name]["runs"]
@@ -130,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setting", nargs="+", required=True, help="NAME=compare output folder")
     parser.add_argument("--command", nargs="*", default=[], help="NAME=the enerf compare command that made it")
     parser.add_argument("--from_record", nargs="*", default=[], help="NAME=earlier record with its none / row runs")
+    parser.add_argument("--control", nargs="*", default=[],
+                        help="NAME=FOLDER: enerf compare runs (e.g. --modes 'none*2') set against that setting's row cell")
     parser.add_argument("--plot", default="", help="NAME=PNG: the four cells' curves of that setting (seeds in all cells)")
     parser.add_argument("--partial", action="store_true",
                         help="also read unfinished runs (their periodic evaluations so far, from the last checkpoint)")
@@ -137,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     commands = dict(item.split("=", 1) for item in args.command)
     earlier = dict(item.split("=", 1) for item in args.from_record)
+    controls = dict(item.split("=", 1) for item in args.control)
     out_path = Path(args.out)
     record = json.loads(out_path.read_text()) if out_path.is_file() else {}
     record["what"] = ("2 x 2: conditioning {none, row} x applied weights at step 0 {vanilla, equilibrated} "
@@ -154,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
                         "load_1min_at_record": load_average()[0], **summarize(found),
                         "common_seeds": sorted(common),
                         "cells_common_seeds": {m: cell_summary({s: r[s] for s in common}) for m, r in found.items()}}
+        if name in controls:
+            record[name]["lr_control"] = control_contrasts(Path(controls[name]), found["row"])
+            for mode, c in record[name]["lr_control"].items():
+                ci = c.get("ci95")
+                print(f"{name} control {c['of']} (seeds {c['seeds']}): {c['mean']:+.2f} dB"
+                      + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else ""))
         for cname, c in record[name]["contrasts_psnr_db"].items():
             ci = c.get("ci95")
             text = f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "(fewer than two seeds: no interval)"

@@ -14,6 +14,8 @@ CameraPath = Literal["spiral", "orbit", "test", "train", "interp", "ellipse"]
 MeshNetwork = Literal["fine", "coarse"]
 MeshFrame = Literal["world", "scene"]
 MeshMethod = Literal["density", "tsdf"]
+MeshUnwrap = Literal["auto", "xatlas", "pairs"]
+XATLAS_MAX_FACES = 20_000  # --unwrap auto: xatlas's charts up to this many faces, face pairs above
 TaskName = Literal["nerf", "shape"]
 Launcher = Literal["local", "ray"]
 CAMERA_PATHS = get_args(CameraPath)
@@ -84,9 +86,12 @@ class MeshConfig:
     min_component: int = option(0, "drop connected components with fewer faces (0: keep all)", lo=0)
     faces: int = option(0, "simplify to at most N faces (quadric decimation; default: keep all)", lo=0,
                         from_flag=lambda n: _positive("faces", n))
-    texture: bool = option(False, "unwrap UVs (xatlas) and bake the field's colour into a texture image "
+    texture: bool = option(False, "unwrap UVs (--unwrap) and bake the field's colour into a texture image "
                            "(--out .obj or .glb)")
     texture_size: int = option(2048, "texture width and height in pixels", lo=64, hi=16384)
+    unwrap: MeshUnwrap = option("auto", "--texture's UV layout: xatlas (charts; the mesh extra), pairs (two faces per "
+                                "square cell: fast on any mesh), auto (xatlas up to "
+                                f"{XATLAS_MAX_FACES:,} faces when installed)")
     bbox: tuple[float, ...] = option((), "xmin ymin zmin xmax ymax zmax in the field's coordinates (NDC for "
                                      "forward-facing scenes; default: from the scene; a field with --contraction: a cube around "
                                      "the point the cameras look at)")

@@ -230,7 +230,7 @@ def finish_mesh(
     mesh = trimesh.Trimesh(vertices, faces, process=False)
     normals = np.asarray(mesh.vertex_normals)
     if color_fn is not None and cfg.texture:
-        index, faces, uv = unwrap(vertices, faces, cfg.texture_size)
+        index, faces, uv = unwrap(vertices, faces, cfg.texture_size, cfg.unwrap)
 
         def color_at(points: np.ndarray, dirs: np.ndarray) -> np.ndarray:
             return _colors(color_fn, field_fn(points), dirs, cfg.chunk, device)
@@ -301,7 +301,7 @@ def mesh_from_checkpoint(
     any work."""
     if out is not None:
         check_mesh_output(out, cfg.texture)
-    if cfg.texture:
+    if cfg.texture and cfg.unwrap == "xatlas":
         require_xatlas()
     run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
     path = Path(out) if out else run.folder / ("mesh.glb" if cfg.texture else "mesh.ply")

@@ -1,7 +1,12 @@
 """UV atlases (xatlas) and textures baked from a field: ``enerf mesh --texture``.
 
-``unwrap`` cuts the mesh into charts and packs them into the unit square (xatlas, the ``mesh``
-extra); ``texel_samples`` rasterises every triangle's UV footprint (pixel centres inside it, with
+``unwrap`` lays the faces out in the unit square: xatlas's charts (the ``mesh`` extra), or
+``unwrap_pairs``: every two faces share one square cell of the atlas, each a right triangle in its
+own half (nerfstudio's "custom" unwrap). xatlas's charting time grows faster than quadratically
+with the number of charts, and a marching-cubes mesh of a capture's density has a chart every few
+faces (benchmarks/README.md, "Textured meshes"), so ``--unwrap auto`` takes xatlas up to
+``XATLAS_MAX_FACES`` faces and face pairs above;
+``texel_samples`` rasterises every triangle's UV footprint (pixel centres inside it, with
 their barycentric coordinates); ``bake_texture`` queries a colour function at the interpolated 3D
 positions, looking along the inverted interpolated normal as the vertex colouring of
 ``enerf.export.nerf_mesh`` does, and grows the charts by a few pixels (``dilate``) so that
@@ -14,17 +19,21 @@ v = 1 - (row + 0.5) / H.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
 
+from ..config import XATLAS_MAX_FACES
 from ..errors import ConfigError
 from ..progress import progress_bar
 
-__all__ = ["MESH_EXTRA_HINT", "PADDING", "require_xatlas", "unwrap", "texel_samples", "dilate", "bake_texture"]
+__all__ = ["MESH_EXTRA_HINT", "PADDING", "XATLAS_MAX_FACES", "PAIR_MIN_CELL", "require_xatlas", "unwrap",
+           "unwrap_pairs", "unwrap_method", "texel_samples", "dilate", "bake_texture"]
 
 MESH_EXTRA_HINT = 'pip install -e ".[mesh]"'
 PADDING = 4  # texels between charts in the atlas, and texels each chart is grown by
+PAIR_MIN_CELL = 4  # unwrap_pairs: the smallest cell (texels per side) that holds two triangles apart
 ColorAt = Callable[[np.ndarray, np.ndarray], np.ndarray]  # points [n, 3], unit dirs [n, 3] -> rgb [n, 3]
 
 
@@ -37,9 +46,24 @@ def require_xatlas():
     return xatlas
 
 
-def unwrap(vertices: np.ndarray, faces: np.ndarray, size: int, padding: int = PADDING
+def unwrap_method(method: str, n_faces: int) -> str:
+    """``xatlas`` or ``pairs``: what ``--unwrap METHOD`` does for a mesh of ``n_faces`` faces
+    (``auto``: xatlas up to ``XATLAS_MAX_FACES`` faces when it is installed, pairs otherwise)."""
+    if method != "auto":
+        return method
+    if n_faces > XATLAS_MAX_FACES:
+        return "pairs"
+    try:
+        import xatlas  # noqa: F401
+    except ImportError:
+        return "pairs"
+    return "xatlas"
+
+
+def unwrap(vertices: np.ndarray, faces: np.ndarray, size: int, method: str = "auto", padding: int = PADDING
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A UV atlas of the mesh for a ``size`` x ``size`` texture, charts ``padding`` texels apart.
+    """A UV atlas of the mesh for a ``size`` x ``size`` texture: xatlas's charts ``padding``
+    texels apart, or face pairs (``unwrap_pairs``); ``method`` as ``unwrap_method`` takes it.
 
     Args:
         vertices: [V, 3] float; faces: [F, 3] int.
@@ -50,8 +74,11 @@ def unwrap(vertices: np.ndarray, faces: np.ndarray, size: int, padding: int = PA
         uv [V', 2] float64 in [0, 1].
 
     Raises:
-        ConfigError: xatlas is not installed (one line naming the ``mesh`` extra).
+        ConfigError: xatlas is asked for and not installed (one line naming the ``mesh`` extra), or
+            the texture is too small for one cell per face pair.
     """
+    if unwrap_method(method, len(faces)) == "pairs":
+        return unwrap_pairs(faces, size)
     xatlas = require_xatlas()
     atlas = xatlas.Atlas()
     atlas.add_mesh(np.ascontiguousarray(vertices, np.float32), np.ascontiguousarray(faces, np.uint32))
@@ -61,6 +88,41 @@ def unwrap(vertices: np.ndarray, faces: np.ndarray, size: int, padding: int = PA
     atlas.generate(xatlas.ChartOptions(), pack)
     vertex_index, new_faces, uv = atlas[0]
     return vertex_index.astype(np.int64), new_faces.astype(np.int64), np.clip(uv.astype(np.float64), 0.0, 1.0)
+
+
+def unwrap_pairs(faces: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Faces 2k and 2k + 1 share the k-th cell of a square grid of cells over the texture (row by
+    row from the top left); each is a right isosceles triangle in its own half of the cell, half a
+    texel in from the cell's border and one texel from the other along the diagonal, so that no
+    texel centre lies in two triangles. Every corner of every face becomes its own vertex.
+
+    Args:
+        faces: [F, 3] int; size: the texture's width and height in texels.
+
+    Returns:
+        vertex_index [3 F] int (the old vertex of every new one), faces [F, 3] int into the new
+        vertices (same order), uv [3 F, 2] float64 in [0, 1].
+
+    Raises:
+        ConfigError: a cell would be under ``PAIR_MIN_CELL`` texels (one line with the size that fits).
+    """
+    n_faces = len(faces)
+    per_side = max(1, math.ceil(math.sqrt(math.ceil(n_faces / 2))))
+    cell = size // per_side
+    if cell < PAIR_MIN_CELL:
+        raise ConfigError(f"--texture_size {size} leaves {cell} texels per pair of faces for {n_faces} faces; "
+                          f"use --texture_size {PAIR_MIN_CELL * per_side} or more, or fewer --faces")
+    k = np.arange(n_faces)
+    pair = k // 2
+    x0 = (pair % per_side) * float(cell)  # the cell's top-left corner in texel units (x right, y down)
+    y0 = (pair // per_side) * float(cell)
+    leg = cell - 2.0  # half a texel from the border on both ends, one texel between the two hypotenuses
+    corner = np.where((k % 2 == 0)[:, None], [[0.5, 0.5]], [[cell - 0.5, cell - 0.5]])  # [F, 2] right angle
+    sign = np.where(k % 2 == 0, 1.0, -1.0)[:, None]  # the second face's legs point back up and left
+    xy = np.stack([corner, corner + sign * [[leg, 0.0]], corner + sign * [[0.0, leg]]], axis=1)  # [F, 3, 2]
+    xy += np.stack([x0, y0], axis=1)[:, None, :]
+    uv = np.stack([xy[..., 0] / size, 1.0 - xy[..., 1] / size], axis=-1).reshape(-1, 2)
+    return np.asarray(faces, np.int64).reshape(-1), np.arange(3 * n_faces, dtype=np.int64).reshape(n_faces, 3), uv
 
 
 def texel_samples(uv: np.ndarray, faces: np.ndarray, size: int, max_candidates: int = 1 << 20

@@ -86,7 +86,8 @@ class NeRFField(MLPField):
         """x: Tensor  # [..., 3] -> h: Tensor  # [..., netwidth] (x contracted first, with ``contraction``)."""
         if self.contraction is not None:
             x = self.contraction(x)
-        return skip_trunk(self.pos_encoding(x), self.trunk, torch.relu, self.skips)
+        relu = torch.relu if torch.is_grad_enabled() else torch.relu_  # in place when nothing needs the input
+        return skip_trunk(self.pos_encoding(x), self.trunk, relu, self.skips)
 
     @staticmethod
     def _activate(raw: Tensor, noise_std: float) -> Tensor:

@@ -30,6 +30,7 @@ __all__ = ["TriPlaneEncoding"]
 # (plane axes, line axis) of the three products: xy * z, xz * y, yz * x.
 _PLANE_AXES = ((0, 1), (0, 2), (1, 2))
 _LINE_AXES = (2, 1, 0)
+_PLANE_SLICES = tuple(slice(a, b + 1, b - a) for a, b in _PLANE_AXES)  # u[:, s] == u[:, list(axes)], a view
 
 
 class TriPlaneEncoding(nn.Module):
@@ -68,19 +69,28 @@ class TriPlaneEncoding(nn.Module):
         return 3 * self.components * len(self.resolutions)
 
     def forward(self, x: Tensor) -> Tensor:
-        """x: Tensor  # [..., 3] positions -> Tensor  # [..., 3 C L] features."""
+        """x: Tensor  # [..., 3] positions -> Tensor  # [..., 3 C L] features.
+
+        Without autograd (rendering, evaluation, the viewer) each level's products are written
+        straight into the output buffer instead of being concatenated: the same values to the bit.
+        """
         lead = x.shape[:-1]
         u = ((x.reshape(-1, 3) - self.lo) * self.scale - 1.0)  # [n, 3] in [-1, 1] inside the aabb
         n = u.shape[0]
         # grid_sample reads (x, y) = (last axis, second-to-last axis) of each plane / line.
-        plane_xy = torch.stack([u[:, list(axes)] for axes in _PLANE_AXES])  # [3, n, 2]
+        plane_xy = torch.stack([u[:, axes] for axes in _PLANE_SLICES])  # [3, n, 2]
         line_xy = torch.stack([torch.stack([torch.zeros_like(u[:, a]), u[:, a]], -1) for a in _LINE_AXES])  # [3, n, 2]
+        out = None if torch.is_grad_enabled() else u.new_empty(len(self.resolutions), 3, self.components, n, 1)
         feats = []
-        for planes, lines in zip(self.planes, self.lines):
+        for k, (planes, lines) in enumerate(zip(self.planes, self.lines)):
             p = F.grid_sample(planes, plane_xy.view(3, n, 1, 2), align_corners=True, padding_mode="border")
             v = F.grid_sample(lines, line_xy.view(3, n, 1, 2), align_corners=True, padding_mode="border")
-            feats.append((p * v).view(3 * self.components, n))  # [3 C, n]
-        return torch.cat(feats, 0).t().reshape(*lead, self.out_dim)
+            if out is None:
+                feats.append(p * v)  # [3, C, n, 1]
+            else:
+                torch.mul(p, v, out=out[k])
+        out = torch.stack(feats) if out is None else out  # [L, 3, C, n, 1]
+        return out.view(self.out_dim, n).t().reshape(*lead, self.out_dim)
 
     def total_variation(self) -> Tensor:
         """Mean squared difference of neighbouring plane and line values, summed over levels

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
 import pytest
 
 from benchmarks import harness
@@ -76,3 +77,56 @@ def test_harness_load_commit_timer_machine():
         time.sleep(0.05)
     assert 0.05 <= t.seconds < 1.0
     assert harness.machine().startswith(f"{os.cpu_count()} CPU cores")
+
+
+def test_shapes_compare_record_matches_the_runs(tmp_path):
+    """``benchmarks.shapes compare --report_only --record``: the record holds each run's metrics
+    per seed, and its deltas are the mean over seeds minus the mean of ``none`` (numpy)."""
+    from benchmarks import shapes
+    from benchmarks.grid import grid_runs
+
+    rng = np.random.default_rng(0)
+    runs = grid_runs("shape", ["torus", "bunny"], ["none", "row+bnp"], [0, 1, 2], tmp_path, "configs/shape_compare.txt",
+                     ["--kind", "occupancy"])
+    written = {}
+    for run in runs:
+        m = {"iou": float(rng.uniform(0.8, 1.0)), "chamfer_l1": float(rng.uniform(1e-3, 1e-2)),
+             "normal_consistency": float(rng.uniform(0.8, 1.0)), "fscore": float(rng.uniform(0.5, 1.0))}
+        run.metrics_path.parent.mkdir(parents=True)
+        run.metrics_path.write_text(json.dumps(m))
+        written.setdefault((run.scene, run.mode.spec), []).append(m)
+    record = tmp_path / "r.json"
+    argv = ["shapes.py", "compare", "--shapes", "torus", "bunny", "--modes", "none", "row+bnp", "--out", str(tmp_path),
+            "--report_only", "--record", str(record)]
+    with mock.patch.object(sys, "argv", argv), contextlib.redirect_stdout(io.StringIO()):
+        shapes.main()
+    rows = {(r["shape"], r["mode"]): r for r in json.loads(record.read_text())["rows"]}
+    assert set(rows) == set(written)
+    for (shape, mode), ms in written.items():
+        row = rows[shape, mode]
+        assert row["n"] == 3 and row["iou"] == [m["iou"] for m in ms]
+        base = [m["chamfer_l1"] for m in written[shape, "none"]]
+        assert row["chamfer_l1_delta"] == pytest.approx(np.mean([m["chamfer_l1"] for m in ms]) - np.mean(base))
+        assert row["iou_delta"] == pytest.approx(np.mean(row["iou"]) - np.mean([m["iou"] for m in written[shape, "none"]]))
+
+
+def test_cond_2x2_control_pairs_row_with_the_control_by_seed(tmp_path):
+    """studies.cond_2x2's learning-rate-matched control: row - control per seed, its mean and the
+    95 % Student-t interval (scipy's t quantile on numpy's mean and sample std)."""
+    from scipy import stats
+
+    from studies.cond_2x2 import control_contrasts
+
+    control = {0: 17.45, 1: 17.30, 2: 17.61}
+    for seed, psnr in control.items():
+        run = tmp_path / "runs" / f"fern-nonex2-s{seed}"
+        run.mkdir(parents=True)
+        (run / "compare_run.json").write_text(json.dumps({"status": "done", "signature": {"mode": "none*2", "seed": seed}}))
+        (run / "metrics.json").write_text(json.dumps({"psnr": psnr}))
+    row = {0: {"psnr": 17.22}, 1: {"psnr": 17.45}, 2: {"psnr": 17.44}}
+    got = control_contrasts(tmp_path, row)["none*2"]
+    diffs = np.array([row[s]["psnr"] - control[s] for s in range(3)])
+    half = stats.t.ppf(0.975, 2) * diffs.std(ddof=1) / np.sqrt(3)
+    assert got["seeds"] == [0, 1, 2] and got["of"] == "row - none*2"
+    assert got["per_seed"] == pytest.approx(diffs.tolist())
+    assert got["ci95"] == pytest.approx([diffs.mean() - half, diffs.mean() + half])

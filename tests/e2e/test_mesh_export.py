@@ -13,9 +13,10 @@ from enerf.atomic import atomic_write_files
 from enerf.cli import main
 from enerf.config import MeshConfig
 from enerf.data.llff import load_llff
+from enerf.errors import ConfigError
 from enerf.export.nerf_mesh import field_to_scene, finish_mesh, scene_to_field, write_mesh
 from enerf.export.simplify import decimate
-from enerf.export.texture import dilate, texel_samples
+from enerf.export.texture import dilate, texel_samples, unwrap_method, unwrap_pairs
 
 pytest.importorskip("xatlas")
 pytest.importorskip("fast_simplification")
@@ -66,10 +67,10 @@ def test_decimated_vertices_are_coloured_from_the_field_at_their_new_places():
     assert np.abs(mesh.visual.vertex_colors[:, :3] / 255.0 - expected).max() <= 0.5 / 255 + 1e-6
 
 
-@pytest.mark.parametrize("suffix", [".obj", ".glb"])
-def test_baked_texture_read_back_matches_the_field_at_every_vertex(tmp_path, suffix):
+@pytest.mark.parametrize("suffix,unwrap", [(".obj", "xatlas"), (".glb", "xatlas"), (".glb", "pairs")])
+def test_baked_texture_read_back_matches_the_field_at_every_vertex(tmp_path, suffix, unwrap):
     sphere = trimesh.creation.icosphere(3, radius=0.8)
-    mesh = finish_mesh(sphere.vertices, sphere.faces, _color, MeshConfig(texture=True, texture_size=256))
+    mesh = finish_mesh(sphere.vertices, sphere.faces, _color, MeshConfig(texture=True, texture_size=256, unwrap=unwrap))
     files = write_mesh(mesh, tmp_path / f"m{suffix}")
     expected_files = {"m.obj", "m.mtl", "m.png"} if suffix == ".obj" else {"m.glb"}
     assert {f.name for f in files} == expected_files and {p.name for p in tmp_path.iterdir()} == expected_files
@@ -85,6 +86,33 @@ def test_baked_texture_read_back_matches_the_field_at_every_vertex(tmp_path, suf
     expected = np.clip((np.asarray(back.vertices) + 1.0) / 2.0, 0.0, 1.0)
     err = np.abs(sampled - expected)
     assert err.mean() < 0.01 and err.max() < 0.04, (err.mean(), err.max())
+
+
+def test_face_pairs_keep_every_triangle_in_its_own_half_cell():
+    """unwrap_pairs: each face's UV triangle is a right isosceles triangle inside its own half of
+    its cell (checked in texel units against the cell grid), no texel centre lies in two of them,
+    every face covers texels, and the corners map back to the input faces' vertices."""
+    faces = np.random.default_rng(0).integers(0, 50, size=(37, 3))
+    size = 64
+    index, new_faces, uv = unwrap_pairs(faces, size)
+    assert index.shape == (111,) and np.array_equal(index[new_faces], faces)
+    per_side = 5  # ceil(sqrt(19 cells))
+    cell = size // per_side
+    xy = np.stack([uv[:, 0] * size, (1.0 - uv[:, 1]) * size], axis=1)[new_faces]  # [F, 3, 2] texel units
+    for k, tri in enumerate(xy):
+        x0, y0 = (k // 2 % per_side) * cell, (k // 2 // per_side) * cell
+        local = tri - [x0, y0]
+        assert local.min() >= 0.5 - 1e-9 and local.max() <= cell - 0.5 + 1e-9  # inside its cell
+        s = local.sum(axis=1)  # x + y: the first face lies below the cell's anti-diagonal, the second above
+        assert (s.max() <= cell - 1 + 1e-9) if k % 2 == 0 else (s.min() >= cell + 1 - 1e-9)
+        legs = tri[1:] - tri[0]
+        assert abs(legs[0] @ legs[1]) < 1e-9 and np.allclose(np.abs(legs).sum(1), cell - 2)
+    rows, cols, face, _ = texel_samples(uv, new_faces, size)
+    assert len(np.unique(rows * size + cols)) == len(rows) and set(face) == set(range(37))
+    assert np.bincount(face).min() == (cell - 1) * cell // 2  # texel centres with a + b <= cell - 2
+    with pytest.raises(ConfigError, match="--texture_size 20 or more"):
+        unwrap_pairs(faces, 19)  # 4 texels per cell at the least: 5 cells a side need 20
+    assert unwrap_method("auto", 10) == "xatlas" and unwrap_method("auto", 10**6) == "pairs"
 
 
 def test_texels_cover_each_triangle_once_with_barycentrics_that_rebuild_the_centre():
@@ -146,9 +174,11 @@ def test_bad_mesh_flags_give_one_line_exit_2_and_write_nothing(tmp_path, capsys,
 
 def test_texture_without_xatlas_names_the_extra(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "xatlas", None)  # import xatlas -> ImportError
-    assert main(["mesh", "--ckpt", str(tmp_path / "any.pt"), "--texture", "--out", str(tmp_path / "m.glb")]) == 2
+    assert main(["mesh", "--ckpt", str(tmp_path / "any.pt"), "--texture", "--unwrap", "xatlas",
+                 "--out", str(tmp_path / "m.glb")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and '.[mesh]' in err and not any(tmp_path.iterdir())
+    assert unwrap_method("auto", 10) == "pairs"  # --unwrap auto does without it
 
 
 def test_vertex_clustering_reaches_the_face_count_and_stays_on_the_surface():

@@ -45,10 +45,14 @@ def test_features_equal_numpy_bilinear_products():
     enc = TriPlaneEncoding((5, 9), components=3, aabb=tuple(aabb))
     rng = np.random.default_rng(1)
     points = rng.uniform(aabb[:3] - 0.2, aabb[3:] + 0.2, size=(40, 3))  # some outside: border values
-    got = enc(torch.tensor(points, dtype=torch.float32)).detach().numpy()
+    x = torch.tensor(points, dtype=torch.float32)
+    got = enc(x).detach().numpy()
     assert got.shape == (40, enc.out_dim) == (40, 3 * 3 * 2)
-    for i, x in enumerate(points):
-        np.testing.assert_allclose(got[i], _reference(enc, x, aabb), rtol=1e-5, atol=1e-6)
+    for i, p in enumerate(points):
+        np.testing.assert_allclose(got[i], _reference(enc, p, aabb), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():  # the path without autograd (one output buffer): the same values to the bit
+        assert torch.equal(enc(x), torch.from_numpy(got))
+        assert torch.equal(enc(x.view(5, 8, 3)), torch.from_numpy(got).view(5, 8, -1))
 
 
 def test_leading_dimensions_are_kept():
@@ -86,7 +90,10 @@ def test_triplane_field_trains_its_grids_at_their_own_learning_rate():
     for name, p in field.named_parameters():
         assert lrs[id(p)] == pytest.approx(2e-2 if name.startswith("pos_encoding.") else 1e-3)
     x, d = torch.rand(64, 3) * 2 - 1, torch.nn.functional.normalize(torch.randn(64, 3), dim=-1)
-    rgb, _ = field(x, d)
+    rgb, sigma = field(x, d)
+    with torch.no_grad():  # rendering's path (one feature buffer, ReLUs in place) gives the same values
+        rgb0, sigma0 = field(x, d)
+    assert torch.equal(rgb0, rgb.detach()) and torch.equal(sigma0, sigma.detach())
     losses = nerf_losses({"rgb": rgb}, torch.rand(64, 3), {"coarse": field}, tv_weight=0.5)
     assert float(losses["tv"].detach()) == pytest.approx(0.5 * float(field.pos_encoding.total_variation().detach()), rel=1e-6)
     sum(losses.values()).backward()
