@@ -30,7 +30,7 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from .config import RunConfig, ShapeRunConfig
 
-__all__ = ["config_run_folder", "checkpoint_run_folder", "check_output_dir", "check_output_file", "RunLock", "remove_stale_temp_files", "LOCK_NAME"]
+__all__ = ["config_run_folder", "checkpoint_run_folder", "check_output_dir", "check_output_file", "check_parent_exists", "RunLock", "remove_stale_temp_files", "LOCK_NAME"]
 
 LOCK_NAME = ".lock"
 
@@ -92,9 +92,15 @@ def check_output_file(path: str | Path, flag: str) -> Path:
     if path.is_dir():
         raise ConfigError(f"{flag} {path} is a folder; give a file name")
     check_output_dir(path.parent, flag)
-    if not path.parent.is_dir():
-        raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist; create it first")
+    check_parent_exists(path, flag)
     return path
+
+
+def check_parent_exists(path: str | Path, flag: str) -> None:
+    """The folder ``path`` goes in exists (a missing one is refused with one line, not made)."""
+    parent = Path(os.path.abspath(path)).parent
+    if not parent.is_dir():
+        raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
 
 
 def remove_stale_temp_files(config_run_folder: Path) -> list[Path]:

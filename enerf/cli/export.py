@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..config import DATA_ROOT, DepthExportConfig, PointCloudConfig
 from ..errors import ConfigError
-from ..runfolder import check_output_dir, check_output_file
+from ..runfolder import check_output_dir, check_output_file, check_parent_exists
 from .common import OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
 
 __all__ = ["cmd_export"]
@@ -31,8 +31,7 @@ def check_out(out: str, folder: bool) -> Path:
     """
     path = Path(os.path.abspath(out))
     if folder:
-        if not path.parent.is_dir():
-            raise ConfigError(f"--out {out}: folder {path.parent} does not exist; create it first")
+        check_parent_exists(out, "--out")
         if path.exists() and not path.is_dir():
             raise ConfigError(f"--out {out} is a file; give a folder")
         return check_output_dir(path, "--out")

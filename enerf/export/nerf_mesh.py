@@ -36,7 +36,7 @@ from ..loaded_run import LoadedRun, load_run
 from .isosurface import isosurface, query_grid
 from .mesh_files import MESH_FORMATS, check_mesh_output, textured_mesh, write_mesh_files
 from .simplify import decimate
-from .texture import bake_texture, require_xatlas, unwrap
+from .texture import bake_texture, check_pairs_fit, require_xatlas, unwrap, unwrap_method
 
 __all__ = [
     "MESH_FORMATS",
@@ -303,6 +303,8 @@ def mesh_from_checkpoint(
         check_mesh_output(out, cfg.texture)
     if cfg.texture and cfg.unwrap == "xatlas":
         require_xatlas()
+    if cfg.texture and cfg.faces and unwrap_method(cfg.unwrap, cfg.faces) == "pairs":
+        check_pairs_fit(cfg.faces, cfg.texture_size)  # the size is known before any work
     run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
     path = Path(out) if out else run.folder / ("mesh.glb" if cfg.texture else "mesh.ply")
     check_mesh_output(path, cfg.texture)

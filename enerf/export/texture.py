@@ -3,8 +3,8 @@
 ``unwrap`` lays the faces out in the unit square: xatlas's charts (the ``mesh`` extra), or
 ``unwrap_pairs``: every two faces share one square cell of the atlas, each a right triangle in its
 own half (nerfstudio's "custom" unwrap). xatlas's charting time grows faster than quadratically
-with the number of charts, and a marching-cubes mesh of a capture's density has a chart every few
-faces (benchmarks/README.md, "Textured meshes"), so ``--unwrap auto`` takes xatlas up to
+with the number of charts, and a marching-cubes mesh of a capture's density has many small ones
+(``studies/texture_probe.py``; benchmarks/README.md, "Textured meshes"), so ``--unwrap auto`` takes xatlas up to
 ``XATLAS_MAX_FACES`` faces and face pairs above;
 ``texel_samples`` rasterises every triangle's UV footprint (pixel centres inside it, with
 their barycentric coordinates); ``bake_texture`` queries a colour function at the interpolated 3D
@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..progress import progress_bar
 
 __all__ = ["MESH_EXTRA_HINT", "PADDING", "XATLAS_MAX_FACES", "PAIR_MIN_CELL", "require_xatlas", "unwrap",
-           "unwrap_pairs", "unwrap_method", "texel_samples", "dilate", "bake_texture"]
+           "unwrap_pairs", "unwrap_method", "check_pairs_fit", "texel_samples", "dilate", "bake_texture"]
 
 MESH_EXTRA_HINT = 'pip install -e ".[mesh]"'
 PADDING = 4  # texels between charts in the atlas, and texels each chart is grown by
@@ -107,11 +107,7 @@ def unwrap_pairs(faces: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, 
         ConfigError: a cell would be under ``PAIR_MIN_CELL`` texels (one line with the size that fits).
     """
     n_faces = len(faces)
-    per_side = max(1, math.ceil(math.sqrt(math.ceil(n_faces / 2))))
-    cell = size // per_side
-    if cell < PAIR_MIN_CELL:
-        raise ConfigError(f"--texture_size {size} leaves {cell} texels per pair of faces for {n_faces} faces; "
-                          f"use --texture_size {PAIR_MIN_CELL * per_side} or more, or fewer --faces")
+    per_side, cell = check_pairs_fit(n_faces, size)
     k = np.arange(n_faces)
     pair = k // 2
     x0 = (pair % per_side) * float(cell)  # the cell's top-left corner in texel units (x right, y down)
@@ -123,6 +119,18 @@ def unwrap_pairs(faces: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, 
     xy += np.stack([x0, y0], axis=1)[:, None, :]
     uv = np.stack([xy[..., 0] / size, 1.0 - xy[..., 1] / size], axis=-1).reshape(-1, 2)
     return np.asarray(faces, np.int64).reshape(-1), np.arange(3 * n_faces, dtype=np.int64).reshape(n_faces, 3), uv
+
+
+def check_pairs_fit(n_faces: int, size: int) -> tuple[int, int]:
+    """(cells per side, texels per cell side) of ``unwrap_pairs`` for ``n_faces`` faces on a ``size``
+    texture. Raises ConfigError (one line with the size that fits) when a cell would be under
+    ``PAIR_MIN_CELL`` texels."""
+    per_side = max(1, math.ceil(math.sqrt(math.ceil(n_faces / 2))))
+    cell = size // per_side
+    if cell < PAIR_MIN_CELL:
+        raise ConfigError(f"--texture_size {size} leaves {cell} texels per pair of faces for {n_faces} faces; "
+                          f"use --texture_size {PAIR_MIN_CELL * per_side} or more, or fewer --faces")
+    return per_side, cell
 
 
 def texel_samples(uv: np.ndarray, faces: np.ndarray, size: int, max_candidates: int = 1 << 20

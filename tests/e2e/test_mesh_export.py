@@ -159,7 +159,8 @@ def test_a_failed_write_leaves_none_of_the_files(tmp_path):
 
 @pytest.mark.parametrize("flags", [["--faces", "0"], ["--faces", "-5"], ["--out", "{out}/m.xyz"],
                                    ["--texture", "--out", "{out}/m.ply"], ["--out", "{out}/m"],
-                                   ["--texture_size", "8", "--texture"]])
+                                   ["--texture_size", "8", "--texture"],
+                                   ["--faces", "200000", "--texture", "--texture_size", "64"]])
 def test_bad_mesh_flags_give_one_line_exit_2_and_write_nothing(tmp_path, capsys, flags):
     out = tmp_path / "out"
     out.mkdir()
