@@ -269,7 +269,7 @@ class TrainConfig(Cadence, Regularization):
     precrop_iters: int = option(0, "steps that sample rays from the central crop only", lo=0)
     precrop_frac: float = option(0.5, "side of that central crop, as a fraction of the image", lo=0.0, hi=1.0,
                                  lo_open=True)
-    video: FinalVideo = option("none", "after training, render a preview video (60 frames at half size, "
+    video: FinalVideo = option("none", "after training, render a preview video (40 frames at half size, 2 s, "
                                "<run>/video_<path>/rgb.mp4 and depth.mp4) along this camera path: none, auto (spiral on "
                                "forward-facing scenes and Blender's orbit, interp through the training cameras on "
                                "walk-around captures) or a path of enerf render --path")

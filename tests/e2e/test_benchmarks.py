@@ -130,3 +130,33 @@ def test_cond_2x2_control_pairs_row_with_the_control_by_seed(tmp_path):
     assert got["seeds"] == [0, 1, 2] and got["of"] == "row - none*2"
     assert got["per_seed"] == pytest.approx(diffs.tolist())
     assert got["ci95"] == pytest.approx([diffs.mean() - half, diffs.mean() + half])
+
+
+def test_view_gap_finds_the_band_the_shift_and_the_far_camera():
+    """studies.view_gap's measures against independent ones: error put into the top quarter only
+    gives that quarter all of it and the PSNR of numpy's mean; a rendering shifted by (1, -2)
+    pixels is found with its gain; camera distances against scipy's k-d tree."""
+    from scipy.spatial import cKDTree
+
+    from studies.view_gap import band_psnrs, camera_distances, shift_gain
+
+    rng = np.random.default_rng(0)
+    se = np.zeros((40, 30))
+    se[:10] = rng.uniform(0.001, 0.01, (10, 30))
+    bands, share = band_psnrs(se, 4)
+    assert share == pytest.approx(1.0)
+    assert bands[0] == pytest.approx(-10 * np.log10(se[:10].mean())) and bands[1] > 100
+
+    gt = rng.uniform(0, 1, (40, 50, 3)).astype(np.float32)
+    pred = np.roll(gt, (-1, 2), axis=(0, 1))  # pred[y, x] = gt[y + 1, x - 2]
+    gain, dy, dx = shift_gain(gt, pred, 3)
+    core = (slice(3, 37), slice(3, 47))
+    assert (dy, dx) == (1, -2)
+    assert gain == pytest.approx(120 + 10 * np.log10(((gt[core] - pred[core]) ** 2).mean()))  # exact fit: psnr's floor
+
+    centres = rng.normal(size=(12, 3))
+    i_train, i_test = np.arange(0, 12, 2), np.arange(1, 12, 2)
+    tree = cKDTree(centres[i_train])
+    spacing = np.median(tree.query(centres[i_train], k=2)[0][:, 1])
+    got = camera_distances(centres, i_train, i_test)
+    assert [got[i] for i in i_test] == pytest.approx(tree.query(centres[i_test])[0] / spacing)

@@ -154,8 +154,8 @@ def test_bad_input_gives_one_line_and_exit_2(ckpt, args, fragment, capsys):
 
 
 def test_train_with_video_auto_renders_a_preview_along_the_scenes_default_path(scene_dir, tmp_path):
-    """``--video auto`` on a forward-facing (NDC) scene: after training, 60 frames of the spiral at
-    half the training size in <run>/video_spiral/ (frames counted by imageio); a walk-around
+    """``--video auto`` on a forward-facing (NDC) scene: after training, 40 frames of the spiral at
+    20 fps and half the training size in <run>/video_spiral/ (frames counted by imageio); a walk-around
     capture (world-space rays, a contraction) gets ``interp``, a bounded world-space scene the spiral."""
     import dataclasses
 
@@ -170,7 +170,8 @@ def test_train_with_video_auto_renders_a_preview_along_the_scenes_default_path(s
             "--video", "auto"]
     assert main(argv) == 0
     frames = list(iio.imiter(tmp_path / "v" / "video_spiral" / "rgb.mp4"))
-    assert len(frames) == PREVIEW["frames"] == 60
+    assert len(frames) == PREVIEW["frames"] == 40
+    assert iio.immeta(tmp_path / "v" / "video_spiral" / "rgb.mp4", plugin="FFMPEG")["fps"] == PREVIEW["fps"] == 20
     assert frames[0].shape[:2] == (15 + 1, 20)  # 30 x 40 halved; the odd height padded by one row
 
     run = load_run(tmp_path / "v" / "checkpoints" / "latest.pt", scene_dir.parent)
