@@ -32,14 +32,16 @@ import imageio.v3 as iio
 import numpy as np
 
 from enerf.config import DATA_ROOT
+from enerf.errors import EnerfError
 from enerf.loaded_run import load_run
+from enerf.metrics import mse_to_psnr
 
 from benchmarks.harness import ROOT, write_record
 
 
 def psnr(se: np.ndarray) -> float:
-    """PSNR in dB of the mean of squared errors ``se`` (any shape, images in [0, 1])."""
-    return float(-10.0 * np.log10(max(float(np.mean(se)), 1e-12)))
+    """PSNR in dB of the mean of squared errors ``se`` (any shape, images in [0, 1]; inf when 0)."""
+    return mse_to_psnr(float(np.mean(se)))
 
 
 def band_psnrs(se: np.ndarray, bands: int) -> tuple[list[float], float]:
@@ -82,7 +84,15 @@ def main() -> int:
     parser.add_argument("--name", default="", help="the run's key in the record (default: the run folder's name)")
     args = parser.parse_args()
     folder = Path(args.run)
-    run = load_run(folder / "checkpoints" / "latest.pt", DATA_ROOT, "cpu", task="nerf", images=True)
+    if not (folder / "test_views").is_dir():
+        print(f"view_gap: {folder}/test_views/ not found; pass a finished NeRF run folder (enerf train writes "
+              "test_views/ at the end)", file=sys.stderr)
+        return 2
+    try:
+        run = load_run(folder / "checkpoints" / "latest.pt", DATA_ROOT, "cpu", task="nerf", images=True)
+    except EnerfError as error:
+        print(f"view_gap: {error}", file=sys.stderr)
+        return 2
     scene = run.scene
     distances = camera_distances(scene.poses[:, :3, 3], scene.i_train, scene.i_test)
     views = {}

@@ -147,12 +147,14 @@ def test_view_gap_finds_the_band_the_shift_and_the_far_camera():
     assert share == pytest.approx(1.0)
     assert bands[0] == pytest.approx(-10 * np.log10(se[:10].mean())) and bands[1] > 100
 
-    gt = rng.uniform(0, 1, (40, 50, 3)).astype(np.float32)
-    pred = np.roll(gt, (-1, 2), axis=(0, 1))  # pred[y, x] = gt[y + 1, x - 2]
+    gt = rng.uniform(0, 1, (40, 50, 3))
+    noise = rng.normal(0, 0.01, gt.shape)
+    pred = np.roll(gt, (-1, 2), axis=(0, 1)) + noise  # pred[y, x] = gt[y + 1, x - 2] + noise
     gain, dy, dx = shift_gain(gt, pred, 3)
     core = (slice(3, 37), slice(3, 47))
     assert (dy, dx) == (1, -2)
-    assert gain == pytest.approx(120 + 10 * np.log10(((gt[core] - pred[core]) ** 2).mean()))  # exact fit: psnr's floor
+    shifted_mse = (noise[core] ** 2).mean()
+    assert gain == pytest.approx(10 * np.log10(((gt[core] - pred[core]) ** 2).mean() / shifted_mse))
 
     centres = rng.normal(size=(12, 3))
     i_train, i_test = np.arange(0, 12, 2), np.arange(1, 12, 2)
@@ -160,3 +162,10 @@ def test_view_gap_finds_the_band_the_shift_and_the_far_camera():
     spacing = np.median(tree.query(centres[i_train], k=2)[0][:, 1])
     got = camera_distances(centres, i_train, i_test)
     assert [got[i] for i in i_test] == pytest.approx(tree.query(centres[i_test])[0] / spacing)
+
+
+def test_view_gap_refuses_a_folder_without_renderings_in_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "studies.view_gap", "--run", str(tmp_path / "nope")],
+                            cwd=ROOT, capture_output=True, text=True)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and "test_views" in lines[0] and "Traceback" not in result.stderr
