@@ -5,7 +5,7 @@ from __future__ import annotations
 from .commands import CAMERAS_HELP, MeshFrame, check_cameras
 from .spec import check_box, check_config, config_class, option
 
-__all__ = ["DepthExportConfig", "PointCloudConfig"]
+__all__ = ["DepthExportConfig", "PointCloudConfig", "SplatConfig"]
 
 
 @config_class
@@ -44,3 +44,28 @@ class PointCloudConfig:
         check_cameras(self.cameras)
         if self.bbox:
             check_box("bbox", self.bbox)
+
+
+@config_class
+class SplatConfig:
+    """``enerf export splats``: how many Gaussians, their SH degree, how they start and how long they fit."""
+
+    splats: int = option(300_000, "Gaussians at most (the starting ones: one per rendered pixel, a random subset "
+                         "when there are more)", lo=1, hi=50_000_000)
+    sh_degree: int = option(1, "SH degree of the colours (0: one colour per Gaussian; 3: as 3DGS)", lo=0, hi=3)
+    bake_seconds: float = option(180.0, "seconds of fitting the splats to the training photos (0: the field's "
+                                 "starting splats as they are)", lo=0.0)
+    init_downscale: int = option(4, "render the training views at 1/N of their size for the starting splats", lo=1)
+    init_min_acc: float = option(0.5, "a pixel starts a Gaussian when its accumulated opacity is at least this",
+                                 lo=0.0, hi=1.0, lo_open=True)
+    init_opacity: float = option(0.5, "the starting Gaussians' opacity", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    init_flatness: float = option(0.2, "a starting Gaussian's thickness along its surface normal, relative to its "
+                                  "width", lo=0.0, hi=1.0, lo_open=True)
+    fit_rows: int = option(64, "image rows rendered per fitting step (the pure-torch rasterizer; gsplat renders "
+                           "whole photos)", lo=1)
+    seed: int = option(0, "seed of the subset and of the fitting order", lo=0)
+    frame: MeshFrame = option("world", "world (the capture's own frame: poses_bounds.npy / transforms.json) or scene "
+                              "(the normalised frame the run trained in)")
+
+    def __post_init__(self) -> None:
+        check_config(self)

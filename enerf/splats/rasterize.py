@@ -1,19 +1,45 @@
-"""Render Gaussians into one pinhole camera: the 3DGS image formation in pure torch (any device,
-differentiable), or gsplat's CUDA rasterizer where it is installed and the tensors are on CUDA.
+"""Render Gaussians into one pinhole camera: the image formation of 3D Gaussian splatting (Kerbl et
+al. 2023) in pure torch (any device, differentiable), or gsplat's CUDA rasterizer where gsplat is
+installed and the splats are on a CUDA device.
 
-(Stub: the implementation lands next.)
+The pure-torch path, per camera:
+
+1. **Project** (``project``): each centre into the camera (OpenCV axes: x right, y down, z forward;
+   ``enerf.cameras.rays`` uses OpenGL axes, so y and z flip), its 3D covariance ``R S S^T R^T``
+   through the affine approximation ``J W`` of the perspective map (EWA splatting, with the
+   reference's clamp of x / z and y / z to 1.3 x the half field of view), plus 0.3 px² on the
+   diagonal (the reference's low-pass filter). Centres nearer than ``NEAR`` are dropped.
+2. **Pairs** (``_pairs``): every (Gaussian, pixel) whose pixel centre lies in the Gaussian's
+   bounding box and where its opacity ``o exp(-q / 2)`` (q the conic's quadratic form) is at least
+   1/255, as the reference skips fainter ones. The box is the one of the ellipse q = 2 ln(255 o),
+   outside which no pixel passes, so no pair is lost by it.
+3. **Composite** front to back: pairs sorted by pixel, then by the Gaussian's depth; per pixel
+   ``w_i = a_i prod_{j<i} (1 - a_j)`` (a capped at 0.99, as the reference), computed as a
+   segmented exclusive cumulative sum of log(1 - a) in float64; rgb = sum_i w_i c_i +
+   (1 - sum_i w_i) background.
+
+The reference also stops a pixel once its transmittance falls under 1e-4; here those last pairs
+are kept (they change a pixel by less than 1e-4). A large image is split into horizontal bands so
+that one band's pairs stay under ``MAX_PAIRS`` (memory), which changes nothing in the result.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from .gaussians import Splats
+from .gaussians import Splats, quat_to_rotmat, sh_to_rgb
 
-__all__ = ["SplatCamera", "rasterize"]
+__all__ = ["SplatCamera", "NEAR", "MAX_PAIRS", "project", "rasterize", "gsplat_available"]
+
+NEAR = 0.01  # Gaussians whose centre is nearer than this (camera z, scene units) are not drawn
+ALPHA_MIN = 1.0 / 255.0  # fainter (Gaussian, pixel) pairs are skipped (the reference's threshold)
+ALPHA_MAX = 0.99
+LOW_PASS = 0.3  # px², added to the projected covariance's diagonal (the reference's dilation)
+MAX_PAIRS = 6_000_000  # pairs rendered at once; a larger image is split into bands of rows
 
 
 @dataclass(frozen=True)
@@ -25,14 +51,186 @@ class SplatCamera:
     height: int
     focal: float  # pixels
 
+    def centre(self) -> Tensor:
+        """[3] the camera centre."""
+        return self.c2w[:3, 3]
 
-def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = None) -> dict[str, Tensor]:
-    """Render ``splats`` into ``camera`` (front-to-back alpha compositing of the projected Gaussians).
+
+def project(splats: Splats, camera: SplatCamera) -> dict[str, Tensor]:
+    """Project every Gaussian (step 1 of the module docstring).
+
+    Returns:
+        dict of [N] / [N, k] tensors (differentiable): uv [N, 2] pixel coordinates of the centre (pixel
+        (i, j) covers [i, i + 1) x [j, j + 1)), depth [N] (camera z, forward), conic [N, 3] (the
+        inverse 2D covariance's a, b, c: q = a dx² + 2 b dx dy + c dy²), cov2d [N, 3] (xx, xy, yy),
+        visible [N] bool (in front of NEAR with a finite, positive-definite footprint).
+    """
+    c2w = camera.c2w.to(splats.means)
+    rot, centre = c2w[:3, :3], c2w[:3, 3]
+    flip = torch.tensor([1.0, -1.0, -1.0], dtype=rot.dtype, device=rot.device)
+    w2c = rot.T * flip[:, None]  # [3, 3] world -> OpenCV camera axes
+    p = (splats.means - centre) @ w2c.T  # [N, 3]
+    x, y, z = p.unbind(-1)
+    zs = z.clamp_min(NEAR)
+    f = float(camera.focal)
+    u = f * x / zs + 0.5 * camera.width
+    v = f * y / zs + 0.5 * camera.height
+    lim_x = 1.3 * 0.5 * camera.width / f
+    lim_y = 1.3 * 0.5 * camera.height / f
+    tx = (x / zs).clamp(-lim_x, lim_x) * zs
+    ty = (y / zs).clamp(-lim_y, lim_y) * zs
+    zero = torch.zeros_like(zs)
+    jac = torch.stack([f / zs, zero, -f * tx / zs**2, zero, f / zs, -f * ty / zs**2], -1).reshape(-1, 2, 3)
+    m = quat_to_rotmat(splats.quats) * torch.exp(splats.log_scales)[:, None, :]  # [N, 3, 3] R S
+    t = jac @ w2c @ m  # [N, 2, 3]
+    cov = t @ t.transpose(1, 2)  # [N, 2, 2]
+    a = cov[:, 0, 0] + LOW_PASS
+    b = cov[:, 0, 1]
+    c = cov[:, 1, 1] + LOW_PASS
+    det = a * c - b * b
+    visible = (z > NEAR) & (det > 0) & torch.isfinite(det)
+    det = torch.where(visible, det, torch.ones_like(det))
+    conic = torch.stack([c / det, -b / det, a / det], -1)
+    return {"uv": torch.stack([u, v], -1), "depth": z, "conic": conic, "cov2d": torch.stack([a, b, c], -1),
+            "visible": visible}
+
+
+def _extent(cov2d: Tensor, opacity: Tensor) -> Tensor:
+    """[N, 2] half-widths (x, y) of the box outside which o exp(-q / 2) < ALPHA_MIN: the ellipse
+    q = 2 ln(o / ALPHA_MIN) has half-widths sqrt(2 ln(o / ALPHA_MIN) sigma²) along x and y."""
+    k2 = 2.0 * torch.log((opacity / ALPHA_MIN).clamp_min(1.0))
+    return torch.sqrt(k2[:, None] * cov2d[:, [0, 2]].clamp_min(0.0))
+
+
+def _pairs(uv: Tensor, conic: Tensor, opacity: Tensor, extent: Tensor, rows: tuple[int, int], width: int
+           ) -> tuple[Tensor, Tensor]:
+    """(Gaussian, pixel) pairs of the rows [r0, r1) that pass ALPHA_MIN (no gradient).
+
+    Args:
+        uv, conic, opacity, extent: [G, 2], [G, 3], [G], [G, 2] of the Gaussians to draw, in depth order
+    Returns:
+        gid [P] long (index into the G Gaussians), pix [P] long (row-major pixel index in the band)
+        with pairs sorted by pixel, then by gid (front to back)
+    """
+    r0, r1 = rows
+    x0 = torch.ceil(uv[:, 0] - extent[:, 0] - 0.5).clamp(0, width).long()
+    x1 = torch.floor(uv[:, 0] + extent[:, 0] - 0.5).clamp(-1, width - 1).long() + 1
+    y0 = torch.ceil(uv[:, 1] - extent[:, 1] - 0.5).clamp(r0, r1).long()
+    y1 = torch.floor(uv[:, 1] + extent[:, 1] - 0.5).clamp(r0 - 1, r1 - 1).long() + 1
+    bw, bh = (x1 - x0).clamp_min(0), (y1 - y0).clamp_min(0)
+    count = bw * bh
+    gid = torch.repeat_interleave(torch.arange(len(uv), device=uv.device), count)
+    start = torch.cumsum(count, 0) - count
+    local = torch.arange(len(gid), device=uv.device) - start[gid]
+    px = x0[gid] + local % bw[gid]
+    py = y0[gid] + torch.div(local, bw[gid], rounding_mode="floor")
+    dx = px.to(uv.dtype) + 0.5 - uv[gid, 0]
+    dy = py.to(uv.dtype) + 0.5 - uv[gid, 1]
+    cn = conic[gid]
+    power = -0.5 * (cn[:, 0] * dx * dx + cn[:, 2] * dy * dy) - cn[:, 1] * dx * dy
+    keep = (power <= 0) & (opacity[gid] * torch.exp(power) >= ALPHA_MIN)
+    gid, pix = gid[keep], (py[keep] - r0) * width + px[keep]
+    order = torch.sort(pix, stable=True).indices  # gid order (depth) kept within a pixel
+    return gid[order], pix[order]
+
+
+def _composite(gid: Tensor, pix: Tensor, n_pix: int, uv: Tensor, conic: Tensor, opacity: Tensor, colors: Tensor,
+               depth: Tensor, width: int, r0: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Front-to-back compositing of sorted pairs (differentiable in uv, conic, opacity, colors, depth).
+
+    Returns:
+        rgb [n_pix, 3], acc [n_pix], depth [n_pix] (weighted, not divided by acc)
+    """
+    px = (pix % width).to(uv.dtype) + 0.5
+    py = torch.div(pix, width, rounding_mode="floor").to(uv.dtype) + (r0 + 0.5)
+    dx, dy = px - uv[gid, 0], py - uv[gid, 1]
+    cn = conic[gid]
+    power = -0.5 * (cn[:, 0] * dx * dx + cn[:, 2] * dy * dy) - cn[:, 1] * dx * dy
+    alpha = (opacity[gid] * torch.exp(power)).clamp_max(ALPHA_MAX)
+    log1m = torch.log1p(-alpha).double()
+    cs = torch.cumsum(log1m, 0)
+    first = torch.ones_like(pix, dtype=torch.bool)
+    first[1:] = pix[1:] != pix[:-1]
+    seg = torch.cumsum(first.long(), 0) - 1  # segment index of each pair
+    base = (cs - log1m)[first]  # inclusive sum before each segment's first pair
+    trans = torch.exp(cs - log1m - base[seg]).to(alpha.dtype)  # transmittance before each pair
+    w = alpha * trans
+    rgb = torch.zeros(n_pix, 3, dtype=colors.dtype, device=colors.device).index_add(0, pix, w[:, None] * colors[gid])
+    acc = torch.zeros(n_pix, dtype=w.dtype, device=w.device).index_add(0, pix, w)
+    dep = torch.zeros(n_pix, dtype=w.dtype, device=w.device).index_add(0, pix, w * depth[gid])
+    return rgb, acc, dep
+
+
+def gsplat_available(device: torch.device) -> bool:
+    """Whether gsplat's CUDA rasterizer can draw on ``device``."""
+    if device.type != "cuda":
+        return False
+    try:
+        import gsplat  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _rasterize_gsplat(splats: Splats, camera: SplatCamera, background: Tensor) -> dict[str, Tensor]:
+    """gsplat's ``rasterization`` with the same camera model (OpenCV view matrix, principal point at the centre)."""
+    from gsplat import rasterization
+
+    c2w = camera.c2w.to(splats.means)
+    flip = torch.tensor([1.0, -1.0, -1.0], dtype=c2w.dtype, device=c2w.device)
+    view = torch.eye(4, dtype=c2w.dtype, device=c2w.device)
+    view[:3, :3] = c2w[:3, :3].T * flip[:, None]
+    view[:3, 3] = -view[:3, :3] @ c2w[:3, 3]
+    K = torch.tensor([[camera.focal, 0.0, 0.5 * camera.width], [0.0, camera.focal, 0.5 * camera.height],
+                      [0.0, 0.0, 1.0]], dtype=c2w.dtype, device=c2w.device)
+    img, alpha, _ = rasterization(splats.means, torch.nn.functional.normalize(splats.quats, dim=-1), splats.scales,
+                                  splats.opacities, splats.sh, view[None], K[None], camera.width, camera.height,
+                                  near_plane=NEAR, sh_degree=splats.degree, render_mode="RGB+ED",
+                                  backgrounds=background[None], packed=False)
+    acc = alpha[0, ..., 0]
+    return {"rgb": img[0, ..., :3], "acc": acc, "depth": img[0, ..., 3] * acc}
+
+
+def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = None, backend: str = "auto",
+              rows: tuple[int, int] | None = None) -> dict[str, Tensor]:
+    """Render ``splats`` into ``camera`` (module docstring).
 
     Args:
         background: Tensor  # [3] colour behind the splats (None: black)
+        backend: ``torch`` (the pure-torch path, any device), ``gsplat`` (CUDA) or ``auto`` (gsplat where
+            ``gsplat_available``, else torch)
+        rows: (r0, r1): render only image rows [r0, r1) (a band; torch backend), e.g. to fit a crop
     Returns:
-        dict: rgb [H, W, 3], acc [H, W] (accumulated opacity), depth [H, W] (expected camera z-depth
-        of the splats, weighted, not divided by acc)
+        dict: rgb [H', W, 3], acc [H', W] (accumulated opacity), depth [H', W] (expected camera z-depth,
+        weighted by the splats' weights, not divided by acc), H' = r1 - r0 (the image height by default)
     """
-    raise NotImplementedError
+    device = splats.means.device
+    bg = torch.zeros(3, device=device) if background is None else background.to(device, splats.means.dtype)
+    if backend == "gsplat" or (backend == "auto" and rows is None and gsplat_available(device)):
+        return _rasterize_gsplat(splats, camera, bg)
+    r0, r1 = rows if rows is not None else (0, camera.height)
+    width = camera.width
+    proj = project(splats, camera)
+    opacity = splats.opacities
+    ext = _extent(proj["cov2d"], opacity)
+    inside = proj["visible"] & (proj["uv"][:, 0] + ext[:, 0] > 0) & (proj["uv"][:, 0] - ext[:, 0] < width) \
+        & (proj["uv"][:, 1] + ext[:, 1] > r0) & (proj["uv"][:, 1] - ext[:, 1] < r1)
+    idx = torch.nonzero(inside).squeeze(1)
+    idx = idx[torch.argsort(proj["depth"][idx])]  # front to back
+    uv, conic, dep, op, ex = proj["uv"][idx], proj["conic"][idx], proj["depth"][idx], opacity[idx], ext[idx]
+    dirs = torch.nn.functional.normalize(splats.means[idx] - camera.c2w[:3, 3].to(splats.means), dim=-1)
+    colors = sh_to_rgb(splats.sh[idx], dirs)
+    with torch.no_grad():  # how many pairs each band of rows holds: split so that one band stays under MAX_PAIRS
+        area = (2 * ex[:, 0] + 1).clamp_max(width) * (2 * ex[:, 1] + 1).clamp_max(r1 - r0)
+        bands = max(1, math.ceil(float(area.sum()) / MAX_PAIRS))
+    step = math.ceil((r1 - r0) / bands)
+    outs = []
+    for b0 in range(r0, r1, step):
+        b1 = min(r1, b0 + step)
+        with torch.no_grad():
+            gid, pix = _pairs(uv.detach(), conic.detach(), op.detach(), ex, (b0, b1), width)
+        outs.append(_composite(gid, pix, (b1 - b0) * width, uv, conic, op, colors, dep, width, b0))
+    rgb, acc, depth = (torch.cat(parts, 0) for parts in zip(*outs))
+    h = r1 - r0
+    rgb = rgb + (1.0 - acc)[:, None] * bg
+    return {"rgb": rgb.reshape(h, width, 3), "acc": acc.reshape(h, width), "depth": depth.reshape(h, width)}

@@ -1,0 +1,185 @@
+"""Bake a trained field into Gaussian splats: start them from the field, then fit them to the photos.
+
+1. **Start from the field** (``init_splats``): render every training camera at 1 / ``init_downscale``
+   of its size (``enerf.export.views.render_views``, the renderer of evaluation). Each pixel whose
+   accumulated opacity is at least ``init_min_acc`` gives one candidate Gaussian at the ray's expected
+   termination point, with the rendered colour as its band-0 SH (higher bands 0), a flat disc
+   facing the depth map's normal (isotropic where it has none) whose width is the pixel's
+   footprint at that depth, and opacity ``init_opacity``. Unbounded captures keep their background:
+   rays that end far away give far, large Gaussians. When there are more candidates than
+   ``splats``, a random subset is kept and each disc is widened by sqrt(candidates / splats), so
+   that the kept ones still cover the surface.
+2. **Fit** (``fit_splats``): Adam on every parameter (3DGS's learning rates, the centres' scaled by
+   the cameras' extent), for ``bake_seconds``: each step renders ``fit_rows`` consecutive rows of
+   one training photo at its training size (``enerf.splats.rasterize``; gsplat on CUDA renders whole
+   photos) and lowers the L1 distance to the photo. No densification: the count stays fixed;
+   Gaussians whose opacity ends below 1/255 are dropped.
+
+Everything is in the run's scene frame (the normalised frame it trained in); ``enerf.splats.ply``
+writes it in the capture's frame. Forward-facing runs trained in NDC bake in that scene frame
+too: their surface points are mapped back out of NDC (``render_views``) and the splats are drawn
+with a perspective camera, so they need no NDC.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..config import SplatConfig
+from ..errors import ConfigError
+from ..loaded_run import LoadedRun
+from ..progress import progress_bar
+from .gaussians import Splats, rgb_to_sh0
+from .rasterize import SplatCamera, gsplat_available, rasterize
+
+__all__ = ["BakeReport", "init_splats", "fit_splats", "bake", "background_of", "scene_cameras"]
+
+# 3DGS's learning rates (train.py / arguments), the centres' relative to the cameras' extent
+LR = {"means": 1.6e-4, "log_scales": 5e-3, "quats": 1e-3, "opacity_logits": 5e-2, "sh0": 2.5e-3, "sh_rest": 2.5e-3 / 20}
+LR_MEANS_FINAL = 1.6e-6  # the centres' rate decays exponentially to this over the fit
+
+
+@dataclass
+class BakeReport:
+    """What a bake did (``bake``'s second value)."""
+
+    candidates: int  # pixels that gave a candidate Gaussian
+    splats: int  # Gaussians written
+    init_seconds: float
+    fit_seconds: float
+    fit_steps: int
+    backend: str  # torch | gsplat
+
+
+def background_of(run: LoadedRun) -> Tensor:
+    """[3] the colour the run composites onto: white for ``white_bkgd`` runs, else black."""
+    return torch.full((3,), 1.0 if run.cfg.render.white_bkgd else 0.0)
+
+
+def scene_cameras(run: LoadedRun, views) -> list[SplatCamera]:
+    """The scene's cameras of ``views`` at training size, as ``SplatCamera``."""
+    scene = run.scene
+    return [SplatCamera(torch.as_tensor(scene.poses[int(i)], dtype=torch.float32), scene.width, scene.height,
+                        float(scene.focal)) for i in views]
+
+
+def _disc_quats(normals: np.ndarray) -> np.ndarray:
+    """[n, 4] w-x-y-z quaternions turning the z axis onto each unit normal [n, 3] (identity for 0)."""
+    n = normals.astype(np.float64)
+    q = np.stack([1.0 + n[:, 2], -n[:, 1], n[:, 0], np.zeros(len(n))], -1)
+    opposite = 1.0 + n[:, 2] < 1e-6
+    q[opposite] = [0.0, 1.0, 0.0, 0.0]
+    none = np.linalg.norm(n, axis=-1) < 0.5
+    q[none] = [1.0, 0.0, 0.0, 0.0]
+    return (q / np.linalg.norm(q, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splats, int]:
+    """Step 1 of the module docstring: (the starting Splats, the number of candidates)."""
+    from ..export.views import render_views, select_cameras
+
+    cams = select_cameras(run.scene, "train", 1, cfg.init_downscale)
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint")}
+    for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field"):
+        keep = view.hit & (view.acc >= cfg.init_min_acc)
+        parts["points"].append(view.points[keep].astype(np.float32))
+        parts["rgb"].append(view.rgb[keep])
+        parts["normals"].append(view.normals[keep])
+        parts["footprint"].append(view.z_depth[keep] / view.focal)  # scene units per rendered pixel
+    data = {k: np.concatenate(v) for k, v in parts.items()}
+    n = len(data["points"])
+    if n == 0:
+        raise ConfigError(f"no pixel of the training views has accumulated opacity {cfg.init_min_acc} or more; "
+                          "lower --init_min_acc", ("init_min_acc",))
+    rng = np.random.default_rng(cfg.seed)
+    keep = np.sort(rng.choice(n, cfg.splats, replace=False)) if n > cfg.splats else np.arange(n)
+    widen = math.sqrt(max(1.0, n / cfg.splats))
+    sigma = np.maximum(data["footprint"][keep] * 0.5 * widen, 1e-6)
+    has_normal = np.linalg.norm(data["normals"][keep], axis=-1) > 0.5
+    thickness = np.where(has_normal, sigma * cfg.init_flatness, sigma)
+    log_scales = np.log(np.stack([sigma, sigma, thickness], -1)).astype(np.float32)
+    sh = np.zeros((len(keep), (cfg.sh_degree + 1) ** 2, 3), np.float32)
+    sh[:, 0] = rgb_to_sh0(torch.as_tensor(data["rgb"][keep])).numpy()
+    logit = math.log(cfg.init_opacity / (1.0 - cfg.init_opacity))
+    splats = Splats(means=torch.as_tensor(data["points"][keep]), log_scales=torch.as_tensor(log_scales),
+                    quats=torch.as_tensor(_disc_quats(data["normals"][keep])),
+                    opacity_logits=torch.full((len(keep),), logit), sh=torch.as_tensor(sh))
+    return splats, n
+
+
+def _extent(run: LoadedRun) -> float:
+    """The cameras' extent (3DGS's ``spatial_lr_scale``): 1.1 x the largest distance of a training
+    camera from their mean centre."""
+    centres = run.scene.poses[run.scene.i_train][:, :3, 3]
+    return 1.1 * float(np.linalg.norm(centres - centres.mean(0), axis=-1).max()) or 1.0
+
+
+def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool = True) -> tuple[Splats, int, str]:
+    """Step 2 of the module docstring: (the fitted Splats, steps taken, backend used)."""
+    device = run.device
+    scene = run.scene
+    views = [int(i) for i in scene.i_train]
+    cams = scene_cameras(run, views)
+    bg = background_of(run).to(device)
+    params = {k: t.detach().to(device).clone().requires_grad_(True) for k, t in splats.tensors().items()}
+    sh0 = params["sh"][:, :1].detach().clone().requires_grad_(True)
+    rest = params["sh"][:, 1:].detach().clone().requires_grad_(True)
+    extent = _extent(run)
+    groups = [{"params": [params["means"]], "lr": LR["means"] * extent, "name": "means"},
+              {"params": [params["log_scales"]], "lr": LR["log_scales"]},
+              {"params": [params["quats"]], "lr": LR["quats"]},
+              {"params": [params["opacity_logits"]], "lr": LR["opacity_logits"]},
+              {"params": [sh0], "lr": LR["sh0"]}]
+    if rest.shape[1]:
+        groups.append({"params": [rest], "lr": LR["sh_rest"]})
+    opt = torch.optim.Adam(groups, eps=1e-15)
+    backend = "gsplat" if gsplat_available(device) else "torch"
+    rows = scene.height if backend == "gsplat" else min(cfg.fit_rows, scene.height)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    tic = time.perf_counter()
+    steps = 0
+    budget = float(cfg.bake_seconds)
+    with progress_bar(budget, "splats: fit to the photos", progress, unit="s",
+                      bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s{postfix}") as bar:
+        while (elapsed := time.perf_counter() - tic) < budget:
+            k = int(torch.randint(len(views), (1,), generator=gen))
+            r0 = int(torch.randint(scene.height - rows + 1, (1,), generator=gen))
+            target = torch.as_tensor(scene.image(views[k])[r0:r0 + rows], device=device)
+            current = Splats(means=params["means"], log_scales=params["log_scales"], quats=params["quats"],
+                             opacity_logits=params["opacity_logits"], sh=torch.cat([sh0, rest], 1))
+            out = rasterize(current, cams[k], bg, backend=backend, rows=None if backend == "gsplat" else (r0, r0 + rows))
+            rgb = out["rgb"] if backend == "torch" else out["rgb"][r0:r0 + rows]
+            loss = (rgb - target).abs().mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            steps += 1
+            frac = min(1.0, elapsed / budget)
+            opt.param_groups[0]["lr"] = extent * math.exp((1 - frac) * math.log(LR["means"]) + frac * math.log(LR_MEANS_FINAL))
+            bar.update(time.perf_counter() - tic - bar.n)
+            if steps % 20 == 0:
+                bar.set_postfix_str(f"step {steps}, L1 {float(loss):.4f}", refresh=False)
+    with torch.no_grad():
+        fitted = Splats(means=params["means"], log_scales=params["log_scales"], quats=params["quats"],
+                        opacity_logits=params["opacity_logits"], sh=torch.cat([sh0, rest], 1)).map(
+            lambda t: t.detach().cpu())
+        fitted = fitted.select(fitted.opacities >= 1.0 / 255.0)
+    return fitted, steps, backend
+
+
+def bake(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splats, BakeReport]:
+    """Steps 1 and 2: the run's field baked into Splats (scene frame, CPU tensors) and what it took."""
+    if run.scene is None:
+        raise ConfigError("the bake needs the run's scene (its training photos): give --datadir")
+    tic = time.perf_counter()
+    start, candidates = init_splats(run, cfg, progress)
+    init_seconds = time.perf_counter() - tic
+    fitted, steps, backend = fit_splats(run, start, cfg, progress) if cfg.bake_seconds > 0 else (start, 0, "none")
+    report = BakeReport(candidates, len(fitted), init_seconds, time.perf_counter() - tic - init_seconds, steps, backend)
+    return fitted, report
