@@ -1,11 +1,11 @@
-"""Options of ``enerf export depth`` and ``enerf export pointcloud``."""
+"""Options of ``enerf export depth``, ``enerf export pointcloud`` and ``enerf export splats``."""
 
 from __future__ import annotations
 
 from .commands import CAMERAS_HELP, MeshFrame, check_cameras
 from .spec import check_box, check_config, config_class, option
 
-__all__ = ["DepthExportConfig", "PointCloudConfig"]
+__all__ = ["DepthExportConfig", "PointCloudConfig", "SplatConfig"]
 
 
 @config_class
@@ -44,3 +44,22 @@ class PointCloudConfig:
         check_cameras(self.cameras)
         if self.bbox:
             check_box("bbox", self.bbox)
+
+
+@config_class
+class SplatConfig:
+    """``enerf export splats``: how many Gaussians, their colour's SH degree, how long they are fitted, and
+    the frame written (``enerf.splats``)."""
+
+    splats: int = option(300_000, "number of Gaussians", lo=1, hi=100_000_000)
+    sh_degree: int = option(1, "spherical-harmonics degree of the view-dependent colour: 0 (one colour) .. 3 "
+                            "(48 coefficients a Gaussian)", lo=0, hi=3)
+    bake_seconds: float = option(180.0, "seconds of fitting the splats to the training photos after they are "
+                                 "started from the field", lo=0.0)
+    init_downscale: int = option(4, "the field is rendered at 1/N of the training size to place the first splats",
+                                 lo=1)
+    frame: MeshFrame = option("world", "world (the capture's own frame: poses_bounds.npy / transforms.json) or scene "
+                              "(the normalised frame the run trained in)")
+
+    def __post_init__(self) -> None:
+        check_config(self)
