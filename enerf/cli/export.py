@@ -56,6 +56,7 @@ class Action:
     suffixes: tuple[str, ...] = ()
     what: str = ""  # what the file is, for the suffix error
     images: bool = False  # load the scene's images (the bake fits the training photos)
+    refused: tuple[tuple[str, str], ...] = ()  # (suffix people try, why it is not written)
 
 
 ACTIONS = {
@@ -68,11 +69,9 @@ ACTIONS = {
     "splats": Action(SplatConfig, "F.ply", "splat file (.ply, the 3DGS layout) in an existing folder",
                      "The field baked into 3D Gaussian splats, fitted to the training photos, written as a 3DGS PLY "
                      "(SuperSplat, Spark, gsplat, nerfstudio and viser read it).", _splats, suffixes=(".ply",),
-                     what="a splat file", images=True),
+                     what="a splat file", images=True,
+                     refused=((".spz", "no well-kept library writes SPZ (Niantic's compressed splats) yet; write .ply"),)),
 }
-
-# suffixes people try that no well-kept library writes yet: what to say
-UNWRITTEN = {".spz": "no well-kept library writes SPZ (Niantic's compressed splats) yet; write .ply"}
 
 
 def check_out(out: str, action: Action) -> Path:
@@ -89,9 +88,9 @@ def check_out(out: str, action: Action) -> Path:
         if path.exists() and not path.is_dir():
             raise ConfigError(f"--out {out} is a file; give a folder")
         return check_output_dir(path, "--out")
-    suffix = path.suffix.lower()
-    if suffix in UNWRITTEN and not path.is_dir():
-        raise ConfigError(f"--out {out}: {UNWRITTEN[suffix]}")
+    suffix, refused = path.suffix.lower(), dict(action.refused)
+    if suffix in refused and not path.is_dir():
+        raise ConfigError(f"--out {out}: {refused[suffix]}")
     if suffix not in action.suffixes and not path.is_dir():
         raise ConfigError(f"--out {out}: {action.what} is written as {' or '.join(action.suffixes)}")
     return check_output_file(path, "--out")
