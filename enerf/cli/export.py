@@ -1,73 +1,120 @@
-"""``enerf export depth|pointcloud --ckpt PATH --out OUT``: metric depth maps of a set of cameras, or a
-coloured point cloud back-projected from them, from a NeRF checkpoint alone."""
+"""``enerf export depth|pointcloud|splats --ckpt PATH --out OUT``: metric depth maps of a set of cameras, a
+coloured point cloud back-projected from them, or the field baked into Gaussian splats (a 3DGS PLY),
+from a NeRF checkpoint."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from ..config import DATA_ROOT, DepthExportConfig, PointCloudConfig
+from ..config import DATA_ROOT, DepthExportConfig, PointCloudConfig, SplatConfig
 from ..errors import ConfigError
 from ..runfolder import check_output_dir, check_output_file, check_parent_exists
 from .common import OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
 
-__all__ = ["cmd_export"]
+__all__ = ["cmd_export", "ACTIONS", "Action"]
+
+
+def _depth(run, out: Path, cfg: DepthExportConfig, progress: bool) -> str:
+    from ..export.depth import export_depth
+
+    info = export_depth(run, out, cfg, progress=progress)
+    return (f"wrote depth, z-depth, accumulation and normals of {info['views']} {cfg.cameras} views "
+            f"({info['width']}x{info['height']}, {cfg.frame} frame; {100 * info['hit_fraction']:.1f} % of the pixels "
+            f"hit a surface) and transforms.json -> {info['out']}")
+
+
+def _pointcloud(run, out: Path, cfg: PointCloudConfig, progress: bool) -> str:
+    from ..export.pointcloud import export_pointcloud
+
+    info = export_pointcloud(run, out, cfg, progress=progress)
+    return f"wrote {info['points']} points (of {info['candidates']} kept pixels of the {cfg.cameras} views, " \
+           f"{cfg.frame} frame) -> {info['out']}"
+
+
+def _splats(run, out: Path, cfg: SplatConfig, progress: bool) -> str:
+    from ..splats.export import export_splats
+
+    info = export_splats(run, out, cfg, progress=progress)
+    return (f"wrote {info['count']} splats (SH degree {info['sh_degree']}, {info['frame']} frame, "
+            f"{info['bytes'] / 1e6:.1f} MB) in {info['seconds']:.0f} s -> {info['out']}")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One ``enerf export`` action: its config, ``--out`` (a folder, or a file with one of ``suffixes``),
+    whether it needs the scene's images, and the function that runs it and words its one line."""
+
+    config: type
+    metavar: str
+    out_help: str
+    description: str
+    run: Callable[..., str]  # (LoadedRun, out, config, progress) -> the line printed
+    folder: bool = False
+    suffixes: tuple[str, ...] = ()
+    what: str = ""  # what the file is, for the suffix error
+    images: bool = False  # load the scene's images (the bake fits the training photos)
+    refused: tuple[tuple[str, str], ...] = ()  # (suffix people try, why it is not written)
+
 
 ACTIONS = {
-    "depth": (DepthExportConfig, "DIR", "output folder (made if missing; its parent must exist)",
-              "Metric depth (.npy and 16-bit PNG), accumulation, normals and transforms.json of a set of cameras."),
-    "pointcloud": (PointCloudConfig, "F.ply", "point cloud file (.ply) in an existing folder",
-                   "A coloured point cloud with normals, back-projected from the rendered depth of a set of cameras."),
+    "depth": Action(DepthExportConfig, "DIR", "output folder (made if missing; its parent must exist)",
+                    "Metric depth (.npy and 16-bit PNG), accumulation, normals and transforms.json of a set of cameras.",
+                    _depth, folder=True),
+    "pointcloud": Action(PointCloudConfig, "F.ply", "point cloud file (.ply) in an existing folder",
+                         "A coloured point cloud with normals, back-projected from the rendered depth of a set of "
+                         "cameras.", _pointcloud, suffixes=(".ply",), what="a point cloud"),
+    "splats": Action(SplatConfig, "F.ply", "splat file (.ply, the 3DGS layout) in an existing folder",
+                     "The field baked into 3D Gaussian splats, fitted to the training photos, written as a 3DGS PLY "
+                     "(SuperSplat, Spark, gsplat, nerfstudio and viser read it).", _splats, suffixes=(".ply",),
+                     what="a splat file", images=True,
+                     refused=((".spz", "no well-kept library writes SPZ (Niantic's compressed splats) yet; write .ply"),)),
 }
 
 
-def check_out(out: str, folder: bool) -> Path:
+def check_out(out: str, action: Action) -> Path:
     """``--out``: its parent folder exists (a missing one is refused, not made) and the shared
     output checks pass (``runfolder.check_output_dir`` / ``check_output_file``: writable, not a
-    file where a folder is wanted and the reverse); a point cloud file ends in .ply.
+    file where a folder is wanted and the reverse); a file ends in one of the action's suffixes.
 
     Raises:
         ConfigError: one line naming --out.
     """
     path = Path(os.path.abspath(out))
-    if folder:
+    if action.folder:
         check_parent_exists(out, "--out")
         if path.exists() and not path.is_dir():
             raise ConfigError(f"--out {out} is a file; give a folder")
         return check_output_dir(path, "--out")
-    if path.suffix.lower() != ".ply" and not path.is_dir():
-        raise ConfigError(f"--out {out}: a point cloud is written as .ply")
+    suffix, refused = path.suffix.lower(), dict(action.refused)
+    if suffix in refused and not path.is_dir():
+        raise ConfigError(f"--out {out}: {refused[suffix]}")
+    if suffix not in action.suffixes and not path.is_dir():
+        raise ConfigError(f"--out {out}: {action.what} is written as {' or '.join(action.suffixes)}")
     return check_output_file(path, "--out")
 
 
 def cmd_export(argv: list[str]) -> int:
-    from ..export.depth import export_depth
-    from ..export.pointcloud import export_pointcloud
     from ..loaded_run import load_run
 
     if not argv or argv[0] not in ACTIONS:
         parser = OneLineParser(prog="enerf export", description="Exports from a NeRF checkpoint.")
         parser.add_argument("action", choices=tuple(ACTIONS), help="depth: depth maps of a set of cameras (depth "
-                            "--help); pointcloud: a point cloud from them (pointcloud --help)")
+                            "--help); pointcloud: a point cloud from them (pointcloud --help); splats: the field "
+                            "baked into Gaussian splats (splats --help)")
         parser.parse_args(argv[:1])
-    action = argv[0]
-    cfg_cls, metavar, out_help, description = ACTIONS[action]
-    parser = OneLineParser(prog=f"enerf export {action}", description=description)
+    name = argv[0]
+    action = ACTIONS[name]
+    parser = OneLineParser(prog=f"enerf export {name}", description=action.description)
     add_ckpt_flags(parser, datadir=True)
-    parser.add_argument("--out", required=True, metavar=metavar, help=out_help)
+    parser.add_argument("--out", required=True, metavar=action.metavar, help=action.out_help)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_config_flags(parser, cfg_cls)
+    add_config_flags(parser, action.config)
     args = parser.parse_args(argv[1:])
-    cfg = config_from_args(cfg_cls, args)
-    out = check_out(args.out, folder=action == "depth")
-    run = load_run(args.ckpt, DATA_ROOT, args.device, task="nerf", datadir=args.datadir, images=False)
-    if action == "depth":
-        info = export_depth(run, out, cfg, progress=not args.quiet)
-        print(f"wrote depth, z-depth, accumulation and normals of {info['views']} {cfg.cameras} views "
-              f"({info['width']}x{info['height']}, {cfg.frame} frame; {100 * info['hit_fraction']:.1f} % of the pixels "
-              f"hit a surface) and transforms.json -> {info['out']}")
-    else:
-        info = export_pointcloud(run, out, cfg, progress=not args.quiet)
-        print(f"wrote {info['points']} points (of {info['candidates']} kept pixels of the {cfg.cameras} views, "
-              f"{cfg.frame} frame) -> {info['out']}")
+    cfg = config_from_args(action.config, args)
+    out = check_out(args.out, action)
+    run = load_run(args.ckpt, DATA_ROOT, args.device, task="nerf", datadir=args.datadir, images=action.images)
+    print(action.run(run, out, cfg, not args.quiet))
     return 0

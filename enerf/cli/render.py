@@ -1,4 +1,5 @@
-"""``enerf render --ckpt PATH``: novel-view videos (rgb.mp4, depth.mp4) from a NeRF checkpoint."""
+"""``enerf render --ckpt PATH [--splats F.ply]``: novel-view videos (rgb.mp4, depth.mp4) from a NeRF
+checkpoint, or from splats baked from it."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ __all__ = ["cmd_render"]
 def cmd_render(argv: list[str]) -> int:
     from ..export.video import render_video_from_checkpoint
 
-    args, video = parse_export_args("enerf render", "Render rgb.mp4 / depth.mp4 from a checkpoint.",
-                                    "output folder (default <run>/video_<path>)", VideoConfig, argv)
+    args, video = parse_export_args("enerf render", "Render rgb.mp4 / depth.mp4 from a checkpoint (or its splats).",
+                                    "output folder (default <run>/video_<path>, <run>/video_<path>_splats with "
+                                    "--splats)", VideoConfig, argv, splats=True)
     info = render_video_from_checkpoint(args.ckpt, video, DATA_ROOT, args.out, args.device, progress=not args.quiet,
-                                        datadir=args.datadir)
+                                        datadir=args.datadir, splats=args.splats)
+    source = f"; from the splats of {args.splats}" if args.splats else ""
     print(f"wrote {info['frames']} frames of {info['width']}x{info['height']} ({info['path']} path, "
-          f"{info['depth_kind']} colour-mapped) -> {info['rgb']}, {info['depth']}")
+          f"{info['depth_kind']} colour-mapped{source}) -> {info['rgb']}, {info['depth']}")
     return 0

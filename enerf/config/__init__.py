@@ -9,7 +9,7 @@ itself on construction (``check_config``), so validation lives in one place.
     shape.py     ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig, ShapeRunConfig (``enerf shape``)
     commands.py  VideoConfig, MeshConfig, CompareConfig, SynthConfig, ViewerConfig, PoseConfig, FramesConfig
                  (render, mesh, compare, data synth, view, data video / images)
-    export.py    DepthExportConfig, PointCloudConfig (export depth / pointcloud)
+    export.py    DepthExportConfig, PointCloudConfig, SplatConfig (export depth / pointcloud / splats)
     spec.py      option(), check_config(), Range
 """
 

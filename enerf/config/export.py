@@ -1,4 +1,4 @@
-"""Options of ``enerf export depth`` and ``enerf export pointcloud``."""
+"""Options of ``enerf export depth``, ``enerf export pointcloud`` and ``enerf export splats``."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class PointCloudConfig:
 class SplatConfig:
     """``enerf export splats``: how many Gaussians, their SH degree, how they start and how long they fit."""
 
-    splats: int = option(300_000, "Gaussians at most (the starting ones: one per rendered pixel, a random subset "
+    count: int = option(300_000, "Gaussians at most (the starting ones: one per rendered pixel, a random subset "
                          "when there are more)", lo=1, hi=50_000_000)
     sh_degree: int = option(1, "SH degree of the colours (0: one colour per Gaussian; 3: as 3DGS)", lo=0, hi=3)
     bake_seconds: float = option(180.0, "seconds of fitting the splats to the training photos (0: the field's "

@@ -36,7 +36,7 @@ from ..errors import ConfigError
 from ..progress import progress_bar
 from ..loaded_run import LoadedRun, load_run
 from ..runfolder import check_output_dir
-from ..render.images import render_rays_image
+from ..render.sources import ImageSource, PinholeView, field_source
 
 __all__ = [
     "camera_path",
@@ -229,9 +229,12 @@ def _png(image: np.ndarray) -> bytes:
 
 
 def render_video(
-    run: LoadedRun, out_dir: Path, cfg: VideoConfig, progress: bool = True
+    run: LoadedRun, out_dir: Path, cfg: VideoConfig, progress: bool = True, source: ImageSource | None = None
 ) -> dict:
     """Render ``cfg.path`` with the run's fields and write rgb.mp4 / depth.mp4 (+ PNG frames).
+
+    ``source``: where the frames come from (``enerf.render.sources``; baked splats:
+    ``enerf.splats.source``); None: the run's fields and renderer, ``cfg.chunk`` rays at a time.
 
     Returns:
         dict with frames, width / height (rendered), video_width / video_height (encoded),
@@ -243,23 +246,23 @@ def render_video(
     poses = camera_path(scene, cfg.path, cfg.frames, run.cfg.data.spherify)
     size = frame_size(scene, cfg.path)
     focals = frame_focals(scene, cfg.path, len(poses))  # a camera path file may change the field of view
-    chunk = cfg.chunk if cfg.chunk > 0 else run.cfg.render.chunk
+    height, width = int(size[1]) // cfg.downscale, int(size[0]) // cfg.downscale
+    if height < 1 or width < 1:
+        raise ConfigError(f"downscale {cfg.downscale} leaves no pixels of the {size[0]}x{size[1]} frames", ("downscale",))
+    if source is None:
+        source = field_source(scene, run.fields, run.cfg.render, run.device, run.renderer,
+                              cfg.chunk if cfg.chunk > 0 else run.cfg.render.chunk)
     lo, hi = depth_range(scene)
     out_dir = Path(out_dir)
     writers = {"rgb": Mp4Writer(out_dir / "rgb.mp4", cfg.fps, cfg.quality),
                "depth": Mp4Writer(out_dir / "depth.mp4", cfg.fps, cfg.quality)}
-    height = width = 0
-    frame_pixels = (int(size[1]) // cfg.downscale) * (int(size[0]) // cfg.downscale)
-    bar = progress_bar(len(poses) * frame_pixels, f"render {cfg.path}", progress, unit="ray")  # advanced per chunk
+    bar = progress_bar(len(poses) * width * height, f"render {cfg.path}", progress, unit="ray")  # advanced per chunk
     try:
         for k, c2w in enumerate(poses):
             bar.set_postfix_str(f"frame {k + 1}/{len(poses)}", refresh=False)
-            out = render_rays_image(frame_rays(scene, c2w, cfg.downscale, run.device, (*size[:2], focals[k])),
-                                    run.fields, run.cfg.render,
-                                    run.device, chunk, renderer=run.renderer, aabb=scene.aabb, bar=bar)
+            out = source(PinholeView(np.asarray(c2w, np.float32), width, height, focals[k] / cfg.downscale), bar)
             rgb = (out["rgb"].clamp(0.0, 1.0).numpy() * 255.0 + 0.5).astype(np.uint8)
             depth = colorize(depth_values(out, scene.use_ndc), lo, hi, cfg.colormap)
-            height, width = rgb.shape[:2]
             writers["rgb"].write(rgb)
             writers["depth"].write(depth)
             if cfg.png:
@@ -291,18 +294,31 @@ def render_video(
 def render_video_from_checkpoint(
     ckpt_path: str | Path, cfg: VideoConfig, data_root: Path, out_dir: str | Path | None = None,
     device_name: str | None = None, progress: bool = True, datadir: str | Path | None = None,
+    splats: str | Path | None = None,
 ) -> dict:
     """``enerf render``: load the checkpoint, render, write into ``out_dir`` (default ``<run>/video_<path>``);
-    ``datadir``: the scene folder instead of the recorded one (``enerf.loaded_run``)."""
+    ``datadir``: the scene folder instead of the recorded one (``enerf.loaded_run``); ``splats``: a 3DGS
+    PLY rendered instead of the field (``enerf render --splats``; default folder ``<run>/video_<path>_splats``)."""
     if out_dir:
         check_output_dir(out_dir, "--out")
     if cfg.path.lower().endswith(".json"):
         read_camera_path(cfg.path)  # a missing or malformed file: one line before the checkpoint loads
-    run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
-    target = Path(out_dir) if out_dir else run.folder / f"video_{Path(cfg.path).stem if cfg.path.lower().endswith('.json') else cfg.path}"
-    check_output_dir(target, "--out")
-    return render_video(run, target, cfg, progress)
+    splat_file = None
+    if splats is not None:
+        from ..splats.ply import read_splats
 
+        splat_file = read_splats(splats)  # a file that is no 3DGS PLY: one line before the checkpoint loads
+    run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
+    name = f"video_{Path(cfg.path).stem if cfg.path.lower().endswith('.json') else cfg.path}"
+    target = Path(out_dir) if out_dir else run.folder / (name + ("_splats" if splats is not None else ""))
+    check_output_dir(target, "--out")
+    source = None
+    if splat_file is not None:
+        from ..splats.source import run_background, splat_source, splats_for_run
+
+        source = splat_source(splats_for_run(run, *splat_file, where=splats), run.scene, run_background(run.cfg.render))
+    info = render_video(run, target, cfg, progress, source)
+    return {**info, "source": "field" if splats is None else "splats"}
 
 
 def default_path(scene: Scene, contraction: str) -> str:

@@ -98,8 +98,8 @@ def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tupl
         raise ConfigError(f"no pixel of the training views has accumulated opacity {cfg.init_min_acc} or more; "
                           "lower --init_min_acc", ("init_min_acc",))
     rng = np.random.default_rng(cfg.seed)
-    keep = np.sort(rng.choice(n, cfg.splats, replace=False)) if n > cfg.splats else np.arange(n)
-    widen = math.sqrt(max(1.0, n / cfg.splats))
+    keep = np.sort(rng.choice(n, cfg.count, replace=False)) if n > cfg.count else np.arange(n)
+    widen = math.sqrt(max(1.0, n / cfg.count))
     sigma = np.maximum(data["footprint"][keep] * 0.5 * widen, 1e-6)
     has_normal = np.linalg.norm(data["normals"][keep], axis=-1) > 0.5
     thickness = np.where(has_normal, sigma * cfg.init_flatness, sigma)

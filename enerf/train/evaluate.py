@@ -20,19 +20,22 @@ from ..metrics import LPIPS_MIN_SIZE, SSIM_WINDOW, image_metrics, make_lpips
 from ..progress import progress_bar, stderr_is_terminal
 from .estimate import duration_text
 from ..render import Renderer
-from ..render.images import render_rays_image
+from ..render.sources import ImageSource, PinholeView, field_source
 from ..loaded_run import load_run
 from ..runfolder import RunLock, check_output_dir
 
-__all__ = ["render_scene_view", "evaluate_views", "ViewReport", "summarize", "read_metrics", "evaluate_checkpoint"]
+__all__ = ["render_scene_view", "evaluate_views", "ViewReport", "summarize", "read_metrics", "evaluate_checkpoint",
+           "EVAL_OUTPUTS"]
+
+# what enerf eval writes into the run folder, per image source: (metrics file, folder of the renderings)
+EVAL_OUTPUTS = {"field": ("metrics.json", "test_views"), "splats": ("metrics_splats.json", "test_views_splats")}
 
 
 def render_scene_view(scene: Scene, index: int, fields: dict[str, NeRFField], cfg: RenderConfig, device: torch.device,
                       renderer: Renderer | None = None, bar=None, stride: int = 1) -> np.ndarray:
     """Render view ``index`` of ``scene`` (``enerf.render.images.render_rays_image``); returns rgb
     [H, W, 3] float32 in [0, 1], or with ``stride`` s > 1 every s-th row and column of it (``Scene.rays``)."""
-    out = render_rays_image(scene.rays(index, device=device, stride=stride), fields, cfg, device, renderer=renderer,
-                            aabb=scene.aabb, bar=bar)
+    out = field_source(scene, fields, cfg, device, renderer)(PinholeView.of_scene(scene, index, stride), bar)
     return out["rgb"].clamp(0.0, 1.0).cpu().numpy()
 
 
@@ -50,6 +53,7 @@ def evaluate_views(
     leave: bool = True,
     stride: int = 1,
     report: bool = False,
+    source: ImageSource | None = None,
 ) -> list[dict]:
     """Per-view metrics; optionally saves each rendering as ``image_dir/view_NNN.png``.
 
@@ -62,14 +66,17 @@ def evaluate_views(
     when done (periodic evaluations, under the training bar).
     ``report``: where no bar is shown (stderr not a terminal: a log file), one line on stdout
     before the first view and one after each (``ViewReport``): its PSNR and the time left.
+    ``source``: where the images come from (``enerf.render.sources``; baked splats:
+    ``enerf.splats.source``); None: ``fields`` with ``renderer`` (``field_source``).
     """
+    source = source or field_source(scene, fields, cfg, device, renderer)
     per_image = []
     rows, cols = -(-scene.height // stride), -(-scene.width // stride)
     lines = ViewReport(desc, len(views), cols, rows) if report and not stderr_is_terminal() else None
     with progress_bar(len(views) * rows * cols, desc, progress, unit="ray", leave=leave) as bar:
         for k, index in enumerate(views):
             bar.set_postfix_str(f"view {k + 1}/{len(views)}", refresh=False)
-            pred = render_scene_view(scene, int(index), fields, cfg, device, renderer=renderer, bar=bar, stride=stride)
+            pred = source(PinholeView.of_scene(scene, int(index), stride), bar)["rgb"].clamp(0.0, 1.0).cpu().numpy()
             scores = image_metrics(pred, scene.image(int(index), stride), lpips_metric)
             per_image.append({"view": int(index), **scores})
             if lines is not None:
@@ -131,19 +138,39 @@ def read_metrics(path: Path) -> dict:
 
 
 def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str | None = None,
-                        progress: bool = True, datadir: str | Path | None = None) -> dict:
+                        progress: bool = True, datadir: str | Path | None = None,
+                        splats: str | Path | None = None) -> dict:
     """Recompute metrics.json for a run from its checkpoint and its scene's images (``enerf eval``;
-    ``datadir``: the scene folder instead of the one recorded at training)."""
+    ``datadir``: the scene folder instead of the one recorded at training).
+
+    ``splats``: a 3DGS PLY to score instead of the field (``enerf eval --splats``; read in the frame
+    it declares, ``enerf.splats.source``): the same views and metrics, into ``metrics_splats.json``
+    (plus ``splats``: the file, ``source``: ``splats``, ``splat_count``, ``sh_degree``) and
+    ``test_views_splats/``; the field's metrics.json is left as it is.
+    """
+    if splats is not None:
+        from ..splats.ply import read_splats
+
+        splat_file = read_splats(splats)  # a file that is no 3DGS PLY: one line before the checkpoint loads
     run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=True)
     cfg, scene, device, out_dir = run.cfg, run.scene, run.device, run.folder
     check_output_dir(out_dir, "--ckpt's run folder")
-    metrics_path = out_dir / "metrics.json"
-    previous = read_metrics(metrics_path)
+    metrics_name, views_name = EVAL_OUTPUTS["field" if splats is None else "splats"]
+    metrics_path = out_dir / metrics_name
+    previous, source, extra = read_metrics(metrics_path), None, {}
+    if splats is not None:
+        from ..splats.source import run_background, splat_source, splats_for_run
+
+        baked = splats_for_run(run, *splat_file, where=splats)
+        source = splat_source(baked, scene, background=run_background(cfg.render))
+        previous = {}  # nothing of an earlier file is kept: every key is this evaluation's
+        extra = {"splats": str(Path(splats).resolve()), "source": "splats", "splat_count": len(baked),
+                 "sh_degree": baked.degree}
     lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
     with RunLock(out_dir, "enerf eval"):  # training writes metrics.json too: one writer at a time
         per_image = evaluate_views(scene, scene.i_test, run.fields, cfg.render, device, lpips_metric,
-                                   image_dir=out_dir / "test_views", renderer=run.renderer, progress=progress,
-                                   stride=cfg.train.eval_stride)
+                                   image_dir=out_dir / views_name, renderer=run.renderer, progress=progress,
+                                   stride=cfg.train.eval_stride, source=source)
         metrics = {
             **previous,
             **summarize(per_image, lpips_error),
@@ -153,7 +180,9 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
             "conditioning": cfg.field.conditioning,
             "conditioned_layers": cfg.field.conditioned_layers,
             "checkpoint": str(run.ckpt_path),
+            **extra,
         }
         metrics.setdefault("train_seconds", run.extra.get("train_seconds"))
         atomic_write_json(metrics_path, metrics)  # a NaN or inf value is written as null
     return metrics
+

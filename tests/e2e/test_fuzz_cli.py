@@ -234,6 +234,14 @@ CASES = [
     ("mesh_method_bogus", ["mesh", "--ckpt", "{ckpt}", "--method", "bogus", "--out", "{out}/m.ply"]),
     ("eval_datadir_missing", ["eval", "--ckpt", "{ckpt}", "--datadir", "{out}/nope"]),
     ("eval_datadir_other_scene", ["eval", "--ckpt", "{ckpt}", "--datadir", "{other_scene}"]),
+    # splats: the bake's inputs and outputs, a --splats file that is no 3DGS PLY
+    ("export_splats_shape_ckpt", ["export", "splats", "--ckpt", "{shape_ckpt}", "--out", "{out}/s.ply"]),
+    ("export_splats_garbage_ckpt", ["export", "splats", "--ckpt", "{garbage}", "--out", "{out}/s.ply"]),
+    ("export_splats_out_missing_folder", ["export", "splats", "--ckpt", "{ckpt}", "--out", "{out}/no/such/s.ply"]),
+    ("export_splats_spz", ["export", "splats", "--ckpt", "{ckpt}", "--out", "{out}/s.spz"]),
+    ("export_splats_sh_degree_4", ["export", "splats", "--ckpt", "{ckpt}", "--out", "{out}/s.ply", "--sh_degree", "4"]),
+    ("eval_splats_not_ply", ["eval", "--ckpt", "{ckpt}", "--splats", "{garbage}"]),
+    ("render_splats_not_ply", ["render", "--ckpt", "{ckpt}", "--splats", "{garbage}", "--out", "{out}/v"]),
 ]
 
 
