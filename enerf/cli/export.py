@@ -38,8 +38,11 @@ def _splats(run, out: Path, cfg: SplatConfig, progress: bool) -> str:
     from ..splats.export import export_splats
 
     info = export_splats(run, out, cfg, progress=progress)
+    report = info["report"]
+    how = (f": started from {report.candidates} pixels of the field in {report.init_seconds:.0f} s, fitted "
+           f"{report.fit_steps} steps ({report.backend}) in {report.fit_seconds:.0f} s" if report is not None else "")
     return (f"wrote {info['count']} splats (SH degree {info['sh_degree']}, {info['frame']} frame, "
-            f"{info['bytes'] / 1e6:.1f} MB) in {info['seconds']:.0f} s -> {info['out']}")
+            f"{info['bytes'] / 1e6:.1f} MB) in {info['seconds']:.0f} s{how} -> {info['out']}")
 
 
 @dataclass(frozen=True)

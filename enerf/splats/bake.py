@@ -37,8 +37,9 @@ from ..loaded_run import LoadedRun
 from ..progress import progress_bar
 from .gaussians import Splats, rgb_to_sh0
 from .rasterize import SplatCamera, gsplat_available, rasterize
+from .source import run_background
 
-__all__ = ["BakeReport", "init_splats", "fit_splats", "bake", "background_of", "scene_cameras"]
+__all__ = ["BakeReport", "init_splats", "fit_splats", "bake", "scene_cameras"]
 
 # 3DGS's learning rates (train.py / arguments), the centres' relative to the cameras' extent
 LR = {"means": 1.6e-4, "log_scales": 5e-3, "quats": 1e-3, "opacity_logits": 5e-2, "sh0": 2.5e-3, "sh_rest": 2.5e-3 / 20}
@@ -55,11 +56,6 @@ class BakeReport:
     fit_seconds: float
     fit_steps: int
     backend: str  # torch | gsplat
-
-
-def background_of(run: LoadedRun) -> Tensor:
-    """[3] the colour the run composites onto: white for ``white_bkgd`` runs, else black."""
-    return torch.full((3,), 1.0 if run.cfg.render.white_bkgd else 0.0)
 
 
 def scene_cameras(run: LoadedRun, views) -> list[SplatCamera]:
@@ -126,7 +122,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
     scene = run.scene
     views = [int(i) for i in scene.i_train]
     cams = scene_cameras(run, views)
-    bg = background_of(run).to(device)
+    bg = run_background(run.cfg.render).to(device)
     params = {k: t.detach().to(device).clone().requires_grad_(True) for k, t in splats.tensors().items()}
     sh0 = params["sh"][:, :1].detach().clone().requires_grad_(True)
     rest = params["sh"][:, 1:].detach().clone().requires_grad_(True)

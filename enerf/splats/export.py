@@ -19,12 +19,13 @@ def export_splats(run: LoadedRun, out: str | Path, cfg: SplatConfig, progress: b
     (atomically: nothing is written when the bake fails).
 
     Returns:
-        dict: out, count, sh_degree, frame, bytes (the file's size), seconds (bake and write).
+        dict: out, count, sh_degree, frame, bytes (the file's size), seconds (bake and write), report
+        (``enerf.splats.bake.BakeReport``).
     """
     from .bake import bake  # the bake pulls in the rasterizer and its fitting loop: only for this command
 
     tic = time.perf_counter()
-    splats = bake(run, cfg, progress=progress)
+    splats, report = bake(run, cfg, progress=progress)
     size = write_splats(out, splats_from_scene(splats, run.scene, cfg.frame), cfg.frame)
     return {"out": str(out), "count": len(splats), "sh_degree": splats.degree, "frame": cfg.frame, "bytes": size,
-            "seconds": time.perf_counter() - tic}
+            "seconds": time.perf_counter() - tic, "report": report}

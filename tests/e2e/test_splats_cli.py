@@ -55,7 +55,7 @@ def fake_bake(monkeypatch):
 
     def bake(run, cfg, progress=True):
         calls.append((run, cfg))
-        return _splats(cfg.count, cfg.sh_degree)
+        return _splats(cfg.count, cfg.sh_degree), None  # (splats, BakeReport)
 
     module = types.ModuleType("enerf.splats.bake")
     module.bake = bake

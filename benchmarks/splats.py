@@ -1,0 +1,100 @@
+"""Splats baked from a trained field against the field itself, one capture per call (issue 46's table).
+
+For a checkpoint, as a user would type them (each a subprocess of ``python -m enerf``, timed on the wall):
+
+1. ``enerf export splats --ckpt C --out OUT/NAME.ply``: the bake (start from the field, fit to the photos);
+2. ``enerf eval --ckpt C --splats OUT/NAME.ply``: the held-out views scored from the splats
+   (``<run>/metrics_splats.json``), beside the field's own scores of the same views (``<run>/metrics.json``,
+   written by training or ``enerf eval``);
+3. ``enerf render --ckpt C --splats OUT/NAME.ply --path P --frames 120``: a path video at the training size;
+4. the field's time for the same path, from ``enerf render --ckpt C --path P --frames F`` on its first
+   ``--field_frames`` frames' worth (a path of F frames: the same start, the per-frame time scaled to 120).
+
+Figures are only meaningful with nothing else running on the machine (the load average is recorded
+before and after each step).
+
+    python -m benchmarks.splats --name fox --ckpt runs/splat_src/fox/checkpoints/latest.pt \
+        --datadir ../shared/data/nerfstudio/fox --record benchmarks/splats.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.harness import Timer, command_line, git_commit, load_average, machine, write_record
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--name", required=True, help="the entry's name in the record (fox, boardgame, beer)")
+    parser.add_argument("--ckpt", required=True)
+    parser.add_argument("--datadir", default=None, help="the scene folder (default: the one recorded at training)")
+    parser.add_argument("--out", default="runs/bench_splats", help="folder for the PLY and the videos")
+    parser.add_argument("--path", default="interp", help="camera path of the videos")
+    parser.add_argument("--frames", type=int, default=120)
+    parser.add_argument("--field_frames", type=int, default=4, help="frames the field renders for its time (0: none)")
+    parser.add_argument("--record", default=None, help="JSON record to add the entry to")
+    parser.add_argument("extra", nargs=argparse.REMAINDER, help="-- flags passed to enerf export splats")
+    return parser.parse_args(argv)
+
+
+def enerf(args: list[str]) -> dict:
+    """Run ``python -m enerf ARGS``; its wall seconds, the load before / after and the last line it printed."""
+    load = load_average()
+    with Timer() as t:
+        done = subprocess.run([sys.executable, "-m", "enerf", *args, "--quiet"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"enerf {' '.join(args)} failed: {done.stderr.strip().splitlines()[-1:]}")
+    lines = done.stdout.strip().splitlines()
+    return {"seconds": round(t.seconds, 1), "load_before": load, "load_after": load_average(),
+            "printed": lines[-1] if lines else "", "command": "enerf " + " ".join(args)}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ply = out / f"{args.name}.ply"
+    data = ["--datadir", args.datadir] if args.datadir else []
+    extra = [a for a in args.extra if a != "--"]
+    bake = enerf(["export", "splats", "--ckpt", args.ckpt, "--out", str(ply), *data, *extra])
+    score = enerf(["eval", "--ckpt", args.ckpt, "--splats", str(ply), *data])
+    video = enerf(["render", "--ckpt", args.ckpt, "--splats", str(ply), "--path", args.path, "--frames",
+                   str(args.frames), "--out", str(out / f"{args.name}_video_splats"), *data])
+    run = Path(args.ckpt).resolve().parent.parent
+    field = json.loads((run / "metrics.json").read_text())
+    splats = json.loads((run / "metrics_splats.json").read_text())
+    entry = {
+        "checkpoint_steps": field.get("steps"),
+        "field": {"psnr": field["psnr"], "ssim": field["ssim"], "per_view_psnr": [p["psnr"] for p in field["per_image"]]},
+        "splats": {"psnr": splats["psnr"], "ssim": splats["ssim"], "count": splats.get("splat_count"),
+                   "sh_degree": splats.get("sh_degree"), "per_view_psnr": [p["psnr"] for p in splats["per_image"]]},
+        "delta_psnr": splats["psnr"] - field["psnr"],
+        "bake": bake, "eval_splats": score,
+        "ply_megabytes": round(ply.stat().st_size / 2**20, 1),
+        "video_splats": {**video, "frames": args.frames, "seconds_per_frame": round(video["seconds"] / args.frames, 3)},
+    }
+    if args.field_frames:
+        fv = enerf(["render", "--ckpt", args.ckpt, "--path", args.path, "--frames", str(args.field_frames),
+                    "--out", str(out / f"{args.name}_video_field"), *data])
+        entry["video_field"] = {**fv, "frames": args.field_frames,
+                                "seconds_per_frame": round(fv["seconds"] / args.field_frames, 2),
+                                "note": f"{args.field_frames} frames of the same path kind; the time includes loading"}
+    print(json.dumps({k: entry[k] for k in ("field", "splats", "delta_psnr", "ply_megabytes")}, indent=1))
+    print(f"bake {bake['seconds']} s, splat video {video['seconds']} s for {args.frames} frames")
+    if args.record:
+        path = Path(args.record)
+        record = json.loads(path.read_text()) if path.is_file() else {
+            "what": "splats baked from each capture's 10-minute checkpoint against the field (issue 46)",
+            "machine": machine(), "entries": {}}
+        record["entries"][args.name] = {**entry, "command": command_line(), "commit": git_commit()}
+        write_record(path, record)
+    return entry
+
+
+if __name__ == "__main__":
+    main()
