@@ -221,7 +221,8 @@ def train_loop(run: TrainingRun, out_dir: Path, ckpt_path: Path, progress: bool 
     (None in a process that writes no outputs: ranks other than 0).
 
     ``on_step(run, steps_done)``: called after every step in the process that writes outputs,
-    with the training clock paused (``enerf train --viewer`` renders there); it must not change
+    with the training clock paused and ``run.loop.train_seconds`` the training seconds so far
+    (``enerf train --viewer`` renders there); it must not change
     the run (no random numbers from the run's generators, no gradients, the batch untouched)."""
     if not writes_outputs():  # distributed: rank 0 holds the lock and writes
         return _train_locked(run, Path(out_dir), Path(ckpt_path), progress, on_step)
@@ -302,6 +303,7 @@ def _steps(run: TrainingRun, state: LoopState, clock: Stopwatch, writer, guard: 
                 last_saved = clock.seconds
             if on_step is not None and writes:
                 with clock.paused():
+                    state.train_seconds = clock.seconds  # what the hook reads as the training time so far
                     on_step(run, done)
             if any_rank(bool(caught)):  # distributed: every rank stops at the same step
                 with clock.paused():

@@ -154,3 +154,23 @@ def test_the_sampler_draws_the_same_batches_with_its_permutation_on_the_device(t
     drawn = torch.cat([sampler.draw() for _ in range(3)])
     expected = torch.randperm(4 * 6 * 8, generator=torch.Generator().manual_seed(3), dtype=torch.int32)[:150].long()
     assert torch.equal(drawn, expected) and sampler._order.device == sampler.device
+
+
+# ----------------------------------------------------------------------------- the device benchmark's summary
+
+
+def test_the_benchmark_checks_the_issues_figures_at_their_times():
+    from benchmarks.device_bench import mark_record, ratios, targets
+
+    def run(scene, preset, marks):
+        records = [{"mark": t, **mark_record(t + 0.01, steps, rays, psnr)} for t, steps, rays, psnr in marks]
+        return {"scene": scene, "preset": preset, "marks": records, **records[-1]}
+
+    runs = [run("fox", "cuda", [(30, 1000, 4_096_000, 30.9), (60, 2000, 8_192_000, 31.6)]),
+            run("fox", "cpu", [(30, 2500, 2_560_000, 30.0)]),
+            run("fern", "cuda", [(30, 900, 3_686_400, 24.0), (90, 2700, 11_059_200, 25.5)])]
+    fox_psnr, fox_rate, boardgame_rate, fern_psnr = [(t["measured"], t["met"]) for t in targets(runs)]
+    assert fox_psnr == (31.6, True)  # the 60-s mark
+    assert fox_rate == (pytest.approx(8_192_000 / 60.01), False)  # 136,511 rays/s < 283,000
+    assert boardgame_rate == (None, None) and fern_psnr == (None, None)  # no such run; no 300-s mark
+    assert ratios(runs) == {"fox": pytest.approx((8_192_000 / 60.01) / (2_560_000 / 30.01))}
