@@ -1,6 +1,6 @@
 """A trained run loaded from its checkpoint alone (``load_run`` -> ``LoadedRun``: config, fields
 with their weights, the renderer with its state, the run folder, the scene), and the device a
-run computes on (``select_device``). ``enerf eval`` / ``render`` / ``mesh`` / ``view`` / ``export``
+run computes on (``select_device``, from ``enerf.device``). ``enerf eval`` / ``render`` / ``mesh`` / ``view`` / ``export``
 start here.
 
 Where the scene comes from (``load_run``'s ``datadir`` is the commands' ``--datadir``):
@@ -30,7 +30,8 @@ from .data.camera_record import scene_from_cameras
 from .data.loaders import load_scene
 from .data.resolve import find_scene_dir
 from .data.scene import Scene
-from .errors import CheckpointError, ConfigError, DataError
+from .device import select_device
+from .errors import CheckpointError, DataError
 from .fields.build import build_fields
 from .render import Renderer, build_renderer, keeps_grid
 from .runfolder import checkpoint_run_folder
@@ -42,17 +43,6 @@ __all__ = [
     "load_weights",
     "renderer_from_checkpoint",
 ]
-
-def select_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when available; ``cuda`` without a GPU is a config error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device cuda was asked for but torch sees no CUDA device; use device cpu or auto", ("device",))
-    if name not in ("cpu", "cuda"):
-        raise ConfigError(f"device {name!r} is not one of auto, cpu, cuda", ("device",))
-    return torch.device(name)
-
 
 def load_weights(modules: dict[str, nn.Module], fields: dict, ckpt_path: str | Path) -> None:
     """Load ``fields[name]`` into each module; CheckpointError (one line) when one is missing or

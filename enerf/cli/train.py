@@ -5,10 +5,10 @@ the same meaning (``NERF_PYTORCH_ALIASES``, ``NERF_PYTORCH_IGNORED``), so an exi
 nerf-pytorch config file works unchanged.
 
 Without a config file, what no flag sets comes from the device's preset (``--preset auto``: the
-paper's settings on CUDA where the scene has them, the 10-minute CPU settings otherwise;
-``enerf.config.presets``), chosen by the scene's layout and what its cameras show (forward-facing or
-walk-around, ``--scene_kind auto``: ``enerf.cameras.scene_kind``); the command says both in its first
-line.
+GPU settings on CUDA, the 10-minute CPU settings otherwise; ``enerf.config.presets``, packaged with
+enerf), chosen by the scene's layout and what its cameras show (forward-facing or walk-around,
+``--scene_kind auto``: ``enerf.cameras.scene_kind``); the command says the device and why
+(``--device auto``: ``enerf.device``), the scene and the preset in its first line.
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ def build_train_parser() -> configargparse.ArgumentParser:
     add_config_flags(parser, RunConfig, aliases=NERF_PYTORCH_ALIASES)
     add_run_flags(parser)
     parser.add_argument("--preset", choices=PRESET_CHOICES, default="auto",
-                        help="settings for what no config file or flag sets: cpu (the 10-minute CPU settings of "
-                        "configs/fern_cpu.txt for forward-facing scenes, configs/capture_cpu.txt for walk-around "
-                        "captures, configs/lego_cpu.txt for Blender scenes), paper (configs/fern.txt, configs/lego.txt "
-                        "for Blender scenes; cpu for the others), none (the built-in defaults), auto "
-                        "(paper on CUDA, cpu otherwise; none with --config)")
+                        help="settings for what no config file or flag sets, packaged with enerf (configs/<name>.txt "
+                        "are the same as example files): cpu (the 10-minute CPU settings, as configs/fern_cpu.txt for "
+                        "forward-facing scenes, configs/capture_cpu.txt for walk-around captures, configs/lego_cpu.txt "
+                        "for Blender scenes), cuda (the same for one GPU: configs/fern_cuda.txt, capture_cuda.txt, "
+                        "lego_cuda.txt), paper (as configs/fern.txt, configs/lego.txt for Blender scenes; the device's "
+                        "preset for the others), none (the built-in defaults), auto (cuda on CUDA, cpu otherwise; "
+                        "none with --config)")
     viewer = parser.add_argument_group("viewer", "Watch the run in the browser while it trains.")
     viewer.add_argument("--viewer", type=parse_bool, nargs="?", const=True, default=False,
                         help="watch the run in the browser while it trains (the viewer extra; --viewer_port, "
@@ -119,22 +121,20 @@ def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
     return found.kind, f"{found.describe()}, --scene_kind {other} if not"
 
 
-def train_preset(args, data_root: Path = DATA_ROOT) -> tuple[Preset | None, bool]:
-    """The preset ``args.preset`` selects for the scene (None: none) and whether the run is on CUDA
-    (``--device``, else whether torch sees a GPU)."""
-    device = getattr(args, "train.device", None) or "auto"
-    if device == "auto":
-        import torch
+def train_preset(args, data_root: Path = DATA_ROOT) -> tuple[Preset | None, str, str]:
+    """(the preset ``args.preset`` selects for the scene (None: none), the device the run computes
+    on (cpu | cuda | mps: ``--device``, ``enerf.device.choose_device``), why that device). A device
+    torch does not see is a ConfigError (one line)."""
+    from ..device import choose_device
 
-        cuda = torch.cuda.is_available()
-    else:
-        cuda = device == "cuda"
-    name = preset_name(args.preset, cuda, config_file=getattr(args, "config", None) is not None)
+    device, why = choose_device(getattr(args, "train.device", None) or "auto")
+    name = preset_name(args.preset, device, config_file=getattr(args, "config", None) is not None)
     if name == "none":
-        return None, cuda
+        return None, device, why
     layout = scene_layout(args, data_root)
     kind, said = scene_kind(args, layout, data_root)
-    return preset_for(name, layout, kind, read_config_file, said), cuda
+    fallback = preset_name("auto", device, config_file=False)
+    return preset_for(name, layout, kind, read_config_file, said, fallback=fallback), device, why
 
 
 def print_metrics(metrics: dict, where: Path) -> None:
@@ -160,9 +160,9 @@ def cmd_train(argv: list[str]) -> int:
     datadir = getattr(args, "data.datadir", None)
     if args.expname is None and datadir:  # a scene folder given, no run name: the run takes the folder's
         args.expname = Path(datadir).resolve().name
-    preset, cuda = train_preset(args)
+    preset, device, why = train_preset(args)
     if preset is not None and is_writer():
-        print(preset_line(preset, args.preset, cuda), flush=True)
+        print(preset_line(preset, args.preset, device, why), flush=True)
     cfg = run_config_from_args(args, preset)
     for key in ("netdepth_fine", "netwidth_fine"):
         if getattr(args, key) is not None:

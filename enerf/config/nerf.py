@@ -35,7 +35,7 @@ InitWeights = Literal["native", "equilibrated", "vanilla"]  # enerf.nn.condition
 Precond = Literal["none", "bnp"]  # gradient preconditioners (enerf.optim)
 OptimizerName = Literal["adam", "sgd"]  # enerf.optim.build_optimizer
 DecaySpace = Literal["p", "z"]  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
-Device = Literal["auto", "cpu", "cuda"]
+Device = Literal["auto", "cpu", "cuda", "mps"]  # enerf.device.choose_device
 # after training: none, auto (enerf.cameras.paths.default_path) or one of enerf render's --path names
 FinalVideo = Literal["none", "auto", "spiral", "orbit", "test", "train", "interp", "ellipse"]
 DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SPACES, DEVICES, CONTRACTIONS = (
@@ -229,7 +229,8 @@ class Cadence:
     lrate_cooldown: float = option(0.0, "final fraction of the run over which the learning rate anneals "
                                    "exponentially to a tenth of its schedule (the run ends at iters, or at "
                                    "time_budget when that comes first; 0: no cooldown)", lo=0.0, hi=1.0)
-    device: Device = option("auto", "auto (CUDA if available), cpu or cuda")
+    device: Device = option("auto", "auto (CUDA when torch sees a GPU, else the CPU), cpu, cuda, or mps (Apple's "
+                           "Metal backend where torch has it; untested)")
     dist_timeout: float = option(300.0, "torchrun runs: seconds a rank waits for the others before it stops with one "
                                  "line (a dead rank)", lo=0.0, lo_open=True)
 

@@ -98,7 +98,8 @@ class RaySampler:
     def _next_indices(self) -> Tensor:
         if self._pos + self.n_rays > self._order.numel():
             self._epoch_rng = self.generator.get_state()
-            self._order = torch.randperm(self._n, generator=self.generator, dtype=self._dtype)
+            # drawn on the CPU generator, kept where the batches are made: one copy an epoch, not one a step
+            self._order = torch.randperm(self._n, generator=self.generator, dtype=self._dtype).to(self.device)
             self._epoch += 1
             self._pos = 0
         idx = self._order[self._pos : self._pos + self.n_rays]
@@ -149,7 +150,7 @@ class RaySampler:
         """Restore ``state_dict()``: the epoch's permutation is drawn again from its generator state.
         (A checkpoint written before this format holds the permutation itself, ``order``.)"""
         if "order" in state:
-            self._order, self._pos = state["order"].clone(), int(state["pos"])
+            self._order, self._pos = state["order"].to(self.device, copy=True), int(state["pos"])
             return
         if int(state["n_pixels"]) != self._n:
             raise CheckpointError(f"the checkpoint's ray sampler drew from {state['n_pixels']} training pixels, this "
@@ -159,7 +160,7 @@ class RaySampler:
             self._order = torch.empty(0, dtype=self._dtype)
             return
         replay = torch.Generator().set_state(self._epoch_rng)
-        self._order = torch.randperm(self._n, generator=replay, dtype=self._dtype)
+        self._order = torch.randperm(self._n, generator=replay, dtype=self._dtype).to(self.device)
 
     # ------------------------------------------------------------------ for occupancy grids
     def extent(self, chunk: int = 1 << 18) -> RayExtent:

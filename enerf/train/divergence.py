@@ -1,10 +1,13 @@
 """Divergence: a non-finite loss, gradient or weight stops a run at the step it appears.
 
 ``FiniteGuard.check`` runs after every optimizer step: one fused reduction (``torch._foreach_norm``
-over all gradients and all weights, plus the loss) and one host sync, so it costs the same
-whatever the renderer. Only when that sum is not finite does it look at the tensors one by one
-to say what went wrong. A diverged run raises ``DivergenceError`` before its next checkpoint, so
-the last good checkpoint stays in place.
+over all gradients and all weights, plus the loss), so it costs the same whatever the renderer.
+On the CPU it reads that sum at once; on a GPU (``guard_every``) it keeps the step's sum on the
+device and reads the sums of ``every`` steps (``log_every``) in one host sync (``flush``), so the
+step never waits for the GPU; the loop also flushes before every checkpoint and evaluation. Only
+when a sum is not finite does it look at the tensors one by one to say what went wrong, naming the
+first step whose sum was not. A diverged run raises ``DivergenceError`` before its next checkpoint,
+so the last good checkpoint stays in place.
 
 ``black_level_psnr`` is the PSNR of an image that is the background colour everywhere: a model
 that never learned density renders exactly that, and ``black_warning`` says so in the summary.
@@ -21,9 +24,15 @@ from torch import Tensor
 
 from ..errors import DivergenceError
 
-__all__ = ["FiniteGuard", "black_level_psnr", "black_warning", "BLACK_MARGIN_DB"]
+__all__ = ["FiniteGuard", "guard_every", "black_level_psnr", "black_warning", "BLACK_MARGIN_DB"]
 
 BLACK_MARGIN_DB = 1.0  # within this of the black-image PSNR, a run "stayed black"
+
+
+def guard_every(params: Iterable[Tensor], log_every: int) -> int:
+    """Steps between the guard's host syncs: 1 where the parameters live on the CPU (a read costs
+    nothing there, and a run stops at the very step), ``log_every`` on an accelerator."""
+    return max(1, int(log_every)) if any(p.device.type != "cpu" for p in params) else 1
 
 
 class FiniteGuard:
@@ -32,12 +41,15 @@ class FiniteGuard:
     Args:
         named_params: (name, parameter) pairs, e.g. ``field.named_parameters()`` of every field.
         lrate: the run's ``--lrate``, for the advice of the error line.
+        every: steps whose sums are read in one host sync (1: each step's at once; ``guard_every``).
     """
 
-    def __init__(self, named_params: Iterable[tuple[str, Tensor]], lrate: float) -> None:
+    def __init__(self, named_params: Iterable[tuple[str, Tensor]], lrate: float, every: int = 1) -> None:
         self.named = [(name, p) for name, p in named_params if p.requires_grad]
         self.params = [p for _, p in self.named]
         self.advice = f"a lower --lrate (now {lrate:g}), e.g. {lrate / 10:g}"
+        self.every = max(1, int(every))
+        self.pending: list[tuple[int, Tensor, Tensor]] = []  # (step, sum, loss) not read yet
 
     def total(self, loss: Tensor) -> Tensor:
         """Scalar that is finite iff the loss, every gradient and every weight is: the loss plus
@@ -52,10 +64,31 @@ class FiniteGuard:
         return total
 
     def check(self, step: int, loss: Tensor, ckpt_path: Path, saved_step: int | None) -> None:
-        """Raise DivergenceError naming ``step`` (1-based count of steps done), what went
-        non-finite and the checkpoint kept (``ckpt_path`` of step ``saved_step``; None: none yet)."""
-        if bool(torch.isfinite(self.total(loss))):
+        """After step ``step`` (1-based count of steps done): raise DivergenceError naming the step,
+        what went non-finite and the checkpoint kept (``ckpt_path`` of step ``saved_step``; None:
+        none yet). With ``every`` > 1 the sum waits on the device until a multiple of ``every``."""
+        total = self.total(loss)
+        if self.every == 1:
+            if bool(torch.isfinite(total)):
+                return
+            self._raise(step, loss, ckpt_path, saved_step)
+        self.pending.append((step, total, loss.detach()))
+        if step % self.every == 0:
+            self.flush(ckpt_path, saved_step)
+
+    def flush(self, ckpt_path: Path, saved_step: int | None) -> None:
+        """Read the sums not read yet in one host sync; DivergenceError naming the first step whose
+        sum was not finite (``check``). Nothing to read: nothing happens."""
+        if not self.pending:
             return
+        pending, self.pending = self.pending, []
+        finite = torch.isfinite(torch.stack([total for _, total, _ in pending])).tolist()
+        if all(finite):
+            return
+        step, _, loss = pending[finite.index(False)]
+        self._raise(step, loss, ckpt_path, saved_step)
+
+    def _raise(self, step: int, loss: Tensor, ckpt_path: Path, saved_step: int | None) -> None:
         last_good = ("no checkpoint was written" if saved_step is None
                      else f"the last good checkpoint {ckpt_path} (step {saved_step}) is kept")
         raise DivergenceError(f"training diverged at step {step}: {self.diagnose(loss)} went non-finite; "

@@ -4,7 +4,8 @@ A run (``TrainingRun``) brings its models, optimizer and its step (``NerfRun.ste
 rate, batch, forward pass, losses, backward pass, update, in one function); the loop keeps the
 cadence, the same for all runs:
 
-* the step, then the divergence guard (``FiniteGuard``);
+* the step, then the divergence guard (``FiniteGuard``; on a GPU it reads its sums every
+  ``log_every`` steps and before each checkpoint and evaluation, so no step waits for the device);
 * cadences: logging (``log_every``: progress bar, TensorBoard ``train/*``), condition numbers
   (``kappa_every``: ``kappa_W/*``, ``kappa_EW/*`` and ``kappa_history``), held-out evaluation
   (``eval_every``: ``history``), checkpoints (every ``ckpt_every`` steps, every
@@ -46,7 +47,7 @@ from ..errors import RunInterrupted
 from .distributed import any_rank, is_writer, max_over_ranks
 from ..nn.conditioning import condition_numbers
 from ..runfolder import RunLock, remove_stale_temp_files
-from .divergence import FiniteGuard
+from .divergence import FiniteGuard, guard_every
 from .estimate import StepEstimate
 from .state import training_progress
 from .state import LoopState
@@ -220,7 +221,8 @@ def train_loop(run: TrainingRun, out_dir: Path, ckpt_path: Path, progress: bool 
     (None in a process that writes no outputs: ranks other than 0).
 
     ``on_step(run, steps_done)``: called after every step in the process that writes outputs,
-    with the training clock paused (``enerf train --viewer`` renders there); it must not change
+    with the training clock paused and ``run.loop.train_seconds`` the training seconds so far
+    (``enerf train --viewer`` renders there); it must not change
     the run (no random numbers from the run's generators, no gradients, the batch untouched)."""
     if not writes_outputs():  # distributed: rank 0 holds the lock and writes
         return _train_locked(run, Path(out_dir), Path(ckpt_path), progress, on_step)
@@ -243,12 +245,14 @@ def _train_locked(run: TrainingRun, out_dir: Path, ckpt_path: Path, progress: bo
     if writes:
         atomic_write_json(out_dir / "config.json", cfg.to_dict())
     writer = SummaryWriter(log_dir=str(out_dir / "tb")) if writes else _NoWriter()
-    guard = FiniteGuard(run.named_parameters(), t.lrate)
+    named = list(run.named_parameters())
+    guard = FiniteGuard(named, t.lrate, every=guard_every((p for _, p in named), t.log_every))
     saved_step = state.step if run.resumed else None  # the step of the checkpoint on disk
     clock = Stopwatch(state.train_seconds)
 
     def checkpoint(step: int) -> None:
         nonlocal saved_step
+        guard.flush(ckpt_path, saved_step)  # a diverged run never overwrites its last good checkpoint
         state.train_seconds = clock.seconds
         if writes:
             save_checkpoint(ckpt_path, cfg, step, run.checkpoint_fields(), run.optimizer.state_dict(),
@@ -299,6 +303,7 @@ def _steps(run: TrainingRun, state: LoopState, clock: Stopwatch, writer, guard: 
                 last_saved = clock.seconds
             if on_step is not None and writes:
                 with clock.paused():
+                    state.train_seconds = clock.seconds  # what the hook reads as the training time so far
                     on_step(run, done)
             if any_rank(bool(caught)):  # distributed: every rank stops at the same step
                 with clock.paused():
@@ -340,6 +345,8 @@ def _step(run: TrainingRun, state: LoopState, step: int, clock: Stopwatch, write
         for layer, (kappa_w, kappa_ew) in kappas.items():
             writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
             writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
+    if t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters:
+        guard.flush(ckpt_path, saved_step)  # on every rank: all stop at the same step
     if writes and t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters:
         with clock.paused():
             evaluation = run.evaluate(done)

@@ -36,8 +36,8 @@ TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16
 
 def _resolve(argv: list[str]):
     args = build_train_parser().parse_args(argv)
-    preset, cuda = train_preset(args, Path("no_data_root"))
-    return preset, cuda, run_config_from_args(args, preset)
+    preset, device, _ = train_preset(args, Path("no_data_root"))
+    return preset, device == "cuda", run_config_from_args(args, preset)
 
 
 def _blender_dir(tmp_path: Path) -> Path:
@@ -60,14 +60,21 @@ def test_cpu_preset_on_a_cpu_is_the_10_minute_settings(scene_dir, monkeypatch):
     assert cfg.field.conditioning == "row" and cfg.expname == RunConfig().expname  # the method and the name stay the user's
 
 
-def test_paper_preset_on_cuda_and_blender_layouts(scene_dir, tmp_path, monkeypatch):
+def test_cuda_preset_on_cuda_and_paper_and_blender_layouts(scene_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     preset, cuda, cfg = _resolve(["--datadir", str(scene_dir), "--preset", "auto"])
-    assert cuda and (preset.name, preset.layout) == ("paper", "llff")
+    assert cuda and (preset.name, preset.layout) == ("cuda", "llff")
+    # configs/fern_cuda.txt, by hand: the cpu preset's field at the paper's image size, 4,096 rays a step
+    assert (cfg.data.factor, cfg.train.n_rand, cfg.field.encoding, cfg.field.netwidth) == (4, 4096, "triplane", 64)
+    assert (cfg.train.time_budget, cfg.train.lrate_decay, cfg.render.n_samples) == (300.0, 30, 64)
+    preset, _, cfg = _resolve(["--datadir", str(scene_dir), "--preset", "paper"])
     assert (cfg.field.netdepth, cfg.field.netwidth, cfg.field.encoding) == (8, 256, "frequency")
     assert (cfg.render.n_samples, cfg.render.n_importance, cfg.train.iters, cfg.train.lrate_decay) == (64, 64, 200000, 250)
     preset, _, cfg = _resolve(["--datadir", str(_blender_dir(tmp_path)), "--preset", "auto"])
-    assert (preset.name, preset.layout) == ("paper", "blender")
+    assert (preset.name, preset.layout) == ("cuda", "blender")
+    assert (cfg.render.renderer, cfg.data.factor, cfg.data.half_res, cfg.render.target_sample_batch_size) == (
+        "auto", 1, False, 262144)
+    preset, _, cfg = _resolve(["--datadir", str(tmp_path / "blender_scene"), "--preset", "paper"])
     assert (cfg.render.n_importance, cfg.data.half_res, cfg.render.white_bkgd, cfg.train.precrop_iters) == (128, True, True, 500)
     # --device cpu on a machine with a GPU: the CPU settings, Blender's
     preset, cuda, cfg = _resolve(["--datadir", str(tmp_path / "blender_scene"), "--device", "cpu", "--preset", "auto"])
@@ -106,14 +113,16 @@ def test_the_start_line_names_the_preset_and_the_other_one(scene_dir, tmp_path, 
     monkeypatch.setattr("enerf.train.nerf.train_nerf", lambda cfg, **kw: seen.append(cfg))
     assert main(["train", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--preset", "auto"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 1 and out[0].startswith("cpu: forward-facing (viewing directions within ")
+    assert len(out) == 1 and out[0].startswith("cpu (--device auto: torch sees no CUDA GPU): forward-facing (viewing "
+                                               "directions within ")
     assert out[0].endswith("--scene_kind walkaround if not; 10-minute CPU settings (triplane + 2 x 64 MLP, 64 samples, "
-                           "--time_budget 600) from configs/fern_cpu.txt for what no flag sets; --preset paper for "
-                           "the paper's 8 x 256 network")
+                           "--time_budget 600) from enerf's preset fern_cpu (example file: configs/fern_cpu.txt) for "
+                           "what no flag sets; --preset paper for the paper's 8 x 256 network")
     assert seen[0].field.encoding == "triplane"
-    assert preset_line(PRESETS[("paper", "llff")], "auto", cuda=True) == (
-        "cuda: the paper's settings (8 x 256 MLP, 64 + 64 samples, 200,000 steps) from configs/fern.txt for what "
-        "no flag sets; --preset cpu for the 10-minute CPU settings")
+    assert preset_line(PRESETS[("paper", "llff")], "paper", "cuda", "--device cuda: NVIDIA H200") == (
+        "--preset paper on cuda (--device cuda: NVIDIA H200): the paper's settings (8 x 256 MLP, 64 + 64 samples, "
+        "200,000 steps) from enerf's preset fern (example file: configs/fern.txt) for what no flag sets; --preset cuda "
+        "for the GPU settings")
     assert main(["train", "--config", str(CONFIGS / "demo.txt"), "--basedir", str(tmp_path), "--preset", "auto"]) == 0
     assert capsys.readouterr().out == ""  # a config file alone: no preset, no line
 

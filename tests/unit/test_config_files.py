@@ -1,6 +1,7 @@
 """Every file in configs/ parses to the config its text says: a tiny independent ``key = value``
 reader builds the expected dataclasses from the defaults, and the CLI's parser must agree with
-them on every field; each device preset holds its file's keys less the scene's identity. Also:
+them on every field; each device preset is its packaged file, and the example file of the same name
+in configs/ holds the same values (plus the scene's identity). Also:
 every flag has help text, and ``enerf --version``."""
 
 from __future__ import annotations
@@ -93,35 +94,75 @@ def test_shape_config_file_parses_to_what_its_text_says(path):
     assert parsed == expected_config(ShapeRunConfig, read_keys(path))
 
 
-# (preset, layout) -> (dataset type, what the cameras show, the file it reads)
+# (preset, layout) -> (dataset type, what the cameras show, its packaged file = its example file's name)
 PRESET_FILES = {("cpu", "llff"): ("llff", "forward", "fern_cpu.txt"), ("cpu", "blender"): ("blender", "walkaround", "lego_cpu.txt"),
                 ("cpu", "capture"): ("nerfstudio", "walkaround", "capture_cpu.txt"),
+                ("cuda", "llff"): ("llff", "forward", "fern_cuda.txt"), ("cuda", "blender"): ("blender", "walkaround", "lego_cuda.txt"),
+                ("cuda", "capture"): ("nerfstudio", "walkaround", "capture_cuda.txt"),
                 ("paper", "llff"): ("llff", "forward", "fern.txt"), ("paper", "blender"): ("blender", "walkaround", "lego.txt")}
-# The keys that name the scene, the run or the method: a preset leaves them to the user.
-IDENTITY = {"expname", "basedir", "scene", "datadir", "dataset_type", "factor", "llffhold", "conditioning", "conditioned_layers"}
+PACKAGED = Path(enerf.__file__).parent / "config" / "preset_files"
+# The keys that name the scene, the run or the method: an example file sets them, a preset never does.
+IDENTITY = {"expname", "basedir", "scene", "datadir", "dataset_type", "llffhold", "conditioning", "conditioned_layers"}
+# What an example file may set beyond its preset: the identity, and the factor the cpu / paper presets leave to the loader.
+EXAMPLE_ONLY = IDENTITY | {"factor"}
+FIELDS = {f.name: f for cls in (RunConfig().data, RunConfig().field, RunConfig().render, RunConfig().train)
+          for f in dataclasses.fields(cls)}
 
 
-def test_every_preset_has_a_file():
+def typed_keys(path: Path) -> dict:
+    """Field name -> value of each key of ``path``, read by the test's own reader (``read_keys``, ``convert``)."""
+    keys = {CAPITALISED.get(k, k): text for k, text in read_keys(path).items()}
+    return {k: convert(text, spelled(FIELDS[k].type)) if k in FIELDS else text for k, text in keys.items()}
+
+
+def test_every_preset_has_a_packaged_file_and_an_example():
     assert set(PRESET_FILES) == set(presets.PRESETS)
+    assert sorted(p.name for p in PACKAGED.glob("*.txt")) == sorted(v[2] for v in PRESET_FILES.values())
+    assert all((CONFIGS / name).is_file() for _, _, name in PRESET_FILES.values())
+    assert IDENTITY == set(presets.IDENTITY_KEYS)
 
 
 @pytest.mark.parametrize("key", sorted(PRESET_FILES), ids=["-".join(k) for k in sorted(PRESET_FILES)])
-def test_a_preset_is_its_config_file_less_the_scene(key):
+def test_the_example_file_holds_the_packaged_preset(key):
+    """configs/<name>.txt (an example for --config) and the packaged preset cannot drift: every key
+    the preset sets has the same value in the example, and the example sets nothing else but the
+    scene's identity (and, for the cpu / paper presets, a factor)."""
+    _, _, name = PRESET_FILES[key]
+    packaged, example = typed_keys(PACKAGED / name), typed_keys(CONFIGS / name)
+    assert not IDENTITY & set(packaged) and len(packaged) > 10
+    assert {k: example.get(k) for k in packaged} == packaged
+    assert set(example) - set(packaged) <= EXAMPLE_ONLY
+    assert ("factor" in packaged) == (key[0] == "cuda")  # the cuda presets set the photos' size
+
+
+@pytest.mark.parametrize("key", sorted(PRESET_FILES), ids=["-".join(k) for k in sorted(PRESET_FILES)])
+def test_a_preset_is_its_packaged_file(key):
     dataset_type, kind, name = PRESET_FILES[key]
     preset = presets.preset_for(*key[:1], dataset_type, kind, read_config_file)
-    assert (preset.name, preset.layout, preset.source) == (key[0], key[1], f"configs/{name}")
-    fields = {f.name: f for cls in (RunConfig().data, RunConfig().field, RunConfig().render, RunConfig().train)
-              for f in dataclasses.fields(cls)}
-    expected = {CAPITALISED.get(k, k): text for k, text in read_keys(CONFIGS / name).items()}
-    expected = {k: convert(text, spelled(fields[k].type)) for k, text in expected.items() if k not in IDENTITY}
+    assert (preset.name, preset.layout, preset.file, preset.example) == (key[0], key[1], name, f"configs/{name}")
+    assert preset.source == f"enerf's preset {name[:-4]} (example file: configs/{name})"
+    expected = typed_keys(PACKAGED / name)
     if dataset_type != "blender":
         expected["scene_kind"] = kind
-    assert preset.values == expected and len(expected) > 10
+    assert preset.values == expected
 
 
-def test_presets_without_the_configs_folder_say_so_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(presets, "CONFIG_DIR", tmp_path / "configs")
-    with pytest.raises(ConfigError, match=r"^the preset reads .*fern_cpu.txt, which is missing .*--preset none$"):
+def test_presets_are_read_from_the_package_not_the_repository(tmp_path, monkeypatch):
+    """Nothing in enerf/ names the repository's configs/ folder as a place to read; the presets
+    come through importlib.resources from the package, also with another working directory."""
+    monkeypatch.chdir(tmp_path)
+    assert presets.preset_for("cuda", "nerfstudio", "walkaround", read_config_file).values["n_rand"] == 4096
+    root = Path(enerf.__file__).parent
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        assert "parents[2]" not in text and "CONFIG_DIR" not in text, path
+
+
+def test_a_missing_packaged_preset_says_so_in_one_line(monkeypatch):
+    monkeypatch.setattr(presets, "PRESET_FILES", "no_such_folder")
+    with pytest.raises(ConfigError, match=r"^enerf's preset fern_cpu.txt is missing from the installed package "
+                                          r"\(enerf.config/no_such_folder/\): reinstall enerf, or pass --config FILE "
+                                          r"or --preset none$"):
         presets.preset_for("cpu", "llff", "forward", read_config_file)
 
 

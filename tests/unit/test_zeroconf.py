@@ -69,8 +69,8 @@ def test_real_scenes_from_their_cameras(shared_data, folder, marker, kind):
 
 def _resolve(argv: list[str]):
     args = build_train_parser().parse_args([*argv, "--preset", "auto"])
-    preset, cuda = train_preset(args, Path("no_data_root"))
-    return preset, cuda, run_config_from_args(args, preset)
+    preset, device, _ = train_preset(args, Path("no_data_root"))
+    return preset, device == "cuda", run_config_from_args(args, preset)
 
 
 def _capture(folder: Path, cameras: np.ndarray, size=(16, 12), w=None, h=None, fl=12.0) -> Path:
@@ -92,7 +92,8 @@ def test_presets_by_what_the_cameras_show(tmp_path, monkeypatch, scene_dir):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     around = _capture(tmp_path / "around", _arc(360, 8))
     preset, _, cfg = _resolve(["--datadir", str(around)])
-    assert (preset.name, preset.layout, preset.source) == ("cpu", "capture", "configs/capture_cpu.txt")
+    assert (preset.name, preset.layout, preset.file, preset.example) == ("cpu", "capture", "capture_cpu.txt",
+                                                                         "configs/capture_cpu.txt")
     assert (cfg.data.scene_kind, cfg.field.contraction, cfg.data.far, cfg.render.lindisp_from) == ("walkaround", "linf", 1000.0, 1.0)
     assert preset.scene.startswith("walk-around (viewing directions within") and "--scene_kind forward if not" in preset.scene
     ahead = _capture(tmp_path / "ahead", _grid(3))
@@ -102,14 +103,14 @@ def test_presets_by_what_the_cameras_show(tmp_path, monkeypatch, scene_dir):
     # the flag overrides what the cameras show
     preset, _, cfg = _resolve(["--datadir", str(ahead), "--scene_kind", "walkaround"])
     assert (preset.layout, cfg.data.scene_kind, preset.scene) == ("capture", "walkaround", "walk-around (--scene_kind walkaround)")
-    # CUDA: the paper's settings for forward-facing LLFF scenes, the CPU ones for captures (no paper preset)
+    # CUDA: the GPU settings of each layout (the paper's only with --preset paper, and only for LLFF / Blender)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    preset, cuda, _ = _resolve(["--datadir", str(around)])
-    assert cuda and (preset.name, preset.layout) == ("cpu", "capture")
-    preset, _, _ = _resolve(["--datadir", str(ahead)])
-    assert (preset.name, preset.layout) == ("cpu", "llff")
+    preset, cuda, cfg = _resolve(["--datadir", str(around)])
+    assert cuda and (preset.name, preset.layout, cfg.data.factor, cfg.train.n_rand) == ("cuda", "capture", 2, 4096)
+    preset, _, cfg = _resolve(["--datadir", str(ahead)])
+    assert (preset.name, preset.layout, cfg.data.factor, cfg.data.scene_kind) == ("cuda", "llff", 4, "forward")
     preset, _, cfg = _resolve(["--datadir", str(scene_dir)])
-    assert (preset.name, preset.layout, cfg.data.scene_kind) == ("paper", "llff", "forward")
+    assert (preset.name, preset.layout, cfg.data.scene_kind) == ("cuda", "llff", "forward")
 
 
 def test_forward_capture_in_ndc_looks_at_its_focus_depth(tmp_path):
