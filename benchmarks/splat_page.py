@@ -7,8 +7,9 @@ Chromium with software WebGL (SwiftShader), in a 640 x 480 window.
 ``--synthetic N`` writes a page of N random Gaussians first (centres in a unit ball, scales
 log-normal around 0.01, i.e. about 1.7 px at the start camera 3 units away with a 50 degree fov,
 random colours with SH band 1, opacities 0.2 to 0.95). The page's own start camera is then orbited
-``--moves`` times around its target (360 / moves degrees each, through the page's test hook). Per
-move: the time from setting the camera to the end of the first frame drawn for it
+``--moves`` times around its target (360 / moves degrees each, by mouse drags, or with ``--input hook``
+through the page's test hook); the first ``--full_frames`` moves wait for the full frame, the others follow at once. Per move: the time from the input event (its own time stamp, so the time it waited for the page counts;
+with the hook, from setting the camera) to the end of the first frame drawn for it
 (``window.enerfSplat.lastMoveMs``: the depth sort, the colour update, the draw and a 1-pixel read
 that waits for it; on a slow renderer that frame is the page's preview, the most important splats at
 half resolution sized to a 0.1 s budget, and the record says how many it drew), and to the end of the
@@ -31,7 +32,7 @@ import numpy as np
 
 from benchmarks.harness import command_line, git_commit, load_average, machine, write_record
 
-__all__ = ["CHROMIUM", "CHROMEDRIVER", "open_chromium", "open_page", "move_and_wait", "synthetic_splats"]
+__all__ = ["CHROMIUM", "CHROMEDRIVER", "open_chromium", "open_page", "move_and_wait", "drag_and_wait", "synthetic_splats"]
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -81,28 +82,45 @@ def open_page(driver, page: Path, full: bool = True, timeout: float = 300.0) -> 
     raise TimeoutError(f"no frame from {page} in {timeout} s")
 
 
+_COUNTERS = ["lastMoveMs", "lastFrameMs", "lastFullMs", "lastFullWorkMs", "quality", "framesDrawn", "fullFrames",
+             "moveId", "fullMoveId", "width", "height", "focal", "drawn", "previewSplats", "previewScale"]
+_WAIT = """
+    const h = window.enerfSplat, now = () => Object.fromEntries(names.map((k) => [k, h[k]]));
+    let first = null;
+    (function wait() {
+      if (first === null && h.moveId > moveId) first = now();
+      if (first !== null && (!full || h.fullMoveId >= first.moveId)) done(full ? {...first, full: now()} : first);
+      else setTimeout(wait, 1);
+    })();"""
+
+
 def move_and_wait(driver, c2w: np.ndarray | int | None, full: bool = False, timeout: float = 300.0) -> dict:
     """Set the page's camera to ``c2w`` [4, 4] (an int: the page's camera of that index; None: leave
-    it) and wait for the first frame drawn
-    after it and, with ``full``, for the full frame. Returns the hook's counters at the first frame
-    (lastMoveMs, lastFrameMs, quality, framesDrawn, width, height, focal, drawn, previewSplats,
-    previewScale), with ``full``: and at the full frame under "full" (lastFullMs, lastFullWorkMs, ...)."""
+    it) and wait for the first frame drawn after it and, with ``full``, for the full frame. Returns the
+    hook's counters at the first frame (lastMoveMs, lastFrameMs, quality, framesDrawn, width, height,
+    focal, drawn, previewSplats, previewScale), with ``full``: and at the full frame under "full"
+    (lastFullMs, lastFullWorkMs, ...)."""
     driver.set_script_timeout(timeout)
+    camera = c2w if c2w is None or isinstance(c2w, int) else np.asarray(c2w, dtype=np.float64).reshape(-1).tolist()
     return driver.execute_async_script("""
-        const done = arguments[arguments.length - 1], h = window.enerfSplat, full = arguments[1];
-        const frames = h.framesDrawn, fulls = h.fullFrames;
-        if (typeof arguments[0] === "number") h.goToCamera(arguments[0]);
-        else if (arguments[0] !== null) h.setCamera(arguments[0]);
-        const names = ["lastMoveMs", "lastFrameMs", "lastFullMs", "lastFullWorkMs", "quality", "framesDrawn",
-                       "fullFrames", "width", "height", "focal", "drawn", "previewSplats", "previewScale"];
-        const now = () => Object.fromEntries(names.map((k) => [k, h[k]]));
-        let first = null;
-        (function wait() {
-          if (first === null && h.framesDrawn > frames) first = now();
-          if (first !== null && (!full || h.fullFrames > fulls)) done(full ? {...first, full: now()} : first);
-          else setTimeout(wait, 1);
-        })();""", c2w if c2w is None or isinstance(c2w, int) else np.asarray(c2w, dtype=np.float64).reshape(-1).tolist(),
-        full)
+        const [camera, full, names, done] = arguments, moveId = window.enerfSplat.moveId;
+        if (typeof camera === "number") window.enerfSplat.goToCamera(camera);
+        else if (camera !== null) window.enerfSplat.setCamera(camera);""" + _WAIT, camera, full, _COUNTERS)
+
+
+def drag_and_wait(driver, dx: int, dy: int = 0, full: bool = False, timeout: float = 300.0) -> dict:
+    """Drag the mouse across the page's canvas by (dx, dy) pixels from its centre (an orbit, as a
+    reader does it: the page times the move from the input event's own time stamp) and wait as
+    ``move_and_wait`` does."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    driver.set_script_timeout(timeout)
+    move_id = driver.execute_script("return window.enerfSplat.moveId")
+    canvas = driver.find_element(By.ID, "canvas")
+    ActionChains(driver, duration=0).move_to_element(canvas).click_and_hold().move_by_offset(dx, dy).release().perform()
+    return driver.execute_async_script("""
+        const [moveId, full, names, done] = arguments;""" + _WAIT, move_id, full, _COUNTERS)
 
 
 def synthetic_splats(n: int, seed: int = 0):
@@ -134,6 +152,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=Path("runs/splat_page/synthetic.html"),
                         help="where --synthetic writes its page")
     parser.add_argument("--moves", type=int, default=10)
+    parser.add_argument("--input", choices=["drag", "hook"], default="drag",
+                        help="drag: mouse drags (timed from the input event); hook: window.enerfSplat.setCamera")
+    parser.add_argument("--full_frames", type=int, default=2,
+                        help="after this many of the moves, wait for the full frame too (the others follow at once)")
     parser.add_argument("--record", type=Path, help="write the JSON record here")
     args = parser.parse_args(argv)
     if (args.page is None) == (args.synthetic is None):
@@ -170,27 +192,32 @@ def main(argv: list[str] | None = None) -> dict:
             c2w[:3, :3] = rot @ c2w0[:3, :3]
             c2w[:3, 3] = target + rot @ (c2w0[:3, 3] - target)
             start = time.perf_counter()
-            got = move_and_wait(driver, c2w, full=True)
+            if args.input == "drag":  # the page orbits 0.005 rad a pixel
+                got = drag_and_wait(driver, -round(2 * np.pi / args.moves / 0.005), full=i <= args.full_frames)
+            else:
+                got = move_and_wait(driver, c2w, full=i <= args.full_frames)
+            full = got.get("full", {})
             moves.append({"move_s": got["lastMoveMs"] / 1000, "frame_s": got["lastFrameMs"] / 1000,
                           "round_trip_s": time.perf_counter() - start, "first_frame": got["quality"],
-                          "preview_splats": got["previewSplats"], "full_frame_s": got["full"]["lastFullMs"] / 1000,
-                          "full_frame_work_s": got["full"]["lastFullWorkMs"] / 1000})
+                          "preview_splats": got["previewSplats"], "full_frame_s": full.get("lastFullMs", 0) / 1000 or None,
+                          "full_frame_work_s": full.get("lastFullWorkMs", 0) / 1000 or None})
         size = [got["width"], got["height"]]
     finally:
         driver.quit()
     times = [m["move_s"] for m in moves]
+    fulls = [m["full_frame_s"] for m in moves if m["full_frame_s"] is not None]
     record = {
         "command": command_line(), "machine": machine(), "commit": git_commit(), "chromium": version,
         "webgl_renderer": info[2], "page": str(page), "page_bytes": Path(page).stat().st_size, "splats": info[0],
-        "canvas": size, "open_to_first_frame_s": opened["first_frame_s"], "open_to_full_frame_s": opened["full_frame_s"],
+        "input": args.input, "canvas": size, "open_to_first_frame_s": opened["first_frame_s"], "open_to_full_frame_s": opened["full_frame_s"],
         "move_s_median": statistics.median(times), "move_s_max": max(times), "target_move_s": 0.2,
-        "full_frame_s_median": statistics.median(m["full_frame_s"] for m in moves),
-        "full_frame_s_max": max(m["full_frame_s"] for m in moves),
+        "full_frame_s_median": statistics.median(fulls) if fulls else None,
+        "round_trip_s_median": statistics.median(m["round_trip_s"] for m in moves),
         "moves": moves, "load_before": load_before, "load_after": load_average(),
     }
     print(f"{record['splats']} splats, page {record['page_bytes'] / 1e6:.1f} MB, canvas {size[0]} x {size[1]}: "
           f"move -> first frame median {record['move_s_median']:.3f} s, max {record['move_s_max']:.3f} s; "
-          f"-> full frame median {record['full_frame_s_median']:.2f} s "
+          f"-> full frame median {record['full_frame_s_median'] or float('nan'):.2f} s "
           f"(load {record['load_before']} -> {record['load_after']}; {version}; {info[2]})")
     if args.record:
         write_record(args.record, record)

@@ -5,8 +5,8 @@
 // move is not kept waiting; where the full frame fits the budget, every frame is full.
 "use strict";
 (() => {
-  const hook = { ready: false, error: null, framesDrawn: 0, fullFrames: 0, lastFrameMs: NaN, lastMoveMs: NaN,
-                 lastFullMs: NaN, count: 0, width: 0, height: 0 };
+  const hook = { ready: false, error: null, framesDrawn: 0, fullFrames: 0, moveId: 0, fullMoveId: 0,
+                 lastFrameMs: NaN, lastMoveMs: NaN, lastFullMs: NaN, count: 0, width: 0, height: 0 };
   window.enerfSplat = hook;
   const status = document.getElementById("status");
   function fail(message) { hook.error = message; status.textContent = message; throw new Error(message); }
@@ -42,8 +42,15 @@
   }
   const up = norm(header.up);
   const cam = { right: [1, 0, 0], up: [0, 1, 0], back: [0, 0, 1], pos: [0, 0, 0], fovY: 50, dist: 1, index: 0 };
-  let dirty = true, moveTime = performance.now();
-  function changed() { if (!dirty) moveTime = performance.now(); dirty = true; }
+  // moveTime: when the first change not yet drawn happened (an input event's own time stamp, which
+  // counts the time it waited for the page; else now)
+  let dirty = true, moveTime = performance.now(), eventTime = null;
+  function changed() {
+    const t = eventTime === null ? performance.now() : eventTime;
+    eventTime = null;
+    if (!dirty) moveTime = t;
+    dirty = true;
+  }
   function setC2w(m, fovY, dist) {  // m: 16 numbers, row-major 4x4
     cam.right = norm([m[0], m[4], m[8]]); cam.up = norm([m[1], m[5], m[9]]); cam.back = norm([m[2], m[6], m[10]]);
     cam.pos = [m[3], m[7], m[11]];
@@ -95,6 +102,7 @@
   canvas.addEventListener("pointermove", (e) => {
     const p = pointers.get(e.pointerId);
     if (!p) return;
+    eventTime = e.timeStamp;
     const dx = e.clientX - p.x, dy = e.clientY - p.y;
     if (pointers.size === 2) {
       const [a, b] = [...pointers.values()];
@@ -108,11 +116,12 @@
     p.x = e.clientX; p.y = e.clientY;
     if (p.pan || e.shiftKey) pan(dx, dy); else orbit(-dx * 0.005, -dy * 0.005);
   });
-  canvas.addEventListener("wheel", (e) => { e.preventDefault(); zoom(Math.exp(e.deltaY * 0.001)); }, { passive: false });
+  canvas.addEventListener("wheel", (e) => { e.preventDefault(); eventTime = e.timeStamp; zoom(Math.exp(e.deltaY * 0.001)); }, { passive: false });
   window.addEventListener("keydown", (e) => {
-    if (e.key === "n" || e.key === "ArrowRight") goTo(cam.index + 1);
-    else if (e.key === "p" || e.key === "ArrowLeft") goTo(cam.index - 1);
-    else if (e.key === "r") goTo(cam.index);
+    const step = { n: 1, ArrowRight: 1, p: -1, ArrowLeft: -1, r: 0 }[e.key];
+    if (step === undefined) return;
+    eventTime = e.timeStamp;
+    goTo(cam.index + step);
   });
   document.getElementById("prev").addEventListener("click", () => goTo(cam.index - 1));
   document.getElementById("next").addEventListener("click", () => goTo(cam.index + 1));
@@ -120,7 +129,7 @@
   // ---- frames: a preview (or the full frame, where it is fast) after each move, then the full frame ----
   const BUDGET = 100, STEP = 40;  // ms: a frame that follows a move; a step of the full frame
   const bg = header.background, now = () => performance.now();
-  let previewCount = Math.min(n, 20000), chunk = previewCount, fullFast = false, refining = null;
+  let previewCount = Math.min(n, 20000), chunk = 2000, fullFast = false, refining = null;
   function viewMatrix() {  // world -> camera with x right, y down, z forward (column-major)
     const rows = [cam.right, mul(cam.up, -1), mul(cam.back, -1)], view = new Float32Array(16);
     for (let r = 0; r < 3; r++) {
@@ -152,15 +161,20 @@
     const t1 = now();
     if (!full) previewCount = Math.round(Math.min(n, Math.max(Math.min(n, 2000),
                                                                count * Math.min(2, Math.max(0.25, BUDGET / (t1 - t0))))));
-    const fullCounters = full ? { fullFrames: hook.fullFrames + 1, lastFullMs: t1 - moved, lastFullWorkMs: t1 - t0 } : {};
+    const moveId = hook.moveId + 1;
+    const fullCounters = full ? { fullFrames: hook.fullFrames + 1, fullMoveId: moveId, lastFullMs: t1 - moved,
+                                  lastFullWorkMs: t1 - t0 } : {};
     shown({ lastFrameMs: t1 - t0, lastMoveMs: t1 - moved, quality: full ? "full" : "preview", drawn: m,
-            previewSplats: count, previewScale: scale, ...fullCounters });
+            previewSplats: count, previewScale: scale, moveId, ...fullCounters });
   }
   function* refine() {  // the full frame in steps of about STEP ms; dropped when the camera moves
-    const moved = moveTime, view = viewMatrix(), pos = cam.pos.slice(), range = { lo: Infinity, hi: -Infinity };
+    const moved = moveTime, moveId = hook.moveId, view = viewMatrix(), pos = cam.pos.slice(), range = { lo: Infinity, hi: -Infinity };
     const w = canvas.width, h = canvas.height;
     let work = 0, t0 = now();
-    const pause = function* () { const t = now(); if (t - t0 > STEP) { work += t - t0; yield; t0 = now(); } };
+    const pause = function* (always) {
+      const t = now();
+      if (always || t - t0 > STEP) { work += t - t0; yield; t0 = now(); }
+    };
     for (let a = 0; a < n; a += 8192) { R.depths(view, a, Math.min(n, a + 8192), range); yield* pause(); }
     const m = R.sortKeys(n, range);
     yield* pause();
@@ -168,17 +182,17 @@
     R.upload(n, m);
     const t = R.target(w, h);
     R.begin(t, view, focal(h), bg);
-    for (let start = 0; start < m;) {
-      const c = Math.min(chunk, m - start), s0 = now();
+    for (let start = 0; start < m;) {  // a step a chunk, the chunk sized to STEP
+      yield* pause(true);
+      const c = Math.min(chunk, m - start);
       R.draw(t, start, c);
       start += c;
-      chunk = Math.max(1000, Math.round(c * Math.min(2, Math.max(0.5, STEP / Math.max(1, now() - s0)))));
-      yield* pause();
+      chunk = Math.max(500, Math.round(c * Math.min(2, Math.max(0.25, STEP / Math.max(1, now() - t0)))));
     }
     R.show(t, w, h);
     work += now() - t0;
     fullFast = work < BUDGET;
-    shown({ fullFrames: hook.fullFrames + 1, lastFullMs: now() - moved, lastFullWorkMs: work, quality: "full", drawn: m });
+    shown({ fullFrames: hook.fullFrames + 1, fullMoveId: moveId, lastFullMs: now() - moved, lastFullWorkMs: work, quality: "full", drawn: m });
   }
   function frame() {
     requestAnimationFrame(frame);
