@@ -1,13 +1,17 @@
 """One self-contained HTML page that shows splats in a browser (WebGL2; no network, no Python).
 
-The page (``page.js``, a small renderer in the style of antimatter15/splat) draws every splat as an
-instanced quad: the vertex shader projects its 3D covariance to a 2D conic with the 3DGS low-pass
-(+0.3 px), the fragment shader blends it back to front (premultiplied "over", alpha clamped at
-0.99, dropped below 1/255) after a depth sort on the CPU, redone whenever the camera moves; colour
-is SH band 0, plus band 1 evaluated per splat at sort time when the splats have it. Mouse drag
-orbits around a target, wheel zooms, right- or shift-drag pans, two fingers pinch; ``n`` / ``p``
-(or the arrows, or the buttons) jump between the given cameras, ``r`` returns to the current one.
-Opened as ``file://`` or from any static server: the data is embedded as base64.
+The page inlines ``renderer.js`` (a small renderer in the style of antimatter15/splat) and
+``page.js`` (data, camera, input, frame scheduling). Every splat is a quad: the vertex shader
+projects its 3D covariance to a 2D conic with the 3DGS low-pass (+0.3 px) and sizes the quad where
+its alpha falls below 1/255; the fragment shader blends it back to front (premultiplied "over",
+alpha clamped at 0.99) after a depth sort on the CPU, redone whenever the camera moves; colour is
+SH band 0, plus band 1 evaluated per splat at sort time when the splats have it. Where a full frame
+takes longer than 0.1 s (software WebGL), a move is answered by a preview (the first splats, which
+are the most important, at half resolution, as many as fit 0.1 s) and the full frame follows in
+steps of about 40 ms, dropped when the camera moves again. Mouse drag orbits around a target (the
+camera's median splat depth ahead), wheel zooms, right- or shift-drag pans, two fingers pinch;
+``n`` / ``p`` (or the arrows, or the buttons) jump between the given cameras, ``r`` returns to the
+current one. Opened as ``file://`` or from any static server: the data is embedded as base64.
 
 The data, little-endian, sections in this order, each starting at a multiple of 4 bytes:
 
@@ -20,14 +24,17 @@ The data, little-endian, sections in this order, each starting at a multiple of 
 11 MB (15 MB). A JSON header beside the data gives ``count``, ``sh_degree``, ``cov_exponent``
 (chosen so the largest variance stays below float16's range), ``sh1_scale`` (the 99.9th percentile
 of the band's magnitude), each section's byte offset and length, the ``up`` vector, the
-``background`` and the ``cameras``. When there are more splats than ``max_splats``, the largest
-``opacity * volume`` ones are kept (as antimatter15/splat orders them).
+``background`` and the ``cameras``. The splats are stored largest ``opacity * volume`` first (as
+antimatter15/splat orders them; a preview draws the first ones), the first ``max_splats`` kept.
 
 ``window.enerfSplat`` is a test hook: ``setCamera(c2w16[, fov_y])`` (row-major 4 x 4, OpenGL axes),
 ``getCamera()``, ``goToCamera(i)``, ``orbit(yaw, pitch)``, ``pan(dx, dy)``, ``zoom(factor)``,
-``showHud(visible)`` and the counters ``ready``, ``framesDrawn``, ``lastFrameMs`` (sort, upload, draw
-and a 1-pixel read that waits for the frame), ``lastMoveMs`` (from the camera change to that
-frame's end), ``width``, ``height``, ``focal`` (pixels), ``count``, ``drawn``, ``error``.
+``showHud(visible)`` and the counters ``ready``, ``error``, ``count``, ``framesDrawn``, ``moveId``
+(frames that answered a move), ``lastMoveMs`` (from the move - an input event's own time stamp, or
+the ``setCamera`` call - to the end of its first frame, waited for with a 1-pixel read),
+``lastFrameMs`` (that frame's own work), ``quality`` ("preview" or "full"), ``previewSplats``,
+``fullFrames``, ``fullMoveId`` (the move the last full frame answered), ``lastFullMs``,
+``lastFullWorkMs``, ``drawn``, ``width``, ``height``, ``focal`` (pixels).
 """
 
 from __future__ import annotations
