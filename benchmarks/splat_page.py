@@ -32,7 +32,7 @@ import numpy as np
 
 from benchmarks.harness import command_line, git_commit, load_average, machine, write_record
 
-__all__ = ["CHROMIUM", "CHROMEDRIVER", "open_chromium", "open_page", "move_and_wait", "drag_and_wait", "synthetic_splats"]
+__all__ = ["CHROMIUM", "CHROMEDRIVER", "open_chromium", "open_page", "move_and_wait", "input_and_wait", "drag_and_wait", "synthetic_splats"]
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -108,19 +108,26 @@ def move_and_wait(driver, c2w: np.ndarray | int | None, full: bool = False, time
         else if (camera !== null) window.enerfSplat.setCamera(camera);""" + _WAIT, camera, full, _COUNTERS)
 
 
+def input_and_wait(driver, perform, full: bool = False, timeout: float = 300.0) -> dict:
+    """Run ``perform()`` (selenium input actions on the page) and wait for the first frame drawn
+    after the move it makes (and, with ``full``, the full frame), as ``move_and_wait`` does; the
+    page times the move from the input event's own time stamp."""
+    driver.set_script_timeout(timeout)
+    move_id = driver.execute_script("return window.enerfSplat.moveId")
+    perform()
+    return driver.execute_async_script("""
+        const [moveId, full, names, done] = arguments;""" + _WAIT, move_id, full, _COUNTERS)
+
+
 def drag_and_wait(driver, dx: int, dy: int = 0, full: bool = False, timeout: float = 300.0) -> dict:
-    """Drag the mouse across the page's canvas by (dx, dy) pixels from its centre (an orbit, as a
-    reader does it: the page times the move from the input event's own time stamp) and wait as
-    ``move_and_wait`` does."""
+    """Drag the mouse across the page's canvas by (dx, dy) pixels, centred on it (an orbit, as a
+    reader does it) and wait as ``input_and_wait`` does."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
-    driver.set_script_timeout(timeout)
-    move_id = driver.execute_script("return window.enerfSplat.moveId")
     canvas = driver.find_element(By.ID, "canvas")
-    ActionChains(driver, duration=0).move_to_element(canvas).click_and_hold().move_by_offset(dx, dy).release().perform()
-    return driver.execute_async_script("""
-        const [moveId, full, names, done] = arguments;""" + _WAIT, move_id, full, _COUNTERS)
+    return input_and_wait(driver, lambda: ActionChains(driver, duration=0).move_to_element_with_offset(
+        canvas, -(dx // 2), -(dy // 2)).click_and_hold().move_by_offset(dx, dy).release().perform(), full, timeout)
 
 
 def synthetic_splats(n: int, seed: int = 0):
@@ -160,6 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if (args.page is None) == (args.synthetic is None):
         parser.error("give one of --page and --synthetic")
+    if args.input == "drag" and 2 * np.pi / args.moves / 0.005 > 600:
+        parser.error("--input drag needs --moves 3 or more (a drag of 360 / moves degrees fits the 640-pixel window)")
     if CHROMIUM is None or CHROMEDRIVER is None:
         parser.error("no headless browser: apt-get install -y chromium chromium-driver")
     load_before = load_average()

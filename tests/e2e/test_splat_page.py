@@ -21,10 +21,13 @@ import torch
 
 pytest.importorskip("selenium", reason="selenium is not installed: pip install -e '.[test]'")
 
-from benchmarks.splat_page import CHROMEDRIVER, CHROMIUM, move_and_wait, open_chromium, open_page  # noqa: E402
+from benchmarks.splat_page import (CHROMEDRIVER, CHROMIUM, drag_and_wait, input_and_wait, move_and_wait,  # noqa: E402
+                                   open_chromium, open_page)
 
 if CHROMIUM is None or CHROMEDRIVER is None:
     pytest.skip("no headless browser: apt-get install -y chromium chromium-driver", allow_module_level=True)
+
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 
 from enerf.splats.gaussians import SH_C0, Splats, rgb_to_sh0  # noqa: E402
 from enerf.splats.html import write_html  # noqa: E402
@@ -120,6 +123,17 @@ def test_blobs_land_where_the_projection_puts_them_and_follow_the_camera(browser
     assert got["full"]["fullFrames"] >= 2 and got["full"]["drawn"] == n
     np.testing.assert_allclose(browser.execute_script("return enerfSplat.getCamera()"), behind.reshape(-1), atol=1e-6)
 
+    # a mouse drag of dx pixels orbits by -0.005 dx radians about the up vector (+y, the cameras'),
+    # through the target the page keeps at the median splat depth ahead of the camera: dragging
+    # left, the camera goes round to its right
+    got = drag_and_wait(browser, -100)
+    assert got["lastMoveMs"] >= got["lastFrameMs"] > 0
+    orbit = _c2w([0.0, 0.0, 0.0], yaw_deg=math.degrees(0.5))  # 100 px * 0.005 rad
+    target = behind[:3, 3] - behind[:3, 2] * np.median(np.abs(means[:, 2] + 4.0))
+    want = orbit @ behind
+    want[:3, 3] = target + orbit[:3, :3] @ (behind[:3, 3] - target)
+    np.testing.assert_allclose(browser.execute_script("return enerfSplat.getCamera()"), want.reshape(-1), atol=1e-5)
+
 
 def _reference(splats: dict, c2w: np.ndarray) -> np.ndarray:
     """3DGS splatting in numpy: [H, W, 3] on black."""
@@ -168,8 +182,8 @@ def test_pixels_match_a_numpy_3dgs_splatting(browser, tmp_path):
     write_html(splats, tmp_path / "few.html", "a few Gaussians", cameras)
     open_page(browser, tmp_path / "few.html")
     for i, cam in enumerate(cameras):
-        if i:
-            move_and_wait(browser, i, full=True)  # the page's own camera list
+        if i:  # the page's own camera list, by its key
+            input_and_wait(browser, lambda: ActionChains(browser).send_keys("n").perform(), full=True)
         got = _screenshot(browser)
         want = _reference(scene, cam["c2w"])
         psnr = -10 * np.log10(np.mean((got - want) ** 2))
