@@ -1,0 +1,195 @@
+"""One self-contained HTML page that shows splats in a browser (WebGL2; no network, no Python).
+
+The page inlines ``renderer.js`` (a small renderer in the style of antimatter15/splat) and
+``page.js`` (data, camera, input, frame scheduling). Every splat is a quad: the vertex shader
+projects its 3D covariance to a 2D conic with the 3DGS low-pass (+0.3 px) and sizes the quad where
+its alpha falls below 1/255; the fragment shader blends it back to front (premultiplied "over",
+alpha clamped at 0.99) after a depth sort on the CPU, redone whenever the camera moves; colour is
+SH band 0, plus band 1 evaluated per splat at sort time when the splats have it. Where a full frame
+takes longer than 0.1 s (software WebGL), a move is answered by a preview (the first splats, which
+are the most important, at half resolution, as many as fit 0.1 s) and the full frame follows in
+steps of about 40 ms, dropped when the camera moves again. Mouse drag orbits around a target (the
+camera's median splat depth ahead), wheel zooms, right- or shift-drag pans, two fingers pinch;
+``n`` / ``p`` (or the arrows, or the buttons) jump between the given cameras, ``r`` returns to the
+current one. Opened as ``file://`` or from any static server: the data is embedded as base64.
+
+The data, little-endian, sections in this order, each starting at a multiple of 4 bytes:
+
+    means  float32 [N, 3]    centres, in the splats' frame
+    cov    float16 [N, 6]    the 3D covariance (xx, xy, xz, yy, yz, zz) divided by 2**cov_exponent
+    rgba   uint8   [N, 4]    band-0 colour clip(SH_C0 * f_dc + 0.5, 0, 1) * 255, sigmoid(opacity) * 255
+    sh1    int8    [N, 3, 3] band 1 (``sh[:, 1:4]``) * 127 / sh1_scale, clipped (only when sh_degree is 1)
+
+28 bytes a splat (37 with band 1), 4/3 of that as base64: 300,000 splats make a page of about
+11 MB (15 MB). A JSON header beside the data gives ``count``, ``sh_degree``, ``cov_exponent``
+(chosen so the largest variance stays below float16's range), ``sh1_scale`` (the 99.9th percentile
+of the band's magnitude), each section's byte offset and length, the ``up`` vector, the
+``background`` and the ``cameras``. The splats are stored largest ``opacity * volume`` first (as
+antimatter15/splat orders them; a preview draws the first ones), the first ``max_splats`` kept.
+
+``window.enerfSplat`` is a test hook: ``setCamera(c2w16[, fov_y])`` (row-major 4 x 4, OpenGL axes),
+``getCamera()``, ``goToCamera(i)``, ``orbit(yaw, pitch)``, ``pan(dx, dy)``, ``zoom(factor)``,
+``showHud(visible)`` and the counters ``ready``, ``error``, ``count``, ``framesDrawn``, ``moveId``
+(frames that answered a move), ``lastMoveMs`` (from the move - an input event's own time stamp, or
+the ``setCamera`` call - to the end of its first frame, waited for with a 1-pixel read),
+``lastFrameMs`` (that frame's own work), ``quality`` ("preview" or "full"), ``previewSplats``,
+``fullFrames``, ``fullMoveId`` (the move the last full frame answered), ``lastFullMs``,
+``lastFullWorkMs``, ``drawn``, ``width``, ``height``, ``focal`` (pixels).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..atomic import atomic_write_text
+from ..errors import ConfigError, DataError
+from ..runfolder import check_output_file
+from .gaussians import SH_C0, Splats, quat_to_rotmat
+
+__all__ = ["write_html", "pack_splats", "page_cameras"]
+
+_SCRIPTS = ("renderer.js", "page.js")  # package data, inlined in this order
+_STYLE = """html, body { margin: 0; height: 100%; overflow: hidden; background: #000; }
+#canvas { position: fixed; inset: 0; width: 100vw; height: 100vh; display: block; touch-action: none; }
+#hud { position: fixed; left: 8px; top: 8px; color: #ddd; font: 13px sans-serif; background: rgba(0,0,0,.55);
+       padding: 6px 8px; border-radius: 4px; user-select: none; }
+#hud button { font: inherit; padding: 0 6px; }
+#hud small { display: block; opacity: .75; margin-top: 3px; }"""
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def pack_splats(splats: Splats, max_splats: int, sh_degree: int = 1) -> tuple[bytes, dict]:
+    """The page's binary data and its header (layout: the module docstring).
+
+    Returns:
+        (data, header): header has count, sh_degree, cov_exponent, sh1_scale, sections {name: [offset, bytes]}
+    """
+    s = splats.map(lambda t: t.detach().to("cpu", torch.float64))
+    importance = torch.sigmoid(s.opacity_logits) * torch.exp(s.log_scales.sum(-1))
+    s = s.select(torch.argsort(importance, descending=True)[:max_splats])
+    rot = quat_to_rotmat(s.quats)  # [N, 3, 3]
+    m = rot * torch.exp(s.log_scales)[:, None, :]
+    cov = (m @ m.transpose(1, 2)).numpy()  # [N, 3, 3]
+    cov6 = cov[:, [0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
+    top = float(np.abs(cov6).max(initial=0.0))
+    cov_exponent = int(np.ceil(np.log2(top))) - 15 if top > 0 else 0  # the largest maps into [2^14, 2^15]
+    degree = min(sh_degree, splats.degree, 1)
+    rgb = np.clip(SH_C0 * s.sh[:, 0].numpy() + 0.5, 0.0, 1.0)
+    rgba = np.concatenate([rgb, _sigmoid(s.opacity_logits.numpy())[:, None]], 1)
+    sections = {
+        "means": s.means.numpy().astype("<f4").tobytes(),
+        "cov": (cov6 / 2.0 ** cov_exponent).astype("<f2").tobytes(),
+        "rgba": np.round(rgba * 255).astype(np.uint8).tobytes(),
+    }
+    sh1_scale = 0.0
+    if degree == 1:
+        band = s.sh[:, 1:4].numpy()  # [N, 3, 3]
+        sh1_scale = float(np.percentile(np.abs(band), 99.9)) if band.size else 0.0
+        sh1_scale = sh1_scale if sh1_scale > 0 else 1.0
+        sections["sh1"] = np.clip(np.round(band / sh1_scale * 127), -127, 127).astype(np.int8).tobytes()
+    data, offsets = bytearray(), {}
+    for name, blob in sections.items():
+        data += bytes(-len(data) % 4)
+        offsets[name] = [len(data), len(blob)]
+        data += blob
+    header = {"version": 1, "count": len(s), "sh_degree": degree, "cov_exponent": cov_exponent,
+              "sh1_scale": sh1_scale, "sections": offsets}
+    return bytes(data), header
+
+
+def _as_c2w(value, i: int) -> np.ndarray:
+    c2w = np.asarray(value, dtype=np.float64)
+    if c2w.shape == (3, 4):
+        c2w = np.concatenate([c2w, [[0.0, 0.0, 0.0, 1.0]]])
+    if c2w.shape != (4, 4) or not np.isfinite(c2w).all():
+        raise ConfigError(f"camera {i}: c2w must be a finite 4 x 4 (or 3 x 4) matrix, got shape {c2w.shape}")
+    return c2w
+
+
+def page_cameras(means: np.ndarray, cameras: list[dict] | None) -> tuple[list[dict], list[float]]:
+    """The page's cameras and up vector.
+
+    Each camera: ``c2w`` [4, 4] (OpenGL axes), ``fov_y`` degrees, ``distance`` to its orbit target:
+    the median depth of the splat centres in front of it. Without ``cameras``: one camera looking
+    down -z at the centres' median from 2.5 times their 90th-percentile radius, +y up.
+
+    Args:
+        means: [N, 3] splat centres
+    """
+    centre = np.median(means, 0) if len(means) else np.zeros(3)
+    if not cameras:
+        radius = float(np.percentile(np.linalg.norm(means - centre, axis=1), 90)) if len(means) else 1.0
+        c2w = np.eye(4)
+        c2w[:3, 3] = centre + [0.0, 0.0, 2.5 * max(radius, 1e-6)]
+        cameras = [{"c2w": c2w, "fov_y": 50.0}]
+    out = []
+    for i, cam in enumerate(cameras):
+        c2w = _as_c2w(cam.get("c2w"), i)
+        fov_y = float(cam.get("fov_y", 50.0))
+        if not 0.0 < fov_y < 180.0:
+            raise ConfigError(f"camera {i}: fov_y must be in (0, 180) degrees, got {fov_y}")
+        depth = (means - c2w[:3, 3]) @ -c2w[:3, 2]
+        front = depth[depth > 0]
+        distance = float(np.median(front)) if len(front) else float(np.linalg.norm(centre - c2w[:3, 3])) or 1.0
+        out.append({"c2w": np.round(c2w, 7).tolist(), "fov_y": fov_y, "distance": distance})
+    ups = np.array([c["c2w"] for c in out])[:, :3, 1]
+    up = ups.mean(0)
+    up = up if np.linalg.norm(up) > 1e-6 else ups[0]
+    return out, (up / np.linalg.norm(up)).tolist()
+
+
+def write_html(splats: Splats, out: Path, title: str, cameras: list[dict] | None = None,
+               max_splats: int = 500_000, sh_degree: int = 1) -> dict:
+    """Write ``out``: one HTML page that renders ``splats`` with WebGL2, opened with no network.
+
+    Args:
+        splats: the Gaussians, in the frame the cameras are given in
+        out: the .html file (its folder must exist); written atomically
+        title: the page's title
+        cameras: [{"c2w": [4, 4] OpenGL axes [right, up, back], "fov_y": degrees, "width", "height"}]
+            (width and height are not used: the page fills the window at the camera's vertical fov);
+            the first is the start view, ``n`` / ``p`` jump between them. None: one looking at the splats
+        max_splats: keep at most this many (the largest opacity * volume)
+        sh_degree: 0 (band-0 colour) or 1 (band 1 evaluated per splat at each sort, when present)
+    Returns:
+        dict: path, splats (in the page), splats_in, sh_degree, bytes (the page's size)
+    """
+    if len(splats) == 0:
+        raise DataError("no splats to write into the page")
+    if max_splats < 1:
+        raise ConfigError(f"max_splats must be at least 1, got {max_splats}")
+    if sh_degree not in (0, 1):
+        raise ConfigError(f"the page evaluates SH degree 0 or 1, got {sh_degree}")
+    out = check_output_file(out, "--out")
+    data, header = pack_splats(splats, max_splats, sh_degree)
+    means = np.frombuffer(data, "<f4", header["count"] * 3, header["sections"]["means"][0]).reshape(-1, 3)
+    header["cameras"], header["up"] = page_cameras(means.astype(np.float64), cameras)
+    header["background"] = [0.0, 0.0, 0.0]
+    script = "\n".join(resources.files(__package__).joinpath(name).read_text(encoding="utf-8") for name in _SCRIPTS)
+    safe = lambda text: text.replace("</", "<\\/")  # noqa: E731 - nothing in a script may close it
+    page = "\n".join([
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(title)}</title>", f"<style>{_STYLE}</style>", "</head>", "<body>",
+        '<canvas id="canvas"></canvas>',
+        f'<div id="hud"><b>{html.escape(title)}</b> <button id="prev" title="previous camera (p)">&#9664;</button>'
+        ' camera <span id="which"></span> <button id="next" title="next camera (n)">&#9654;</button>'
+        '<small id="status">loading&hellip;</small>'
+        "<small>drag: orbit &middot; right/shift drag: pan &middot; wheel: zoom &middot; n/p: cameras &middot; "
+        "r: reset</small></div>",
+        f'<script type="application/json" id="enerf-header">{safe(json.dumps(header))}</script>',
+        f'<script type="application/octet-stream" id="enerf-data">{base64.b64encode(data).decode("ascii")}</script>',
+        f"<script>{safe(script)}</script>", "</body>", "</html>", ""])
+    atomic_write_text(out, page)
+    return {"path": str(out), "splats": header["count"], "splats_in": len(splats), "sh_degree": header["sh_degree"],
+            "bytes": out.stat().st_size}
