@@ -39,7 +39,7 @@ from .gaussians import Splats, rgb_to_sh0
 from .rasterize import SplatCamera, gsplat_available, rasterize
 from .source import run_background
 
-__all__ = ["BakeReport", "init_splats", "fit_splats", "bake", "scene_cameras"]
+__all__ = ["BakeReport", "field_candidates", "splats_from_candidates", "init_splats", "fit_splats", "bake", "scene_cameras"]
 
 # 3DGS's learning rates (train.py / arguments), the centres' relative to the cameras' extent
 LR = {"means": 1.6e-4, "log_scales": 5e-3, "quats": 1e-3, "opacity_logits": 5e-2, "sh0": 2.5e-3, "sh_rest": 2.5e-3 / 20}
@@ -76,8 +76,13 @@ def _disc_quats(normals: np.ndarray) -> np.ndarray:
     return (q / np.linalg.norm(q, axis=-1, keepdims=True)).astype(np.float32)
 
 
-def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splats, int]:
-    """Step 1 of the module docstring: (the starting Splats, the number of candidates)."""
+def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> dict[str, np.ndarray]:
+    """The candidate Gaussians of step 1 (module docstring), one per kept pixel of the training views.
+
+    Returns:
+        dict: points [n, 3] float32 (scene frame), rgb [n, 3] float32, normals [n, 3] float32 (0: none),
+        footprint [n] float32 (scene units per pixel of the full-size photo at that depth)
+    """
     from ..export.views import render_views, select_cameras
 
     cams = select_cameras(run.scene, "train", 1, cfg.init_downscale)
@@ -87,26 +92,41 @@ def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tupl
         parts["points"].append(view.points[keep].astype(np.float32))
         parts["rgb"].append(view.rgb[keep])
         parts["normals"].append(view.normals[keep])
-        parts["footprint"].append(view.z_depth[keep] / view.focal)  # scene units per rendered pixel
+        parts["footprint"].append(view.z_depth[keep] / (view.focal * cfg.init_downscale))
     data = {k: np.concatenate(v) for k, v in parts.items()}
-    n = len(data["points"])
-    if n == 0:
+    if len(data["points"]) == 0:
         raise ConfigError(f"no pixel of the training views has accumulated opacity {cfg.init_min_acc} or more; "
                           "lower --init_min_acc", ("init_min_acc",))
+    return data
+
+
+def splats_from_candidates(data: dict[str, np.ndarray], cfg: SplatConfig) -> Splats:
+    """Step 1's Gaussians from ``field_candidates``: a random subset of ``cfg.count``, each a disc facing its
+    normal whose width is the mean distance to its 3 nearest kept neighbours (as 3DGS starts from a
+    point cloud), at least the pixel footprint; the rendered colour as band 0."""
+    from scipy.spatial import cKDTree
+
+    n = len(data["points"])
     rng = np.random.default_rng(cfg.seed)
     keep = np.sort(rng.choice(n, cfg.count, replace=False)) if n > cfg.count else np.arange(n)
-    widen = math.sqrt(max(1.0, n / cfg.count))
-    sigma = np.maximum(data["footprint"][keep] * 0.5 * widen, 1e-6)
+    points = data["points"][keep]
+    dist, _ = cKDTree(points).query(points, k=4)
+    sigma = np.maximum(dist[:, 1:].mean(1), data["footprint"][keep]) * cfg.init_scale
     has_normal = np.linalg.norm(data["normals"][keep], axis=-1) > 0.5
     thickness = np.where(has_normal, sigma * cfg.init_flatness, sigma)
-    log_scales = np.log(np.stack([sigma, sigma, thickness], -1)).astype(np.float32)
+    log_scales = np.log(np.maximum(np.stack([sigma, sigma, thickness], -1), 1e-7)).astype(np.float32)
     sh = np.zeros((len(keep), (cfg.sh_degree + 1) ** 2, 3), np.float32)
     sh[:, 0] = rgb_to_sh0(torch.as_tensor(data["rgb"][keep])).numpy()
     logit = math.log(cfg.init_opacity / (1.0 - cfg.init_opacity))
-    splats = Splats(means=torch.as_tensor(data["points"][keep]), log_scales=torch.as_tensor(log_scales),
-                    quats=torch.as_tensor(_disc_quats(data["normals"][keep])),
-                    opacity_logits=torch.full((len(keep),), logit), sh=torch.as_tensor(sh))
-    return splats, n
+    return Splats(means=torch.as_tensor(points), log_scales=torch.as_tensor(log_scales),
+                  quats=torch.as_tensor(_disc_quats(data["normals"][keep])),
+                  opacity_logits=torch.full((len(keep),), logit), sh=torch.as_tensor(sh))
+
+
+def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splats, int]:
+    """Step 1 of the module docstring: (the starting Splats, the number of candidates)."""
+    data = field_candidates(run, cfg, progress)
+    return splats_from_candidates(data, cfg), len(data["points"])
 
 
 def _extent(run: LoadedRun) -> float:
@@ -141,8 +161,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
     tic = time.perf_counter()
     steps = 0
     budget = float(cfg.bake_seconds)
-    with progress_bar(budget, "splats: fit to the photos", progress, unit="s",
-                      bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s{postfix}") as bar:
+    with progress_bar(int(budget), "splats: fit to the photos", progress, unit="s") as bar:
         while (elapsed := time.perf_counter() - tic) < budget:
             k = int(torch.randint(len(views), (1,), generator=gen))
             r0 = int(torch.randint(scene.height - rows + 1, (1,), generator=gen))
@@ -158,7 +177,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
             steps += 1
             frac = min(1.0, elapsed / budget)
             opt.param_groups[0]["lr"] = extent * math.exp((1 - frac) * math.log(LR["means"]) + frac * math.log(LR_MEANS_FINAL))
-            bar.update(time.perf_counter() - tic - bar.n)
+            bar.update(int(time.perf_counter() - tic) - bar.n)
             if steps % 20 == 0:
                 bar.set_postfix_str(f"step {steps}, L1 {float(loss):.4f}", refresh=False)
     with torch.no_grad():
