@@ -20,8 +20,10 @@ def stderr_is_terminal() -> bool:
     return bool(isatty and isatty())
 
 
-def progress_bar(total: int, desc: str, enabled: bool = True, unit: str = "it", leave: bool = True) -> tqdm:
+def progress_bar(total: int, desc: str, enabled: bool = True, unit: str = "it", leave: bool = True,
+                 bar_format: str | None = None) -> tqdm:
     """A tqdm bar on stderr counting to ``total`` ``unit``s (SI-scaled: 190k rays), disabled
-    unless ``enabled`` and stderr is a terminal; ``leave=False`` clears it when closed."""
+    unless ``enabled`` and stderr is a terminal; ``leave=False`` clears it when closed;
+    ``bar_format``: tqdm's (e.g. a count of seconds shown as whole seconds)."""
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=sys.stderr, dynamic_ncols=True,
-                leave=leave, disable=not (enabled and stderr_is_terminal()))
+                leave=leave, disable=not (enabled and stderr_is_terminal()), bar_format=bar_format)

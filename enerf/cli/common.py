@@ -139,10 +139,11 @@ DATADIR_HELP = ("the scene folder, instead of the one recorded at training (need
                 "carries no cameras, or to read the images)")
 
 
-def add_ckpt_flags(parser, what: str = "a checkpoint (.pt)", datadir: bool = False) -> None:
+def add_ckpt_flags(parser, what: str = "a checkpoint (.pt)", datadir: bool = False, required: bool = True) -> None:
     """--ckpt and --device, the flags of every command that reads a checkpoint (and ``datadir``:
-    --datadir, NeRF commands)."""
-    parser.add_argument("--ckpt", required=True, help=f"path to {what}")
+    --datadir, NeRF commands); ``required``: False where the command works without a checkpoint."""
+    parser.add_argument("--ckpt", required=required, default=None,
+                        help=f"path to {what}" + ("" if required else " (optional)"))
     parser.add_argument("--device", choices=DEVICES, default=None,
                         help="auto (CUDA if available), cpu or cuda (default: the run's device setting)")
     if datadir:

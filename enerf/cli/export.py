@@ -1,6 +1,7 @@
 """``enerf export depth|pointcloud|splats --ckpt PATH --out OUT``: metric depth maps of a set of cameras, a
 coloured point cloud back-projected from them, or the field baked into Gaussian splats (a 3DGS PLY),
-from a NeRF checkpoint."""
+from a NeRF checkpoint; ``enerf export html --splats F.ply --out OUT [--ckpt PATH]``: a splat file as one
+self-contained web page (with the run's cameras when a checkpoint is given)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..config import DATA_ROOT, DepthExportConfig, PointCloudConfig, SplatConfig
+from ..config import DATA_ROOT, DepthExportConfig, HtmlExportConfig, PointCloudConfig, SplatConfig
 from ..errors import ConfigError
 from ..runfolder import check_output_dir, check_output_file, check_parent_exists
 from .common import OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
@@ -45,20 +46,34 @@ def _splats(run, out: Path, cfg: SplatConfig, progress: bool) -> str:
             f"{info['bytes'] / 1e6:.1f} MB) in {info['seconds']:.0f} s{how} -> {info['out']}")
 
 
+def _html(run, out: Path, cfg: HtmlExportConfig, progress: bool) -> str:
+    from ..splats.export import export_html
+
+    info = export_html(cfg, out, run)
+    kept = f"{info['splats']} splats" + (f" (of {info['splats_in']})" if info["splats"] < info["splats_in"] else "")
+    views = (f"{info['cameras']} cameras of the run ({info['frame']} frame)" if run is not None
+             else "no cameras (the page's own view)")
+    return (f"wrote a page of {kept}, SH degree {info['sh_degree']}, {views}, {info['bytes'] / 1e6:.1f} MB "
+            f"-> {info['path']}")
+
+
 @dataclass(frozen=True)
 class Action:
     """One ``enerf export`` action: its config, ``--out`` (a folder, or a file with one of ``suffixes``),
-    whether it needs the scene's images, and the function that runs it and words its one line."""
+    whether it needs a checkpoint and the scene's images, and the function that runs it and words its
+    one line."""
 
     config: type
     metavar: str
     out_help: str
     description: str
-    run: Callable[..., str]  # (LoadedRun, out, config, progress) -> the line printed
+    run: Callable[..., str]  # (LoadedRun or None without --ckpt, out, config, progress) -> the line printed
     folder: bool = False
     suffixes: tuple[str, ...] = ()
     what: str = ""  # what the file is, for the suffix error
     images: bool = False  # load the scene's images (the bake fits the training photos)
+    ckpt_required: bool = True  # False: --ckpt is optional (the action gets None for the run without it)
+    index: str = ""  # the file written when --out is an existing folder ("": a folder is refused)
     refused: tuple[tuple[str, str], ...] = ()  # (suffix people try, why it is not written)
 
 
@@ -74,18 +89,26 @@ ACTIONS = {
                      "(SuperSplat, Spark, gsplat, nerfstudio and viser read it).", _splats, suffixes=(".ply",),
                      what="a splat file", images=True,
                      refused=((".spz", "no well-kept library writes SPZ (Niantic's compressed splats) yet; write .ply"),)),
+    "html": Action(HtmlExportConfig, "F.html|DIR", "the page (.html) in an existing folder, or an existing folder "
+                   "(then DIR/index.html)",
+                   "A splat file as one self-contained web page (WebGL; opens from file:// with no network). With "
+                   "--ckpt, the page starts at the run's first training camera and steps through its cameras.",
+                   _html, suffixes=(".html",), what="a page", ckpt_required=False, index="index.html"),
 }
 
 
 def check_out(out: str, action: Action) -> Path:
     """``--out``: its parent folder exists (a missing one is refused, not made) and the shared
     output checks pass (``runfolder.check_output_dir`` / ``check_output_file``: writable, not a
-    file where a folder is wanted and the reverse); a file ends in one of the action's suffixes.
+    file where a folder is wanted and the reverse); a file ends in one of the action's suffixes;
+    an existing folder, for an action with an ``index`` file, means that file in it.
 
     Raises:
         ConfigError: one line naming --out.
     """
     path = Path(os.path.abspath(out))
+    if action.index and path.is_dir():
+        path = path / action.index
     if action.folder:
         check_parent_exists(out, "--out")
         if path.exists() and not path.is_dir():
@@ -103,21 +126,23 @@ def cmd_export(argv: list[str]) -> int:
     from ..loaded_run import load_run
 
     if not argv or argv[0] not in ACTIONS:
-        parser = OneLineParser(prog="enerf export", description="Exports from a NeRF checkpoint.")
+        parser = OneLineParser(prog="enerf export", description="Exports from a NeRF checkpoint or a splat file.")
         parser.add_argument("action", choices=tuple(ACTIONS), help="depth: depth maps of a set of cameras (depth "
                             "--help); pointcloud: a point cloud from them (pointcloud --help); splats: the field "
-                            "baked into Gaussian splats (splats --help)")
+                            "baked into Gaussian splats (splats --help); html: a splat file as a web page (html "
+                            "--help)")
         parser.parse_args(argv[:1])
     name = argv[0]
     action = ACTIONS[name]
     parser = OneLineParser(prog=f"enerf export {name}", description=action.description)
-    add_ckpt_flags(parser, datadir=True)
+    add_ckpt_flags(parser, datadir=True, required=action.ckpt_required)
     parser.add_argument("--out", required=True, metavar=action.metavar, help=action.out_help)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_flags(parser, action.config)
     args = parser.parse_args(argv[1:])
     cfg = config_from_args(action.config, args)
     out = check_out(args.out, action)
-    run = load_run(args.ckpt, DATA_ROOT, args.device, task="nerf", datadir=args.datadir, images=action.images)
+    run = (load_run(args.ckpt, DATA_ROOT, args.device, task="nerf", datadir=args.datadir, images=action.images)
+           if args.ckpt else None)
     print(action.run(run, out, cfg, not args.quiet))
     return 0

@@ -9,13 +9,13 @@ itself on construction (``check_config``), so validation lives in one place.
     shape.py     ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig, ShapeRunConfig (``enerf shape``)
     commands.py  VideoConfig, MeshConfig, CompareConfig, SynthConfig, ViewerConfig, PoseConfig, FramesConfig
                  (render, mesh, compare, data synth, view, data video / images)
-    export.py    DepthExportConfig, PointCloudConfig, SplatConfig (export depth / pointcloud / splats)
+    export.py    DepthExportConfig, PointCloudConfig, SplatConfig, HtmlExportConfig (export depth / pointcloud / splats / html)
     spec.py      option(), check_config(), Range
 """
 
 from .commands import (CAMERA_PATHS, VIEWER_LAYOUTS, VIEWER_OUTPUTS, XATLAS_MAX_FACES, CompareConfig, FramesConfig,
                        MeshConfig, PoseConfig, SynthConfig, VideoConfig, ViewerConfig)
-from .export import DepthExportConfig, PointCloudConfig, SplatConfig
+from .export import DepthExportConfig, HtmlExportConfig, PointCloudConfig, SplatConfig
 from .nerf import (DATA_ROOT, CONDITIONING_MODES, CONTRACTIONS, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, NERF_PYTORCH_ALIASES,
                    NERF_PYTORCH_IGNORED, OPTIMIZERS, PRECOND_MODES, RENDERERS, SCENE_KINDS, DataConfig, FieldConfig, RenderConfig, RunConfig,
                    TrainConfig, build_config, run_config_from_dict)
@@ -29,7 +29,7 @@ __all__ = [
     "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED",
     "VideoConfig", "MeshConfig", "XATLAS_MAX_FACES", "CompareConfig", "SynthConfig", "CAMERA_PATHS",
     "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "PoseConfig", "FramesConfig",
-    "DepthExportConfig", "PointCloudConfig", "SplatConfig",
+    "DepthExportConfig", "PointCloudConfig", "SplatConfig", "HtmlExportConfig",
     "SHAPE_KINDS", "ShapeDataConfig", "ShapeFieldConfig", "ShapeTrainConfig", "ShapeRunConfig", "ShapeMeshConfig",
     "shape_run_config_from_dict",
     "option", "check_config", "Range", "MAX_SEED", "MAX_RAYS", "MAX_GRID",

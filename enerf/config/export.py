@@ -1,11 +1,12 @@
-"""Options of ``enerf export depth``, ``enerf export pointcloud`` and ``enerf export splats``."""
+"""Options of ``enerf export depth``, ``enerf export pointcloud``, ``enerf export splats`` and ``enerf export html``."""
 
 from __future__ import annotations
 
 from .commands import CAMERAS_HELP, MeshFrame, check_cameras
+from ..errors import ConfigError
 from .spec import check_box, check_config, config_class, option
 
-__all__ = ["DepthExportConfig", "PointCloudConfig", "SplatConfig"]
+__all__ = ["DepthExportConfig", "PointCloudConfig", "SplatConfig", "HtmlExportConfig"]
 
 
 @config_class
@@ -71,3 +72,20 @@ class SplatConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
+
+
+@config_class
+class HtmlExportConfig:
+    """``enerf export html``: which splat file goes into the page, how many of its splats, its title."""
+
+    splats: str = option("", "the 3DGS splat file (.ply, e.g. from enerf export splats) to show (required)")
+    title: str = option("", "the page's title (default: the splat file's name)")
+    max_splats: int = option(500_000, "splats kept at most (the largest opacity x volume first)", lo=1,
+                             hi=50_000_000)
+    sh_degree: int = option(1, "view-dependent colour in the page: 0 (one colour per splat) or 1 (SH band 1, "
+                            "where the file has it)", lo=0, hi=1)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        if not self.splats:
+            raise ConfigError("splats is required: the 3DGS splat file (.ply) to put in the page", fields=("splats",))
