@@ -1,7 +1,8 @@
 """Splat files for the viewer's tests: a 3DGS PLY written with numpy alone (the reference
 implementation's layout: binary little-endian, ``x y z nx ny nz f_dc_0..2 f_rest_* opacity
-scale_0..2 rot_0..3``), and ``ply_module()``: ``enerf.splats.ply`` where it exists, else a small
-stand-in with its interface (``read_splats`` with plyfile, ``splats_to_frame`` with numpy)."""
+scale_0..2 rot_0..3``), and ``splat_modules()``: ``enerf.splats.ply`` and ``enerf.splats.frames``
+where they exist, else small stand-ins with the functions the viewer uses (``read_splats`` with
+plyfile, ``splats_into_scene`` with scipy)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["write_3dgs_ply", "ply_module"]
+__all__ = ["write_3dgs_ply", "splat_modules"]
 
 
 def write_3dgs_ply(path: Path, means, log_scales, quats, opacity_logits, f_dc) -> Path:
@@ -42,10 +43,13 @@ def _read_splats(path):
                   col("opacity")[:, 0], col("f_dc_0", "f_dc_1", "f_dc_2")[:, None, :]), None
 
 
-def _splats_to_frame(splats, matrix):
+def _splats_into_scene(splats, scene, frame, source="the splats"):
+    """World (or unnamed) -> scene: the inverse of ``scene.scene_to_world`` (degree 0 only)."""
     from scipy.spatial.transform import Rotation
 
-    m = np.asarray(matrix, np.float64)
+    if frame == "scene":
+        return splats
+    m = np.linalg.inv(np.asarray(scene.scene_to_world, np.float64))
     scale = np.cbrt(np.linalg.det(m[:3, :3]))
     rot = Rotation.from_matrix(m[:3, :3] / scale)
     q = splats.quats.double().numpy()
@@ -55,14 +59,18 @@ def _splats_to_frame(splats, matrix):
                         torch.tensor(turned, dtype=torch.float32), splats.opacity_logits, splats.sh)
 
 
-def ply_module(monkeypatch=None):
-    """``enerf.splats.ply``, or a stand-in with its ``read_splats`` / ``splats_to_frame`` (degree
-    0), which ``monkeypatch`` (pytest's) puts in its place for the test."""
-    try:
-        return importlib.import_module("enerf.splats.ply")
-    except ImportError:
-        module = types.ModuleType("enerf.splats.ply")
-        module.read_splats, module.splats_to_frame, module.stand_in = _read_splats, _splats_to_frame, True
-        if monkeypatch is not None:
-            monkeypatch.setitem(sys.modules, "enerf.splats.ply", module)
-        return module
+def splat_modules(monkeypatch=None):
+    """(``enerf.splats.ply``, ``enerf.splats.frames``), or stand-ins with ``read_splats`` /
+    ``splats_into_scene`` (SH degree 0), which ``monkeypatch`` (pytest's) puts in their place."""
+    out = []
+    for name, functions in (("ply", {"read_splats": _read_splats}), ("frames", {"splats_into_scene": _splats_into_scene})):
+        try:
+            out.append(importlib.import_module(f"enerf.splats.{name}"))
+        except ImportError:
+            module = types.ModuleType(f"enerf.splats.{name}")
+            for key, fn in functions.items():
+                setattr(module, key, fn)
+            if monkeypatch is not None:
+                monkeypatch.setitem(sys.modules, f"enerf.splats.{name}", module)
+            out.append(module)
+    return tuple(out)

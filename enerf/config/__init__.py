@@ -13,8 +13,8 @@ itself on construction (``check_config``), so validation lives in one place.
     spec.py      option(), check_config(), Range
 """
 
-from .commands import (CAMERA_PATHS, VIEWER_LAYOUTS, VIEWER_MOVING, VIEWER_OUTPUTS, XATLAS_MAX_FACES, CompareConfig,
-                       FramesConfig, MeshConfig, PoseConfig, SynthConfig, VideoConfig, ViewerConfig)
+from .commands import (CAMERA_PATHS, VIEWER_LAYOUTS, VIEWER_OUTPUTS, XATLAS_MAX_FACES, CompareConfig, FramesConfig,
+                       MeshConfig, PoseConfig, SynthConfig, VideoConfig, ViewerConfig)
 from .export import DepthExportConfig, PointCloudConfig
 from .nerf import (DATA_ROOT, CONDITIONING_MODES, CONTRACTIONS, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, NERF_PYTORCH_ALIASES,
                    NERF_PYTORCH_IGNORED, OPTIMIZERS, PRECOND_MODES, RENDERERS, SCENE_KINDS, DataConfig, FieldConfig, RenderConfig, RunConfig,
@@ -28,7 +28,7 @@ __all__ = [
     "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES", "OPTIMIZERS", "DECAY_SPACES", "DEVICES",
     "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED",
     "VideoConfig", "MeshConfig", "XATLAS_MAX_FACES", "CompareConfig", "SynthConfig", "CAMERA_PATHS",
-    "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "VIEWER_MOVING", "PoseConfig", "FramesConfig",
+    "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "PoseConfig", "FramesConfig",
     "DepthExportConfig", "PointCloudConfig",
     "SHAPE_KINDS", "ShapeDataConfig", "ShapeFieldConfig", "ShapeTrainConfig", "ShapeRunConfig", "ShapeMeshConfig",
     "shape_run_config_from_dict",

@@ -60,7 +60,7 @@ def open_view(ckpts: list[str | Path], cfg: ViewerConfig, data_root: Path = DATA
         elif len(runs) == 1:
             path = Path(splats) if splats is not None else default_splats_file(runs[0].folder)
             if splats is not None or path.is_file():
-                drawn = read_viewer_splats(path, runs[0].scene.scene_to_world)
+                drawn = read_viewer_splats(path, runs[0].scene)
             else:
                 note = bake_hint(runs[0].ckpt_path, runs[0].folder)
         viewer.attach(runs, metrics, path_dir=runs[0].folder / "camera_paths" if runs else None, splats=drawn,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 import time
 
+from ..config.commands import VIEWER_MOVING
 from .splats import ViewerSplats, scaled_for_viser, splat_view
 
 __all__ = ["SplatLayer", "SHOW_MODES"]
@@ -114,7 +115,7 @@ class SplatLayer:
                                                                    else ""))
         if not self.viewer.runs:
             return
-        moving = gui.add_dropdown("While moving", ("splats", "draft"), initial_value=self.moving,
+        moving = gui.add_dropdown("While moving", VIEWER_MOVING, initial_value=self.moving,
                                   hint="splats: drawn by the browser; draft: the field's preview frames")
         show = gui.add_dropdown("Show", SHOW_MODES, initial_value=self.show,
                                 hint="field: its exact frame when the camera rests; splats: the splats alone")

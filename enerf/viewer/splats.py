@@ -11,9 +11,10 @@ sent divided by a power of two ``node_scale`` (their median size then about 1) a
 node scales them back (exact in floating point).
 
 Frames: the viewer draws a run in its scene frame (``scene.py``). A splat file in the capture's
-frame (``world``, what ``enerf export splats`` writes by default; a file that does not say is
-taken as ``world``) is brought there by the inverse of ``Scene.scene_to_world``; a ``scene``
-file is already there. Without a run the splats are shown in their own frame.
+frame (``world``, what ``enerf export splats`` writes by default; a file that names no frame, as
+other tools write them, is taken as ``world``) is brought there by the inverse of
+``Scene.scene_to_world``; a ``scene`` file is already there. Without a run the splats are shown
+in their own frame.
 """
 
 from __future__ import annotations
@@ -85,25 +86,25 @@ def scaled_for_viser(splats: ViewerSplats) -> tuple[np.ndarray, np.ndarray, floa
     return (splats.centers / np.float32(scale)).astype(np.float32), cov.astype(np.float32), scale
 
 
-def read_viewer_splats(path: str | Path, scene_to_world: np.ndarray | None = None) -> ViewerSplats:
-    """Read a 3DGS PLY (``enerf.splats.ply.read_splats``) for the viewer; with a run's
-    ``scene_to_world`` [4, 4], bring a ``world`` file (or one that does not say) into its scene
-    frame. A missing file is a ConfigError, an unreadable or empty one a DataError (one line)."""
-    from ..splats.ply import read_splats, splats_to_frame  # the PLY reader (imported where used)
-
+def read_viewer_splats(path: str | Path, scene=None) -> ViewerSplats:
+    """Read a 3DGS PLY (``enerf.splats.ply.read_splats``) for the viewer; with a run's ``scene``
+    (``Scene``), bring a ``world`` file (or one that names no frame) into its normalised frame
+    (``enerf.splats.frames.splats_into_scene``). A missing file is a ConfigError, an unreadable
+    or empty one a DataError (one line)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--splats {path}: no such file (write one with enerf export splats --ckpt C --out {path})")
+    from ..splats.frames import splats_into_scene  # the splat file's modules (imported where used)
+    from ..splats.ply import read_splats
+
     splats, frame = read_splats(path)
     if len(splats) == 0:
         raise DataError(f"--splats {path}: the file holds no splats")
-    if scene_to_world is None:
+    if scene is None:
         how = f"{frame} frame" if frame else "its own frame"
-    elif frame == "scene":
-        how = "scene frame"
     else:
-        splats = splats_to_frame(splats, np.linalg.inv(np.asarray(scene_to_world, np.float64)))
-        how = "world -> scene" if frame == "world" else "taken as world -> scene"
+        splats = splats_into_scene(splats, scene, frame, str(path))
+        how = {"scene": "scene frame", "world": "world -> scene"}.get(frame, "taken as world -> scene")
     return viewer_splats(splats, str(path), how)
 
 

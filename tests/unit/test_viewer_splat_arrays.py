@@ -16,7 +16,7 @@ from enerf.errors import ConfigError, DataError
 from enerf.splats.gaussians import SH_C0, Splats
 from enerf.viewer.splats import (bake_hint, default_splats_file, node_scale, read_viewer_splats, scaled_for_viser,
                                  splat_view, viewer_splats)
-from viewer_splat_files import ply_module, write_3dgs_ply
+from viewer_splat_files import splat_modules, write_3dgs_ply
 
 
 def _random_splats(n: int = 50, seed: int = 0, size: float = 0.01) -> dict:
@@ -74,14 +74,14 @@ def test_float16_covariances_keep_small_splats():
 @pytest.mark.parametrize("frame", ["world", None, "scene"])
 def test_a_world_file_comes_into_the_run_scene_frame(tmp_path, monkeypatch, frame):
     p = _random_splats(n=20, seed=3, size=0.05)
-    ply = ply_module(monkeypatch)
+    ply, _ = splat_modules(monkeypatch)
     monkeypatch.setattr(ply, "read_splats", lambda path: (_splats(p), frame))
     path = tmp_path / "s.ply"
     path.write_bytes(b"stand-in")
     rot = Rotation.from_rotvec([0.3, -0.5, 0.9]).as_matrix()
     scene_to_world = np.eye(4)
     scene_to_world[:3, :3], scene_to_world[:3, 3] = 2.5 * rot, [1.0, -2.0, 0.5]
-    out = read_viewer_splats(path, scene_to_world)
+    out = read_viewer_splats(path, types.SimpleNamespace(scene_to_world=scene_to_world))
     if frame == "scene":
         np.testing.assert_allclose(out.centers, p["means"], atol=1e-5)
         assert out.frame == "scene frame"
@@ -96,7 +96,7 @@ def test_a_world_file_comes_into_the_run_scene_frame(tmp_path, monkeypatch, fram
 
 def test_reading_a_3dgs_file(tmp_path, monkeypatch):
     """The layout written with numpy reads back (with enerf's reader, or the tests' plyfile stand-in)."""
-    ply_module(monkeypatch)
+    splat_modules(monkeypatch)
     p = _random_splats(n=30, seed=5)
     path = write_3dgs_ply(tmp_path / "s.ply", **p)
     out = read_viewer_splats(path)
@@ -105,7 +105,7 @@ def test_reading_a_3dgs_file(tmp_path, monkeypatch):
 
 
 def test_missing_and_empty_files(tmp_path, monkeypatch):
-    ply = ply_module(monkeypatch)
+    ply, _ = splat_modules(monkeypatch)
     with pytest.raises(ConfigError, match="no such file"):
         read_viewer_splats(tmp_path / "nope.ply")
     empty = _splats({k: v[:0] for k, v in _random_splats().items()})
