@@ -259,8 +259,8 @@ class Viewer:
                 if not self.splat_layer.ready(browser):
                     continue  # the splats show until the camera rests
                 browser.started, browser.level, browser.done, browser.drafted = version, 0, False, False
-                if self.splat_layer.stands_in():
-                    browser.level, browser.drafted = 99, True  # no drafts: the exact frame at the cap replaces the splats
+                if self.splat_layer.stands_in():  # no drafts: the exact frame at the cap replaces the splats
+                    browser.level, browser.drafted = 99, True
             elif browser.done:
                 if training_step is None or browser.done_step == training_step:
                     continue
