@@ -1,4 +1,5 @@
-"""``enerf view --ckpt PATH [--ckpt PATH2]``: a trained run (or two, side by side) in the browser."""
+"""``enerf view --ckpt PATH [--ckpt PATH2] [--splats F.ply]``: a trained run (or two, side by side), its
+splats, or splats alone, in the browser."""
 
 from __future__ import annotations
 
@@ -28,16 +29,21 @@ def cmd_view(argv: list[str]) -> int:
     from ..viewer.app import open_view
 
     parser = OneLineParser(prog="enerf view", description="Show a checkpoint in the browser, or two of one scene "
-                           "side by side (needs the viewer extra: pip install -e \".[viewer]\").")
-    parser.add_argument("--ckpt", action="append", required=True,
+                           "side by side, or Gaussian splats (needs the viewer extra: pip install -e \".[viewer]\").")
+    parser.add_argument("--ckpt", action="append", default=[],
                         help="a NeRF checkpoint (.pt); give it twice to compare two runs of one scene")
+    parser.add_argument("--splats", default=None,
+                        help="a 3DGS .ply (enerf export splats): alone, the splats only; with one --ckpt, drawn by the "
+                             "browser while the camera moves (default: <run>/splats.ply when it exists)")
     parser.add_argument("--device", choices=DEVICES, default=None,
                         help="auto (CUDA if available), cpu or cuda (default: the run's device setting)")
     parser.add_argument("--datadir", default=None, help=DATADIR_HELP)
     add_viewer_flags(parser)
     args = parser.parse_args(argv)
     cfg = config_from_args(ViewerConfig, args)
-    viewer = open_view(args.ckpt, cfg, DATA_ROOT, args.device, datadir=args.datadir)
+    viewer = open_view(args.ckpt, cfg, DATA_ROOT, args.device, datadir=args.datadir, splats=args.splats)
+    if viewer.splat_layer.note:
+        print(f"enerf view: {viewer.splat_layer.note}", flush=True)
     print(f"enerf view: open {viewer.url} in a browser (Ctrl+C stops the viewer)", flush=True)
     if cfg.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"enerf view: note: listening on {cfg.host}, reachable from other machines", file=sys.stderr)

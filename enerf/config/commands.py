@@ -8,7 +8,7 @@ from ..errors import ConfigError
 from .spec import MAX_GRID, MAX_SEED, check_box, check_config, config_class, option
 
 __all__ = ["CAMERA_PATHS", "CAMERAS_HELP", "check_cameras", "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig",
-           "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "PoseConfig", "FramesConfig"]
+           "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "VIEWER_MOVING", "PoseConfig", "FramesConfig"]
 
 CameraPath = Literal["spiral", "orbit", "test", "train", "interp", "ellipse"]
 MeshNetwork = Literal["fine", "coarse"]
@@ -21,7 +21,8 @@ Launcher = Literal["local", "ray"]
 CAMERA_PATHS = get_args(CameraPath)
 ViewerOutput = Literal["rgb", "depth", "accumulation"]  # enerf.viewer.render.OUTPUTS
 ViewerLayout = Literal["side", "split", "a", "b", "difference"]  # two checkpoints: how they share the view
-VIEWER_OUTPUTS, VIEWER_LAYOUTS = get_args(ViewerOutput), get_args(ViewerLayout)
+ViewerMoving = Literal["splats", "draft"]  # what the browser shows while its camera moves (enerf.viewer.splat_layer)
+VIEWER_OUTPUTS, VIEWER_LAYOUTS, VIEWER_MOVING = get_args(ViewerOutput), get_args(ViewerLayout), get_args(ViewerMoving)
 PoseMatcher = Literal["auto", "sequential", "exhaustive"]  # enerf.ingest.colmap.MATCHERS, plus auto
 PoseLayout = Literal["nerfstudio", "llff", "blender"]  # enerf.ingest.colmap.LAYOUTS
 CameraModel = Literal["SIMPLE_RADIAL", "SIMPLE_PINHOLE", "RADIAL", "PINHOLE", "OPENCV", "OPENCV_FISHEYE"]
@@ -198,6 +199,11 @@ class ViewerConfig:
     draft: float = option(0.25, "fraction of the renderer's samples per ray in the frames shown before the exact one "
                           "(previews, and a first frame at the resolution cap); 1: every frame exact", lo=0.0, hi=1.0,
                           lo_open=True)
+    moving: ViewerMoving = option("splats", "what is shown while the camera moves, when the run has splats (enerf view "
+                                  "--splats, or <run>/splats.ply): splats (drawn by the browser) or draft (the "
+                                  "field's preview frames)")
+    rest_seconds: float = option(0.3, "with splats while moving: how long the camera rests before the field's exact "
+                                 "frame is rendered", lo=0.0)
     render_share: float = option(0.2, "enerf train --viewer: the most of the wall time spent rendering for the "
                                  "viewer (the rest trains)", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
 

@@ -1,4 +1,4 @@
-"""``enerf view``: load one or two checkpoints and serve them in the browser."""
+"""``enerf view``: load one or two checkpoints, and / or a splat file, and serve them in the browser."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from ..errors import ConfigError
 from ..loaded_run import LoadedRun, load_run
 from ..train.evaluate import read_metrics
 from .server import Viewer
+from .splats import bake_hint, default_splats_file, read_viewer_splats
 from .session import import_viser
 
 __all__ = ["open_view", "check_same_scene"]
@@ -29,12 +30,23 @@ def check_same_scene(a: LoadedRun, b: LoadedRun) -> None:
 
 
 def open_view(ckpts: list[str | Path], cfg: ViewerConfig, data_root: Path = DATA_ROOT,
-              device_name: str | None = None, worker: bool = True, datadir: str | Path | None = None) -> Viewer:
-    """Serve ``ckpts`` (one, or two of one scene) at ``cfg.host:cfg.port``; returns the running Viewer
-    (``close()`` it); ``datadir``: the scene folder instead of the recorded one. The port is checked before the checkpoints load; nothing is written but the
-    camera paths the panel saves (into ``<first run>/camera_paths/``)."""
-    if not 1 <= len(ckpts) <= 2:
+              device_name: str | None = None, worker: bool = True, datadir: str | Path | None = None,
+              splats: str | Path | None = None) -> Viewer:
+    """Serve ``ckpts`` (one, or two of one scene) and / or ``splats`` (a 3DGS PLY) at
+    ``cfg.host:cfg.port``; returns the running Viewer (``close()`` it; ``viewer.splat_layer.note``
+    says when a run has no splats); ``datadir``: the scene folder instead of the recorded one.
+
+    Splats: ``splats`` alone are shown in their own frame, nothing rendered on the server; with
+    one run, ``splats`` (else ``<run>/splats.ply`` when it exists) in the run's scene frame,
+    drawn by the browser while the camera moves (``splat_layer.py``); two runs have none. The
+    port is checked before anything loads; nothing is written but the camera paths the panel
+    saves (into ``<first run>/camera_paths/``)."""
+    if not ckpts and splats is None:
+        raise ConfigError("enerf view needs --ckpt (a trained run) or --splats (a 3DGS .ply), or both")
+    if len(ckpts) > 2:
         raise ConfigError(f"enerf view shows one or two checkpoints, got {len(ckpts)} --ckpt")
+    if len(ckpts) == 2 and splats is not None:
+        raise ConfigError("--splats goes with one --ckpt (or none); the two-run view draws no splats")
     import_viser()
     viewer = Viewer(cfg, title="enerf view")
     try:
@@ -42,10 +54,20 @@ def open_view(ckpts: list[str | Path], cfg: ViewerConfig, data_root: Path = DATA
         if len(runs) == 2:
             check_same_scene(*runs)
         metrics = [read_metrics(run.folder / "metrics.json") for run in runs]
-        viewer.attach(runs, metrics, path_dir=runs[0].folder / "camera_paths")
+        drawn, note = None, ""
+        if not runs:
+            drawn = read_viewer_splats(splats)
+        elif len(runs) == 1:
+            path = Path(splats) if splats is not None else default_splats_file(runs[0].folder)
+            if splats is not None or path.is_file():
+                drawn = read_viewer_splats(path, runs[0].scene)
+            else:
+                note = bake_hint(runs[0].ckpt_path, runs[0].folder)
+        viewer.attach(runs, metrics, path_dir=runs[0].folder / "camera_paths" if runs else None, splats=drawn,
+                      splats_note=note)
     except BaseException:
         viewer.close()
         raise
-    if worker:
+    if worker and runs:
         viewer.start_worker()
     return viewer

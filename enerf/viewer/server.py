@@ -14,6 +14,9 @@ renders the browser's camera in small units of work (``work``):
   of ``enerf render``), sent as PNG (``draft`` 1: every frame exact);
 * only each browser's latest camera is rendered: camera messages that arrive while a frame
   renders replace one another (stale requests are dropped, never queued).
+* with splats (``splat_layer.py``: one run, ``--moving splats``) the browser draws them while
+  the camera moves, and once it rests the exact frame at the cap replaces them (no previews or
+  drafts); with "show: splats", or no run, nothing is rendered here.
 
 ``enerf view`` calls ``work`` from a background thread (``start_worker``); ``enerf train
 --viewer`` calls it between training steps (``training.py``), where the networks do not change.
@@ -30,18 +33,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import VIEWER_LAYOUTS, VIEWER_OUTPUTS, ViewerConfig
+from ..config import ViewerConfig
 from ..errors import ConfigError
 from ..loaded_run import LoadedRun
 from .frames import render_frame
 from .render import focal_from_fov
-from .scene import c2w_from_viser, frustum_scale, frustums, initial_view, run_label, run_summary
+from .panel import build_panel
+from .scene import c2w_from_viser, frustum_scale, frustums, initial_view, run_label
 from .editor import PathEditor
 from .session import FrameInfo, Browser, check_port, import_viser
+from .splat_layer import SplatLayer
+from .splats import ViewerSplats
 
 __all__ = ["Viewer"]
-
-_LAYOUT_NAMES = {"side": "side by side", "split": "split slider", "a": "A only", "b": "B only", "difference": "difference"}
 
 
 class Viewer:
@@ -86,6 +90,7 @@ class Viewer:
         self._start_frustum = None
         self._seen_start = False
         self.status = None
+        self.splat_layer = SplatLayer(self)
 
     # ------------------------------------------------------------------ set-up
 
@@ -94,13 +99,22 @@ class Viewer:
         host = self.cfg.host if self.cfg.host not in ("0.0.0.0", "::") else "127.0.0.1"
         return f"http://{host}:{self.server.get_port()}"
 
-    def attach(self, runs: list[LoadedRun], metrics: list[dict], path_dir: Path | None = None) -> None:
+    def attach(self, runs: list[LoadedRun], metrics: list[dict], path_dir: Path | None = None,
+               splats: ViewerSplats | None = None, splats_note: str = "") -> None:
         """Draw ``runs`` (one, or two of the same scene): their cameras, the panel, the first view.
 
-        ``metrics``: each run's metrics.json ({} when none); ``path_dir``: where saved camera paths go."""
+        ``metrics``: each run's metrics.json ({} when none); ``path_dir``: where saved camera paths go;
+        ``splats``: drawn by the browsers (``splat_layer.py``; no runs: the splats alone), in the
+        first run's scene frame; ``splats_note``: the panel's line when there are none."""
         self.runs, self.metrics = list(runs), list(metrics)
         self.labels = [run_label(r, m) for r, m in zip(self.runs, self.metrics)]
         self.path_dir = path_dir
+        self.splat_layer = SplatLayer(self, splats, splats_note)
+        if not self.runs:
+            self.splat_layer.attach_alone()
+            self.server.on_client_connect(self._connect)
+            self.server.on_client_disconnect(self._disconnect)
+            return
         run, server = self.runs[0], self.server
         view = initial_view(run)
         server.scene.set_up_direction(tuple(float(v) for v in view["up"]))
@@ -136,50 +150,7 @@ class Viewer:
         self.n_frustums, self.n_train = len(drawn), sum(f.split == "train" for f in drawn)
 
     def _build_panel(self) -> None:
-        gui = self.server.gui
-        with gui.add_folder("View"):
-            self.status = gui.add_markdown("waiting for a browser")
-            out = gui.add_dropdown("Output", VIEWER_OUTPUTS, initial_value=self.output)
-            cap = gui.add_slider("Max width (px)", min=32, max=max(2048, self.cfg.max_width), step=16,
-                                 initial_value=self.cfg.max_width)
-            show = gui.add_checkbox("Show cameras", initial_value=True)
-
-            @out.on_update
-            def _(_event) -> None:
-                self.output = out.value
-                self._changed()
-
-            @cap.on_update
-            def _(_event) -> None:
-                self.max_width = int(cap.value)
-                self._changed()
-
-            @show.on_update
-            def _(_event) -> None:
-                self.cameras_root.visible = bool(show.value)
-
-            self.gui_output, self.gui_cap, self.gui_cameras = out, cap, show
-            if len(self.runs) == 2:
-                names = [_LAYOUT_NAMES[k] for k in VIEWER_LAYOUTS]
-                lay = gui.add_dropdown("Layout", names, initial_value=_LAYOUT_NAMES[self.layout])
-                cut = gui.add_slider("Split", min=0.0, max=1.0, step=0.01, initial_value=self.split)
-
-                @lay.on_update
-                def _(_event) -> None:
-                    self.layout = VIEWER_LAYOUTS[names.index(lay.value)]
-                    self._changed()
-
-                @cut.on_update
-                def _(_event) -> None:
-                    self.split = float(cut.value)
-                    if self.layout == "split":
-                        self._changed()
-
-                self.gui_layout, self.gui_split = lay, cut
-        self.run_panels = []
-        for k, (run, metrics) in enumerate(zip(self.runs, self.metrics)):
-            with gui.add_folder("Run" if len(self.runs) == 1 else f"Run {'AB'[k]}", expand_by_default=k == 0):
-                self.run_panels.append(gui.add_markdown(run_summary(run, metrics)))
+        build_panel(self)
         self.editor = PathEditor(self, frustum_scale(self.runs[0]))
 
     # ------------------------------------------------------------------ keyframes
@@ -196,8 +167,10 @@ class Viewer:
     # ------------------------------------------------------------------ browsers
 
     def _connect(self, client) -> None:
+        browser = Browser(client)
+        self.splat_layer.connect(browser)
         with self._lock:
-            self._browsers[client.client_id] = Browser(client)
+            self._browsers[client.client_id] = browser
             self.browsers_seen += 1
 
         @client.camera.on_update
@@ -212,6 +185,8 @@ class Viewer:
                 browser = self._browsers.get(client.client_id)
                 if browser is not None:
                     browser.version += 1
+            if browser is not None:
+                self.splat_layer.moved(browser)
             self._wake.set()
 
         self._wake.set()
@@ -275,11 +250,17 @@ class Viewer:
 
         ``training_step``: the live run's step; a browser whose finest frame shows an older step gets a
         new finest frame (no preview: the camera did not move)."""
+        if self.splat_layer.only:
+            return 0.0  # the browsers draw the splats alone
         for browser in sorted(self.browsers().values(), key=lambda b: b.sent_at):
             camera = browser.client.camera
             version = browser.version
             if version != browser.started:
+                if not self.splat_layer.ready(browser):
+                    continue  # the splats show until the camera rests
                 browser.started, browser.level, browser.done, browser.drafted = version, 0, False, False
+                if self.splat_layer.stands_in():  # no drafts: the exact frame at the cap replaces the splats
+                    browser.level, browser.drafted = 99, True
             elif browser.done:
                 if training_step is None or browser.done_step == training_step:
                     continue
@@ -293,6 +274,8 @@ class Viewer:
                 if browser.client.client_id not in self.browsers():
                     continue  # the browser went away mid-frame
                 raise
+            if info is None:
+                return seconds  # dropped: the camera moved on while it rendered (the splats show the new one)
             info.seconds = seconds
             if info.step is not None and training_step is not None:
                 info.step = training_step
@@ -307,7 +290,7 @@ class Viewer:
             return seconds
         return 0.0
 
-    def _render_for(self, browser: Browser, camera, version: int) -> FrameInfo:
+    def _render_for(self, browser: Browser, camera, version: int) -> FrameInfo | None:
         wxyz, position, fov = camera.wxyz, camera.position, float(camera.fov)
         canvas_w, canvas_h = max(int(camera.image_width), 1), max(int(camera.image_height), 1)
         aspect = canvas_w / canvas_h
@@ -330,9 +313,13 @@ class Viewer:
             browser.drafted = True  # the next level is the exact frame at the same width
         image = (np.clip(frame, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
         if final:
-            browser.client.scene.set_background_image(image, format="png")
+            sent = self.splat_layer.send(browser, version,
+                                         lambda: browser.client.scene.set_background_image(image, format="png"))
         else:
-            browser.client.scene.set_background_image(image, format="jpeg", jpeg_quality=self.cfg.jpeg_quality)
+            sent = self.splat_layer.send(browser, version, lambda: browser.client.scene.set_background_image(
+                image, format="jpeg", jpeg_quality=self.cfg.jpeg_quality))
+        if not sent:
+            return None
         info = FrameInfo(version, browser.level, width, height, focal, c2w, final, draft, 0.0, self.runs[0].step)
         if self.status is not None:
             self.status.content = (f"{'exact' if final else 'draft'} frame {width}x{height} "

@@ -76,3 +76,6 @@ class Browser:
     sent_at: float = 0.0  # time.perf_counter() of the last frame sent
     last: FrameInfo | None = None
     frames: int = 0  # frames sent
+    moved_at: float = 0.0  # time.perf_counter() of the camera's last move
+    splats: object = None  # its splat node (viser GaussianSplatHandle; splat_layer.py), None: no splats
+    showing_splats: bool = False  # the splats show (no field frame)
