@@ -60,8 +60,8 @@ class SplatConfig:
     init_min_acc: float = option(0.5, "a pixel starts a Gaussian when its accumulated opacity is at least this",
                                  lo=0.0, hi=1.0, lo_open=True)
     init_opacity: float = option(0.5, "the starting Gaussians' opacity", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    init_scale: float = option(1.0, "a starting Gaussian's width relative to the mean distance to its 3 nearest "
-                               "neighbours", lo=0.0, lo_open=True)
+    init_scale: float = option(1.0, "a starting Gaussian's standard deviation relative to half its surface cell "
+                               "(one rendered pixel's footprint)", lo=0.0, lo_open=True)
     init_flatness: float = option(0.2, "a starting Gaussian's thickness along its surface normal, relative to its "
                                   "width", lo=0.0, hi=1.0, lo_open=True)
     fit_rows: int = option(64, "image rows rendered per fitting step (the pure-torch rasterizer; gsplat renders "

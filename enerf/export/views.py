@@ -165,13 +165,15 @@ def _surface(scene: Scene, rays, t: Tensor, cams: Cameras) -> np.ndarray:
 
 @torch.no_grad()
 def render_views(run: LoadedRun, cams: Cameras, normals: bool = True, chunk: int = 0, progress: bool = True,
-                 desc: str = "render") -> Iterator[ViewDepth]:
+                 desc: str = "render", depth: str = "mean") -> Iterator[ViewDepth]:
     """Render every camera of ``cams`` with the run's renderer (``render_rays_image``, the path of
     evaluation and videos), one ``ViewDepth`` at a time; a bar over all their rays with the time left.
 
     Args:
         normals: compute the normals (``depth_normals``).
         chunk: rays per forward pass (0: the checkpoint's).
+        depth: ``mean`` (the module docstring's expected termination) or ``median`` (where the ray's
+            cumulative weight reaches half its opacity: fog in front of a surface does not pull it).
     """
     scene = run.scene
     chunk = chunk or run.cfg.render.chunk
@@ -183,7 +185,7 @@ def render_views(run: LoadedRun, cams: Cameras, normals: bool = True, chunk: int
                                     aabb=scene.aabb, bar=bar)
             acc = out["acc"].float()
             hit = (acc >= MIN_ACC).numpy()
-            t = out["depth"].float() / acc.clamp_min(MIN_ACC)
+            t = out["depth_median"].float() if depth == "median" else out["depth"].float() / acc.clamp_min(MIN_ACC)
             points = _surface(scene, rays, t.to(rays.origins.device), cams)
             hit &= np.isfinite(points).all(-1)
             points = np.where(hit[..., None], points, 0.0)

@@ -48,14 +48,18 @@ def composite(
         white_bkgd: composite onto a white background.
 
     Returns:
-        dict with rgb [n_rays, 3], depth [n_rays], acc [n_rays], weights [n_rays, n_samples].
+        dict with rgb [n_rays, 3], depth [n_rays], acc [n_rays], weights [n_rays, n_samples], depth_median
+        [n_rays] (the first sample where the cumulative weight reaches half of acc: a ray's surface that
+        fog in front of it or weight left at the far end does not pull away, as it pulls the mean).
     """
     weights = dense_weights(sigma, t, directions)
     acc = weights.sum(dim=-1)
     color = (weights[..., None] * rgb).sum(dim=-2)
     if white_bkgd:
         color = color + (1.0 - acc[..., None])
-    return {"rgb": color, "depth": (weights * t).sum(dim=-1), "acc": acc, "weights": weights}
+    below = (torch.cumsum(weights, -1) < 0.5 * acc[:, None]).sum(-1).clamp_max(t.shape[-1] - 1)
+    median = t.gather(-1, below[:, None])[:, 0]
+    return {"rgb": color, "depth": (weights * t).sum(dim=-1), "acc": acc, "weights": weights, "depth_median": median}
 
 
 def dense_weights(sigma: Tensor, t: Tensor, directions: Tensor) -> Tensor:
@@ -162,8 +166,8 @@ def composite_packed(
         dir_norm: Tensor  # [n_rays] |directions|
 
     Returns:
-        dict with rgb [n_rays, 3], depth [n_rays] (sum of w_i * t_mid_i), acc [n_rays],
-        and per sample weights, trans, alphas [n_samples].
+        dict with rgb [n_rays, 3], depth [n_rays] (sum of w_i * t_mid_i), acc [n_rays], depth_median
+        [n_rays] (``composite``'s; 0 for a ray without samples), and per sample weights, trans, alphas [n_samples].
     """
     trans, alphas = packed_transmittance(t_starts, t_ends, sigma, ray_indices, n_rays, dir_norm)
     weights = trans * alphas
@@ -173,7 +177,12 @@ def composite_packed(
     depth = weights.new_zeros(n_rays).index_add_(0, ray_indices, weights * t_mid)
     if white_bkgd:
         color = color + (1.0 - acc[:, None])
-    return {"rgb": color, "depth": depth, "acc": acc, "weights": weights, "trans": trans, "alphas": alphas}
+    before = exclusive_segment_sum(weights, ray_indices, n_rays)  # weight of the ray's earlier samples
+    half = 0.5 * acc[ray_indices]
+    crossing = (before < half) & (before + weights >= half)
+    median = weights.new_zeros(n_rays).index_put_((ray_indices[crossing],), t_mid[crossing])
+    return {"rgb": color, "depth": depth, "acc": acc, "weights": weights, "trans": trans, "alphas": alphas,
+            "depth_median": median}
 
 
 def composite_samples(samples: Samples, rgb: Tensor, sigma: Tensor, rays: Rays, white_bkgd: bool = False) -> dict[str, Tensor]:

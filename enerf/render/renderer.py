@@ -144,7 +144,7 @@ class Renderer:
         n_samples += samples.count
         if train:
             extras["loss_terms"] = self.estimator.loss_terms(out["weights"])
-        return {**{key: out[key] for key in _COARSE}, **extras, "n_samples": n_samples,
+        return {**{key: out[key] for key in _COARSE}, "depth_median": out["depth_median"], **extras, "n_samples": n_samples,
                 "n_queries": n_queries + n_samples, "n_colour_skipped": skipped + skipped_here}
 
     @torch.no_grad()

@@ -39,7 +39,7 @@ from .gaussians import Splats, rgb_to_sh0
 from .rasterize import SplatCamera, gsplat_available, rasterize
 from .source import run_background
 
-__all__ = ["BakeReport", "field_candidates", "splats_from_candidates", "init_splats", "fit_splats", "bake", "scene_cameras"]
+__all__ = ["BakeReport", "field_candidates", "merge_candidates", "splats_from_candidates", "init_splats", "fit_splats", "bake", "scene_cameras"]
 
 # 3DGS's learning rates (train.py / arguments), the centres' relative to the cameras' extent
 LR = {"means": 1.6e-4, "log_scales": 5e-3, "quats": 1e-3, "opacity_logits": 5e-2, "sh0": 2.5e-3, "sh_rest": 2.5e-3 / 20}
@@ -87,7 +87,8 @@ def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True) ->
 
     cams = select_cameras(run.scene, "train", 1, cfg.init_downscale)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint")}
-    for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field"):
+    for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field",
+                             depth="median"):
         keep = view.hit & (view.acc >= cfg.init_min_acc)
         parts["points"].append(view.points[keep].astype(np.float32))
         parts["rgb"].append(view.rgb[keep])
@@ -100,26 +101,54 @@ def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True) ->
     return data
 
 
-def splats_from_candidates(data: dict[str, np.ndarray], cfg: SplatConfig) -> Splats:
-    """Step 1's Gaussians from ``field_candidates``: a random subset of ``cfg.count``, each a disc facing its
-    normal whose width is the mean distance to its 3 nearest kept neighbours (as 3DGS starts from a
-    point cloud), at least the pixel footprint; the rendered colour as band 0."""
-    from scipy.spatial import cKDTree
+def merge_candidates(data: dict[str, np.ndarray], downscale: int) -> dict[str, np.ndarray]:
+    """One candidate per surface cell: the training views see the same surface many times over, so
+    candidates are pooled in cubic cells as wide as one rendered pixel's footprint there (rounded to a
+    power of two, so that neighbours of similar depth share a grid) and each cell's are averaged.
 
-    n = len(data["points"])
+    Returns:
+        dict: points, rgb, normals [m, 3] float32 (normals renormalised, 0 where none), size [m] (the cell's edge)
+    """
+    level = np.round(np.log2(np.maximum(data["footprint"] * downscale, 1e-9))).astype(np.int64)
+    size = np.exp2(level.astype(np.float64))
+    cell = np.floor(data["points"] / size[:, None]).astype(np.int64)
+    _, group, counts = np.unique(np.concatenate([level[:, None], cell], 1), axis=0, return_inverse=True,
+                                 return_counts=True)
+    group = group.reshape(-1)
+
+    def mean(values: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(counts), values.shape[1]), np.float64)
+        np.add.at(out, group, values)
+        return out / counts[:, None]
+
+    normals = mean(data["normals"])
+    norm = np.linalg.norm(normals, axis=-1, keepdims=True)
+    normals = np.where(norm > 0.5, normals / np.maximum(norm, 1e-12), 0.0)
+    cell_size = np.zeros(len(counts))
+    cell_size[group] = size
+    return {"points": mean(data["points"]).astype(np.float32), "rgb": mean(data["rgb"]).astype(np.float32),
+            "normals": normals.astype(np.float32), "size": cell_size.astype(np.float32)}
+
+
+def splats_from_candidates(data: dict[str, np.ndarray], cfg: SplatConfig) -> Splats:
+    """Step 1's Gaussians from ``field_candidates``: the candidates merged per surface cell
+    (``merge_candidates``), a random subset of ``cfg.count`` of the cells when there are more (each then
+    widened by sqrt(cells / count), so that they still cover the surface), each a disc facing its normal
+    (a ball where it has none) with a standard deviation of half its cell (``init_scale`` x), the
+    rendered colour as band 0."""
+    cells = merge_candidates(data, cfg.init_downscale)
+    n = len(cells["points"])
     rng = np.random.default_rng(cfg.seed)
     keep = np.sort(rng.choice(n, cfg.count, replace=False)) if n > cfg.count else np.arange(n)
-    points = data["points"][keep]
-    dist, _ = cKDTree(points).query(points, k=4)
-    sigma = np.maximum(dist[:, 1:].mean(1), data["footprint"][keep]) * cfg.init_scale
-    has_normal = np.linalg.norm(data["normals"][keep], axis=-1) > 0.5
+    sigma = 0.5 * cfg.init_scale * cells["size"][keep] * math.sqrt(max(1.0, n / cfg.count))
+    has_normal = np.linalg.norm(cells["normals"][keep], axis=-1) > 0.5
     thickness = np.where(has_normal, sigma * cfg.init_flatness, sigma)
     log_scales = np.log(np.maximum(np.stack([sigma, sigma, thickness], -1), 1e-7)).astype(np.float32)
     sh = np.zeros((len(keep), (cfg.sh_degree + 1) ** 2, 3), np.float32)
-    sh[:, 0] = rgb_to_sh0(torch.as_tensor(data["rgb"][keep])).numpy()
+    sh[:, 0] = rgb_to_sh0(torch.as_tensor(cells["rgb"][keep])).numpy()
     logit = math.log(cfg.init_opacity / (1.0 - cfg.init_opacity))
-    return Splats(means=torch.as_tensor(points), log_scales=torch.as_tensor(log_scales),
-                  quats=torch.as_tensor(_disc_quats(data["normals"][keep])),
+    return Splats(means=torch.as_tensor(cells["points"][keep]), log_scales=torch.as_tensor(log_scales),
+                  quats=torch.as_tensor(_disc_quats(cells["normals"][keep])),
                   opacity_logits=torch.full((len(keep),), logit), sh=torch.as_tensor(sh))
 
 
@@ -179,7 +208,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
             opt.param_groups[0]["lr"] = extent * math.exp((1 - frac) * math.log(LR["means"]) + frac * math.log(LR_MEANS_FINAL))
             bar.update(int(time.perf_counter() - tic) - bar.n)
             if steps % 20 == 0:
-                bar.set_postfix_str(f"step {steps}, L1 {float(loss):.4f}", refresh=False)
+                bar.set_postfix_str(f"step {steps}, L1 {float(loss.detach()):.4f}", refresh=False)
     with torch.no_grad():
         fitted = Splats(means=params["means"], log_scales=params["log_scales"], quats=params["quats"],
                         opacity_logits=params["opacity_logits"], sh=torch.cat([sh0, rest], 1)).map(
