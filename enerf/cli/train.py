@@ -92,14 +92,19 @@ def scene_layout(args, data_root: Path) -> str:
         return "llff"
 
 
+# What the start line says of a Blender-layout folder of photos without alpha, read as a capture.
+PHOTOS_NOTE = "transforms_train.json of photos without alpha, read as a capture (--dataset_type blender if not); "
+
+
 def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
     """(forward | walkaround, what the start line says about it): ``--scene_kind`` when given, else
     what the scene's cameras show (``enerf.cameras.scene_kind``); the layout's own rays (LLFF: forward,
     transforms.json: walk-around) when its cameras cannot be read, so that loading it reports the
-    problem in its own words."""
+    problem in its own words. A Blender-layout folder of photos (``scene_layout``: nerfstudio) is
+    decided by its cameras like a capture, and the line says so (``PHOTOS_NOTE``)."""
     from ..data.resolve import resolve_scene_dir
     from ..cameras.scene_kind import classify_cameras
-    from ..data.loaders import scene_cameras
+    from ..data.loaders import blender_style_capture, scene_cameras
 
     chosen = getattr(args, "data.scene_kind", None) or SCENE_KIND_DEFAULT
     if layout == "blender":
@@ -109,14 +114,16 @@ def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
         return chosen, f"{name} (--scene_kind {chosen})"
     scene = getattr(args, "data.scene", None) or DataConfig().scene
     try:
-        cameras = scene_cameras(resolve_scene_dir(scene, getattr(args, "data.datadir", None) or "", data_root), layout)
+        folder = resolve_scene_dir(scene, getattr(args, "data.datadir", None) or "", data_root)
+        cameras = scene_cameras(folder, layout)
+        photos = PHOTOS_NOTE if layout == "nerfstudio" and blender_style_capture(folder) else ""
     except (EnerfError, OSError):
-        cameras = None
+        cameras, photos = None, ""
     if cameras is None or len(cameras) < 2:
-        return ("forward" if layout == "llff" else "walkaround"), ""
+        return ("forward" if layout == "llff" else "walkaround"), photos.rstrip("; ")
     found = classify_cameras(cameras)
     other = "walkaround" if found.kind == "forward" else "forward"
-    return found.kind, f"{found.describe()}, --scene_kind {other} if not"
+    return found.kind, f"{photos}{found.describe()}, --scene_kind {other} if not"
 
 
 def train_preset(args, data_root: Path = DATA_ROOT) -> tuple[Preset | None, bool]:
