@@ -22,10 +22,11 @@ import configargparse
 from ..config import DATA_ROOT, NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, DataConfig, RunConfig
 from ..config.presets import PRESET_CHOICES, SCENE_KIND_DEFAULT, Preset, preset_for, preset_line, preset_name
 from ..errors import ConfigError, EnerfError
+from ..train.estimate import duration_text
 from .common import OneLineParser, add_config_flags, config_from_args, given_values, parse_bool
 from .view import add_viewer_flags
 
-__all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "cmd_train",
+__all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "preview_line", "cmd_train",
            "train_preset", "read_config_file", "scene_layout", "scene_kind"]
 
 
@@ -159,6 +160,17 @@ def print_metrics(metrics: dict, where: Path) -> None:
         print(f"warning: {warning}")
 
 
+def preview_line(info: dict, train_seconds: float) -> str:
+    """The line after the preview video: what was written, cut or left out (``render_preview``'s dict)."""
+    if "skipped" in info:
+        return f"preview video: skipped, {info['skipped']}"
+    frames = f"{info['frames']} frames"
+    if "capped" in info:
+        frames = f"{info['frames']} of its {info['capped']} frames (the run trained {duration_text(train_seconds)})"
+    return (f"preview video: {frames} of {info['width']}x{info['height']} ({info['path']} path) -> {info['rgb']}, "
+            f"{info['depth']}")
+
+
 def cmd_train(argv: list[str]) -> int:
     from ..train.distributed import is_writer
     from ..train.nerf import train_nerf
@@ -198,8 +210,9 @@ def cmd_train(argv: list[str]) -> int:
         if cfg.train.video != "none":
             from ..export.video import render_preview
 
+            rate = metrics.get("eval_rays_per_second")
+            cap = (metrics["train_seconds"], rate) if cfg.train.cap_outputs and rate else None
             info = render_preview(metrics["checkpoint"], cfg.train.video, DATA_ROOT, cfg.train.device,
-                                  progress=not args.quiet)
-            print(f"preview video: {info['frames']} frames of {info['width']}x{info['height']} ({info['path']} path) "
-                  f"-> {info['rgb']}, {info['depth']}")
+                                  progress=not args.quiet, cap=cap)
+            print(preview_line(info, metrics["train_seconds"]))
     return 0

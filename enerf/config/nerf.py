@@ -279,6 +279,10 @@ class TrainConfig(Cadence, Regularization):
     eval_stride: int = option(1, "evaluations render and score every this-many-th row and column of each held-out "
                               "view (PSNR over that regular subset of the pixels; for slow networks on a CPU)", lo=1)
     compute_lpips: bool = option(True, "skip LPIPS", flag="no_lpips", flag_type=bool, from_flag=operator.not_)
+    cap_outputs: bool = option(True, "a run that trained for less time than its final evaluation and preview video "
+                               "would take (and over 30 s each) scores every s-th row and column of the held-out views "
+                               "and renders fewer preview frames, or none, so that each costs about the training time, "
+                               "and says so (enerf eval and enerf render make the full ones); 0: always full")
 
     def __post_init__(self) -> None:
         check_config(self)
