@@ -28,7 +28,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import time
 
 import numpy as np
@@ -40,9 +39,7 @@ from enerf.fields.build import build_fields
 from enerf.render.build import build_renderer
 from enerf.render.images import render_rays_image
 
-
-def _load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
+from benchmarks.harness import load_average, machine
 
 
 def _look_at_origin(eye: np.ndarray) -> torch.Tensor:
@@ -111,7 +108,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="also print torch's profiler table of one render")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    load_before = _load_average()
+    load_before = load_average()
     fields, renderer, cfg, rays = model_and_rays(args)
     device = torch.device("cpu")
     if renderer is None:
@@ -141,20 +138,22 @@ def main() -> None:
     if args.against:
         record["against"] = {"file": args.against, **_compare(rgb, np.load(args.against))}
     if args.proposal_samples and cfg.render.renderer == "proposal":
-        fewer = dataclasses.replace(cfg.render, proposal_samples=(args.proposal_samples,) * len(cfg.render.proposal_samples))
+        counts = (args.proposal_samples,) * len(cfg.render.proposal_samples)
+        fewer = dataclasses.replace(cfg.render, proposal_samples=counts)
         fewer_renderer = build_renderer(fewer, device)
         timed = [_timed(lambda: render(fewer, fewer_renderer)) for _ in range(args.repeats)]
         fast = timed[-1][2]["rgb"].numpy().astype(np.float32)
         record["fewer_proposal_samples"] = {"proposal_samples": args.proposal_samples,
-                                            "cpu_seconds_min": round(min(t[1] for t in timed), 3), **_compare(fast, rgb)}
+                                            "cpu_seconds_min": round(min(t[1] for t in timed), 3),
+                                            **_compare(fast, rgb)}
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             render()
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
-    record.update({"threads": torch.get_num_threads(), "torch": torch.__version__, "load_before": load_before,
-                   "load_after": _load_average()})
+    record.update({"threads": torch.get_num_threads(), "machine": machine(), "load_before": load_before,
+                   "load_after": load_average()})
     print(json.dumps(record, indent=1))
 
 

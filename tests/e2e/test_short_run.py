@@ -10,7 +10,6 @@ from pathlib import Path
 
 import imageio.v2 as iio2
 import imageio.v3 as iio
-import numpy as np
 import pytest
 
 from enerf.cli import main
@@ -20,8 +19,8 @@ from enerf.synthetic.scene import make_synthetic_scene
 from enerf.train import nerf as nerf_train
 from enerf.train.short_run import FLOOR_SECONDS, MIN_PREVIEW_FRAMES, capped_frames, capped_stride
 
-TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
-        "--multires", "3", "--multires_views", "1", "--N_samples", "8", "--N_importance", "0", "--N_rand", "64",
+TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16",
+        "--view_width", "8", "--multires", "3", "--multires_views", "1", "--N_samples", "8", "--N_importance", "0", "--N_rand", "64",
         "--kappa_every", "0", "--no_lpips", "--quiet"]
 
 
