@@ -22,10 +22,11 @@ import configargparse
 from ..config import DATA_ROOT, NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, DataConfig, RunConfig
 from ..config.presets import PRESET_CHOICES, SCENE_KIND_DEFAULT, Preset, preset_for, preset_line, preset_name
 from ..errors import ConfigError, EnerfError
+from ..train.estimate import duration_text
 from .common import OneLineParser, add_config_flags, config_from_args, given_values, parse_bool
 from .view import add_viewer_flags
 
-__all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "cmd_train",
+__all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "preview_line", "cmd_train",
            "train_preset", "read_config_file", "scene_layout", "scene_kind"]
 
 
@@ -94,14 +95,19 @@ def scene_layout(args, data_root: Path) -> str:
         return "llff"
 
 
+# What the start line says of a Blender-layout folder of photos without alpha, read as a capture.
+PHOTOS_NOTE = "transforms_train.json of photos without alpha, read as a capture (--dataset_type blender if not); "
+
+
 def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
     """(forward | walkaround, what the start line says about it): ``--scene_kind`` when given, else
     what the scene's cameras show (``enerf.cameras.scene_kind``); the layout's own rays (LLFF: forward,
     transforms.json: walk-around) when its cameras cannot be read, so that loading it reports the
-    problem in its own words."""
+    problem in its own words. A Blender-layout folder of photos (``scene_layout``: nerfstudio) is
+    decided by its cameras like a capture, and the line says so (``PHOTOS_NOTE``)."""
     from ..data.resolve import resolve_scene_dir
     from ..cameras.scene_kind import classify_cameras
-    from ..data.loaders import scene_cameras
+    from ..data.loaders import blender_style_capture, scene_cameras
 
     chosen = getattr(args, "data.scene_kind", None) or SCENE_KIND_DEFAULT
     if layout == "blender":
@@ -111,14 +117,16 @@ def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
         return chosen, f"{name} (--scene_kind {chosen})"
     scene = getattr(args, "data.scene", None) or DataConfig().scene
     try:
-        cameras = scene_cameras(resolve_scene_dir(scene, getattr(args, "data.datadir", None) or "", data_root), layout)
+        folder = resolve_scene_dir(scene, getattr(args, "data.datadir", None) or "", data_root)
+        cameras = scene_cameras(folder, layout)
+        photos = PHOTOS_NOTE if layout == "nerfstudio" and blender_style_capture(folder) else ""
     except (EnerfError, OSError):
-        cameras = None
+        cameras, photos = None, ""
     if cameras is None or len(cameras) < 2:
-        return ("forward" if layout == "llff" else "walkaround"), ""
+        return ("forward" if layout == "llff" else "walkaround"), photos.rstrip("; ")
     found = classify_cameras(cameras)
     other = "walkaround" if found.kind == "forward" else "forward"
-    return found.kind, f"{found.describe()}, --scene_kind {other} if not"
+    return found.kind, f"{photos}{found.describe()}, --scene_kind {other} if not"
 
 
 def train_preset(args, data_root: Path = DATA_ROOT) -> tuple[Preset | None, str, str]:
@@ -150,6 +158,17 @@ def print_metrics(metrics: dict, where: Path) -> None:
         print(f"LPIPS unavailable: {metrics['lpips_error']}")
     for warning in metrics.get("warnings") or []:
         print(f"warning: {warning}")
+
+
+def preview_line(info: dict, train_seconds: float) -> str:
+    """The line after the preview video: what was written, cut or left out (``render_preview``'s dict)."""
+    if "skipped" in info:
+        return f"preview video: skipped, {info['skipped']}"
+    frames = f"{info['frames']} frames"
+    if "capped" in info:
+        frames = f"{info['frames']} of its {info['capped']} frames (the run trained {duration_text(train_seconds)})"
+    return (f"preview video: {frames} of {info['width']}x{info['height']} ({info['path']} path) -> {info['rgb']}, "
+            f"{info['depth']}")
 
 
 def cmd_train(argv: list[str]) -> int:
@@ -191,8 +210,9 @@ def cmd_train(argv: list[str]) -> int:
         if cfg.train.video != "none":
             from ..export.video import render_preview
 
+            rate = metrics.get("eval_rays_per_second")
+            cap = (metrics["train_seconds"], rate) if cfg.train.cap_outputs and rate else None
             info = render_preview(metrics["checkpoint"], cfg.train.video, DATA_ROOT, cfg.train.device,
-                                  progress=not args.quiet)
-            print(f"preview video: {info['frames']} frames of {info['width']}x{info['height']} ({info['path']} path) "
-                  f"-> {info['rgb']}, {info['depth']}")
+                                  progress=not args.quiet, cap=cap)
+            print(preview_line(info, metrics["train_seconds"]))
     return 0

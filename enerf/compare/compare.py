@@ -134,18 +134,20 @@ def _side_by_side_row(scene: str, modes: list[str], seed: int, runs: list[GridCe
         raise ConfigError(f"{grid[(scene, modes[0], seed)].metrics_path}: no per_image entries to show")
     view = int(first["per_image"][0]["view"])
     run_cfg = run_config_from_dict(json.loads((grid[(scene, modes[0], seed)].config_run_folder / "config.json").read_text()))
-    # the pixels the runs scored: every eval_stride-th row and column
-    gt = load_scene(run_cfg.data, data_root, run_cfg.render.white_bkgd).image(view, run_cfg.train.eval_stride)
+    # the pixels the runs scored: every eval_stride-th row and column (metrics.json's: a short run's may be larger)
+    stride = int(first.get("eval_stride") or run_cfg.train.eval_stride)
+    gt = load_scene(run_cfg.data, data_root, run_cfg.render.white_bkgd).image(view, stride)
     preds = {}
     for mode in modes:
         run = grid[(scene, mode, seed)]
         psnr = next(p["psnr"] for p in metrics[(scene, mode, seed)]["per_image"] if int(p["view"]) == view)
-        preds[mode] = (_rendering(run, view, data_root), float(psnr))
+        preds[mode] = (_rendering(run, view, data_root, stride), float(psnr))
     return {"scene": scene_label(scene), "view": view, "gt": gt, "preds": preds}
 
 
-def _rendering(run: GridCell, view: int, data_root: Path) -> np.ndarray:
-    """The run's saved held-out rendering, or a fresh one from its checkpoint."""
+def _rendering(run: GridCell, view: int, data_root: Path, stride: int) -> np.ndarray:
+    """The run's saved held-out rendering, or a fresh one from its checkpoint (every ``stride``-th row
+    and column)."""
     png = run.config_run_folder / "test_views" / f"view_{view:03d}.png"
     if png.is_file():
         return np.asarray(iio.imread(png), dtype=np.float32)[..., :3] / 255.0
@@ -153,5 +155,4 @@ def _rendering(run: GridCell, view: int, data_root: Path) -> np.ndarray:
     from ..loaded_run import load_run
 
     trained = load_run(run.config_run_folder / "checkpoints" / "latest.pt", data_root, task="nerf")
-    return render_scene_view(trained.scene, view, trained.fields, trained.cfg.render, trained.device,
-                       stride=trained.cfg.train.eval_stride)
+    return render_scene_view(trained.scene, view, trained.fields, trained.cfg.render, trained.device, stride=stride)

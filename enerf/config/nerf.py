@@ -59,13 +59,15 @@ class DataConfig:
     scene: str = option("demo", "scene name: 'demo' (embedded, made on first use) or a folder under "
                         "data/nerf_llff_data/ or data/nerf_synthetic/ (e.g. fern, lego)")
     datadir: str = option("", "scene folder in LLFF, Blender or nerfstudio layout (overrides --scene)")
-    dataset_type: DatasetType = option("auto", "auto (blender if the folder has transforms_*.json, nerfstudio if "
-                                       "transforms.json, llff if poses_bounds.npy), llff, blender or nerfstudio")
+    dataset_type: DatasetType = option("auto", "auto (blender if the folder has transforms_*.json of frames with "
+                                       "transparent pixels, as the NeRF synthetic scenes; nerfstudio, a capture, if "
+                                       "transforms.json or transforms_*.json of photos without alpha; llff if "
+                                       "poses_bounds.npy), llff, blender or nerfstudio")
     factor: int = option(0, "image downscale factor (LLFF / nerfstudio: uses images_<f>/ if present, else resizes in "
                          "process; 0: 8 for LLFF, 1 for Blender, for nerfstudio the smallest factor that brings the "
                          "photos' long side to 512 px or less)", lo=0)
     half_res: bool = option(False, "Blender: halve the stored images")
-    testskip: int = option(1, "Blender: keep every N-th test frame", lo=1)
+    testskip: int = option(1, "Blender (and transforms_test.json of photos): keep every N-th test frame", lo=1)
     llffhold: int = option(8, "hold out every N-th image for testing (0: none; Blender: when there is no "
                            "transforms_test.json)", lo=0)
     scene_kind: SceneKind = option("auto", "what the cameras show: forward (forward-facing; NDC rays, as "
@@ -278,6 +280,10 @@ class TrainConfig(Cadence, Regularization):
     eval_stride: int = option(1, "evaluations render and score every this-many-th row and column of each held-out "
                               "view (PSNR over that regular subset of the pixels; for slow networks on a CPU)", lo=1)
     compute_lpips: bool = option(True, "skip LPIPS", flag="no_lpips", flag_type=bool, from_flag=operator.not_)
+    cap_outputs: bool = option(True, "a run that trained for less time than its final evaluation and preview video "
+                               "would take (and over 30 s each) scores every s-th row and column of the held-out views "
+                               "and renders fewer preview frames, or none, so that each costs about the training time, "
+                               "and says so (enerf eval and enerf render make the full ones); 0: always full")
 
     def __post_init__(self) -> None:
         check_config(self)

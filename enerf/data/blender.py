@@ -16,6 +16,11 @@ NDC; the object lies in the box [-1.5, 1.5]^3 (``Scene.aabb``, nerfacc's example
 
 A folder with ``transforms_train.json`` alone (some exporters write only that) holds out every
 ``llffhold``-th of its frames (0, 8, 16, ...) for testing, as the LLFF and nerfstudio loaders do.
+
+The layout alone does not say a scene is synthetic: TensoRF's and instant-ngp's own-data recipes
+write real photos into it too. ``frames_have_alpha`` tells the two apart (a rendered object on a
+transparent background against opaque photos), and ``enerf.data.loaders.dataset_type_of`` loads a
+folder of photos without alpha as a capture (``enerf.data.nerfstudio``).
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ from .llff import area_downscale, checked_factor, read_json_object
 from .images import Images
 from .scene import Scene
 
-__all__ = ["load_blender", "blender_cameras", "read_rgba", "read_rgba_codes", "BLENDER_NEAR", "BLENDER_FAR", "BLENDER_AABB"]
+__all__ = ["load_blender", "blender_cameras", "frames_have_alpha", "read_rgba", "read_rgba_codes", "BLENDER_NEAR",
+           "BLENDER_FAR", "BLENDER_AABB", "ALPHA_FRAMES"]
 
 BLENDER_NEAR, BLENDER_FAR = 2.0, 6.0
 BLENDER_AABB = (-1.5, -1.5, -1.5, 1.5, 1.5, 1.5)
+ALPHA_FRAMES = 3  # frames_have_alpha reads the first this many train frames
 
 
 def read_rgba_codes(path: Path) -> np.ndarray:
@@ -71,6 +78,42 @@ def read_rgba(path: Path) -> np.ndarray:
     """
     img = read_rgba_codes(path)
     return img.astype(np.float32) / (255.0 if img.dtype == np.uint8 else 65535.0)
+
+
+def _alpha_below_opaque(path: Path) -> bool:
+    """Whether the image at ``path`` has an alpha channel (or a transparent palette entry) that is
+    below opaque somewhere; False for an unreadable file (the loader names it)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            if "A" not in img.getbands() and "transparency" not in img.info:
+                return False
+            alpha = img.convert("RGBA").getchannel("A")
+            return alpha.getextrema()[0] < 255
+    except Exception:  # noqa: BLE001 - any decoding failure: let the loader say what is wrong
+        return False
+
+
+def frames_have_alpha(datadir: Path, n_frames: int = ALPHA_FRAMES) -> bool:
+    """Whether a Blender-layout folder holds rendered frames with a meaningful alpha (some pixel of
+    one of the first ``n_frames`` train frames whose image exists is not opaque), as the NeRF
+    synthetic scenes do, rather than photos (no alpha channel, or alpha opaque everywhere).
+
+    True when ``transforms_train.json`` cannot be read or none of its frames' images exists, so
+    that the Blender loader reports the problem in its own words.
+    """
+    from .transforms_reader import image_file
+
+    datadir = Path(datadir)
+    try:
+        frames = _read_split(datadir, "train")["frames"]
+    except DataError:
+        return True
+    paths = [image_file(datadir, f["file_path"]) for f in frames
+             if isinstance(f, dict) and isinstance(f.get("file_path"), str) and f["file_path"]]
+    paths = [p for p in paths if p is not None][:n_frames]
+    return not paths or any(_alpha_below_opaque(p) for p in paths)
 
 
 def _read_split(datadir: Path, split: str) -> dict:

@@ -10,14 +10,14 @@ import numpy as np
 
 from ..config import DataConfig
 from ..errors import ConfigError, DataError
-from .blender import blender_cameras, load_blender
+from .blender import blender_cameras, frames_have_alpha, load_blender
 from .llff import load_llff, read_poses_bounds
 from .nerfstudio import load_nerfstudio
 from .resolve import resolve_scene_dir
 from .scene import Scene
-from .transforms_reader import parse_frames, read_transforms
+from .transforms_reader import parse_frames, read_capture_transforms
 
-__all__ = ["LOADERS", "dataset_type_of", "scene_cameras", "load_scene", "with_far"]
+__all__ = ["LOADERS", "dataset_type_of", "blender_style_capture", "scene_cameras", "load_scene", "with_far"]
 
 
 def _load_llff(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
@@ -33,7 +33,7 @@ def _load_blender(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
 
 def _load_nerfstudio(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
     return load_nerfstudio(scene_dir, factor=cfg.factor, llffhold=cfg.llffhold, white_bkgd=white_bkgd,
-                           ndc=cfg.scene_kind == "forward")
+                           ndc=cfg.scene_kind == "forward", testskip=cfg.testskip)
 
 
 # dataset_type -> loader(cfg, scene folder, white_bkgd); "auto" looks at the folder's files.
@@ -42,9 +42,12 @@ LOADERS: dict[str, Callable[[DataConfig, Path, bool], Scene]] = {"llff": _load_l
 
 
 def dataset_type_of(scene_dir: Path, dataset_type: str) -> str:
-    """``dataset_type``, or for ``auto``: blender when the folder has a ``transforms_*.json``,
-    nerfstudio when it has a ``transforms.json`` (one file for all frames), llff when it has
-    ``poses_bounds.npy`` (or an ``images*/`` folder, so the LLFF loader names what is missing).
+    """``dataset_type``, or for ``auto``: blender when the folder has a ``transforms_*.json`` whose
+    frames carry a meaningful alpha (rendered objects on a transparent background:
+    ``blender.frames_have_alpha``), nerfstudio when those frames are photos without one (read as a
+    capture, ``blender_style_capture``) or the folder has a ``transforms.json`` (one file for all
+    frames), llff when it has ``poses_bounds.npy`` (or an ``images*/`` folder, so the LLFF loader
+    names what is missing).
 
     Raises:
         DataError: ``auto`` on a folder with none of these.
@@ -53,7 +56,7 @@ def dataset_type_of(scene_dir: Path, dataset_type: str) -> str:
         return dataset_type
     scene_dir = Path(scene_dir)
     if any((scene_dir / f"transforms_{split}.json").is_file() for split in ("train", "val", "test")):
-        return "blender"
+        return "blender" if frames_have_alpha(scene_dir) else "nerfstudio"
     if (scene_dir / "transforms.json").is_file():
         return "nerfstudio"
     if (scene_dir / "poses_bounds.npy").is_file() or any(
@@ -65,6 +68,14 @@ def dataset_type_of(scene_dir: Path, dataset_type: str) -> str:
                         "--out SCENE, then enerf train --datadir SCENE")
     raise DataError(f"{scene_dir}: none of transforms_train.json (Blender), transforms.json (nerfstudio) or "
                     "poses_bounds.npy (LLFF) found; is this the scene folder?")
+
+
+def blender_style_capture(scene_dir: Path) -> bool:
+    """Whether ``dataset_type_of`` reads this folder as a capture although it is in the Blender
+    layout (``transforms_train.json`` of photos without alpha, no ``transforms.json``)."""
+    scene_dir = Path(scene_dir)
+    return ((scene_dir / "transforms_train.json").is_file() and not (scene_dir / "transforms.json").is_file()
+            and dataset_type_of(scene_dir, "auto") == "nerfstudio")
 
 
 def scene_cameras(scene_dir: Path, layout: str) -> np.ndarray:
@@ -84,8 +95,8 @@ def scene_cameras(scene_dir: Path, layout: str) -> np.ndarray:
         return np.concatenate([raw[:, :, 1:2], -raw[:, :, 0:1], raw[:, :, 2:4]], axis=2)[:, :3, :4]
     if layout == "blender":
         return blender_cameras(scene_dir)
-    json_path = scene_dir / "transforms.json"
-    frames, _ = parse_frames(read_transforms(json_path), json_path)
+    meta, json_path = read_capture_transforms(scene_dir)
+    frames, _ = parse_frames(meta, json_path)
     if not frames:  # the loader names the missing images
         return np.zeros((0, 3, 4))
     return np.stack([f.c2w[:3, :4] for f in frames])

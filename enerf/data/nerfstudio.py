@@ -28,6 +28,10 @@ and ``enerf data colmap --layout nerfstudio`` write)::
   back to the frame the poses were in before ``applied_transform`` (COLMAP's, for
   ``ns-process-data`` output; else the json's own frame), as nerfstudio's
   ``dataparser_transforms.json`` does.
+* Photos without alpha in the Blender layout (``transforms_train.json``, ``transforms_test.json``,
+  as TensoRF's and instant-ngp's own-data recipes write them; ``enerf.data.loaders.dataset_type_of``)
+  are read as a capture too: the two files as one, the splits as they list them
+  (``transforms_reader.read_capture_transforms``).
 * Frames are sorted by file name. Splits: ``train_filenames`` / ``test_filenames`` (or
   ``val_filenames``) when given, else every ``llffhold``-th frame is held out (0, 8, 16, ...;
   nerfstudio's ``--eval-mode interval``).
@@ -62,7 +66,8 @@ from ..cameras.scene_kind import focus_depth
 from .blender import read_rgba
 from .llff import area_downscale, checked_scene, recenter_poses
 from .scene import Scene
-from .transforms_reader import Frame, finite_matrix, frame_camera, image_file, parse_frames, read_transforms, split_frames
+from .transforms_reader import (Frame, finite_matrix, frame_camera, image_file, parse_frames, read_capture_transforms,
+                                split_frames)
 
 __all__ = ["load_nerfstudio", "auto_factor", "CAPTURE_BOX", "CAPTURE_NEAR", "NDC_FOCUS_DEPTH", "AUTO_MAX_SIDE"]
 
@@ -136,7 +141,7 @@ def _forward_frame(c2w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, white_bkgd: bool = False,
-                    orientation: str = "up", say=None, ndc: bool = False) -> Scene:
+                    orientation: str = "up", say=None, ndc: bool = False, testskip: int = 1) -> Scene:
     """Load a nerfstudio / instant-ngp capture (module docstring) as a :class:`Scene`.
 
     Args:
@@ -149,6 +154,8 @@ def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, whi
         orientation: ``up`` (nerfstudio's default), ``pca`` or ``none`` (``enerf.cameras.normalize``).
         say: where the warnings go (default: stderr, prefixed "enerf: warning:").
         ndc: a forward-facing capture: NDC rays (module docstring), ``orientation`` unused.
+        testskip: a Blender-style capture (``transforms_train.json`` / ``transforms_test.json``):
+            every ``testskip``-th test frame.
 
     Raises:
         DataError: a missing or malformed file, with one line naming it.
@@ -156,14 +163,13 @@ def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, whi
     say = say or (lambda m: print(f"enerf: warning: {m}", file=sys.stderr))
     datadir, checked = checked_scene(datadir, factor or 1, llffhold)
     factor = checked if factor else 0
-    json_path = datadir / "transforms.json"
-    meta = read_transforms(json_path)
+    meta, json_path = read_capture_transforms(datadir, testskip)
     frames, missing = parse_frames(meta, json_path)
     n_listed = len(meta["frames"])
     if not frames:
         first = meta["frames"][0]["file_path"]
         raise DataError(f"{json_path}: none of the {n_listed} frames has its image (the first looked for is "
-                        f"{datadir / first}); copy the images next to transforms.json")
+                        f"{datadir / first}); copy the images next to {json_path.name}")
     if missing:
         message = (f"{json_path}: {missing} of {n_listed} frames have no image and are skipped; "
                    f"{len(frames)} are used")

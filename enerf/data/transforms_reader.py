@@ -1,7 +1,11 @@
 """Reading a nerfstudio / instant-ngp ``transforms.json`` (the layout ``enerf.data.nerfstudio``
 describes): its frames whose image exists, the train / test splits it lists, and each frame's
 camera (``enerf.cameras.lens.Camera``). The writer is ``enerf.data.transforms_writer``; the loader
-that turns a capture into a ``Scene`` is ``enerf.data.nerfstudio``."""
+that turns a capture into a ``Scene`` is ``enerf.data.nerfstudio``.
+
+A capture may also come as Blender-style ``transforms_train.json`` (+ ``transforms_test.json``),
+as TensoRF's and instant-ngp's own-data recipes write it for real photos: ``read_capture_transforms``
+reads the two as one ``transforms.json``."""
 
 from __future__ import annotations
 
@@ -15,14 +19,16 @@ from ..cameras.lens import Camera
 from ..errors import DataError
 from .llff import IMAGE_SUFFIXES, read_json_object
 
-__all__ = ["Frame", "CAMERA_MODELS", "read_transforms", "parse_frames", "split_frames", "frame_camera", "image_file",
-           "finite_matrix"]
+__all__ = ["Frame", "CAMERA_MODELS", "read_transforms", "read_capture_transforms", "parse_frames", "split_frames",
+           "frame_camera", "image_file", "finite_matrix"]
 
 # camera_model -> lens model of enerf.cameras.lens (perspective models read whatever coefficients are given)
 CAMERA_MODELS = {"PINHOLE": "OPENCV", "SIMPLE_PINHOLE": "OPENCV", "SIMPLE_RADIAL": "OPENCV", "RADIAL": "OPENCV",
                  "OPENCV": "OPENCV", "OPENCV_FISHEYE": "OPENCV_FISHEYE"}
 _COEFFICIENTS = ("k1", "k2", "k3", "k4", "p1", "p2")
 _ANY_SUFFIX = IMAGE_SUFFIXES + tuple(s.upper() for s in IMAGE_SUFFIXES)
+# The camera keys a frame may carry or take from the top level of its file (``frame_camera``).
+_INTRINSICS = ("camera_model", "fl_x", "fl_y", "cx", "cy", "w", "h", "camera_angle_x", "camera_angle_y") + _COEFFICIENTS
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,47 @@ def read_transforms(path: Path) -> dict:
     if not isinstance(frames, list) or not frames:
         raise DataError(f"{path}: no frames listed (expected a non-empty 'frames' list)")
     return meta
+
+
+def read_capture_transforms(datadir: Path, testskip: int = 1) -> tuple[dict, Path]:
+    """A capture folder's frames as one ``transforms.json`` object, and the file to name in messages.
+
+    ``transforms.json`` when the folder has one; else the Blender-style ``transforms_train.json``
+    with ``transforms_test.json`` when there is one: the frames of both (a file listed in both
+    once), each with its own file's top-level camera keys, and ``train_filenames`` /
+    ``test_filenames`` as the two files list them (every ``testskip``-th test frame; without a
+    test file the loader holds frames out by ``llffhold``, as the Blender loader does).
+
+    Raises:
+        DataError: a missing or malformed file (``read_transforms``).
+    """
+    datadir = Path(datadir)
+    single = datadir / "transforms.json"
+    if single.is_file() or not (datadir / "transforms_train.json").is_file():
+        return read_transforms(single), single
+    train_path, test_path = datadir / "transforms_train.json", datadir / "transforms_test.json"
+    parts = [("train", read_transforms(train_path))]
+    if test_path.is_file():
+        parts.append(("test", read_transforms(test_path)))
+    meta = {k: v for k, v in parts[0][1].items() if k not in ("frames", "train_filenames", "test_filenames",
+                                                              "val_filenames")}
+    frames, seen, lists = [], set(), {}
+    for split, part in parts:
+        camera = {k: part[k] for k in _INTRINSICS if k in part}
+        entries = part["frames"] if split == "train" else part["frames"][::testskip]
+        for entry in entries:
+            entry = {**camera, **entry} if isinstance(entry, dict) else entry
+            rel = entry.get("file_path") if isinstance(entry, dict) else None
+            if isinstance(rel, str) and rel:
+                lists.setdefault(f"{split}_filenames", []).append(rel)
+                if _key(rel) in seen:
+                    continue
+                seen.add(_key(rel))
+            frames.append(entry)  # parse_frames names a malformed one
+    meta["frames"] = frames
+    if len(parts) == 2:
+        meta.update(lists)
+    return meta, train_path
 
 
 def _key(rel: str) -> str:

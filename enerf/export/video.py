@@ -16,6 +16,7 @@ the exact size, and imageio-ffmpeg's 16-pixel macro-block resizing (and its warn
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from pathlib import Path
@@ -37,6 +38,8 @@ from ..progress import progress_bar
 from ..loaded_run import LoadedRun, load_run
 from ..runfolder import check_output_dir
 from ..render.sources import ImageSource, PinholeView, field_source
+from ..train.estimate import duration_text
+from ..train.short_run import capped_frames
 
 __all__ = [
     "camera_path",
@@ -330,11 +333,32 @@ def default_path(scene: Scene, contraction: str) -> str:
 
 
 def render_preview(ckpt_path: str | Path, path: str, data_root: Path, device_name: str | None = None,
-                   progress: bool = True) -> dict:
+                   progress: bool = True, cap: tuple[float, float] | None = None) -> dict:
     """``enerf train --video PATH``: after training, ``PREVIEW`` frames along ``path`` (``auto``:
-    ``default_path``) into ``<run>/video_<path>/``; returns ``render_video``'s dict."""
+    ``default_path``) into ``<run>/video_<path>/``; returns ``render_video``'s dict.
+
+    ``cap``: (seconds the run trained, rays per second the final evaluation rendered): the frames
+    that fit about that long (``enerf.train.short_run.capped_frames``; the video keeps its 2 seconds
+    at a lower frame rate). A path whose frames are fixed (test, train, a camera path file) is
+    rendered whole or not at all. When it is not rendered the dict holds only ``skipped``: the
+    line that says why and how to make it; a cut preview has ``capped``: its full frame count.
+    """
     run = load_run(ckpt_path, data_root, device_name, task="nerf", images=False)
     name = default_path(run.scene, run.cfg.field.contraction) if path == "auto" else path
     target = run.folder / f"video_{name}"
     check_output_dir(target, "--out")
-    return render_video(run, target, VideoConfig(path=name, **PREVIEW), progress)
+    video = VideoConfig(path=name, **PREVIEW)
+    if cap is not None:
+        n_path = len(camera_path(run.scene, name, video.frames, run.cfg.data.spherify))
+        width, height, _ = frame_size(run.scene, name)
+        size = (width // video.downscale, height // video.downscale)
+        frames = capped_frames(cap[0], n_path, size[0] * size[1], cap[1])
+        if frames < n_path and (frames == 0 or name in ("test", "train") or name.lower().endswith(".json")):
+            seconds = n_path * size[0] * size[1] / cap[1]
+            return {"skipped": f"{n_path} frames of {size[0]}x{size[1]} would take about {duration_text(seconds)}, the "
+                               f"run trained {duration_text(cap[0])} (enerf render --ckpt {ckpt_path} --path {name} "
+                               "makes it)"}
+        if frames < n_path:
+            video = dataclasses.replace(video, frames=frames, fps=max(1, round(video.fps * frames / n_path)))
+            return {**render_video(run, target, video, progress), "capped": n_path}
+    return render_video(run, target, video, progress)

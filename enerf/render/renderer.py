@@ -27,7 +27,13 @@ from ..cameras.rays import Rays, flatten_rays, index_rays
 from .compositing import composite_samples, sample_weights
 from .estimator import DensityFn, Estimator, RadianceField, Samples
 
-__all__ = ["Renderer", "shade", "density_fn"]
+__all__ = ["Renderer", "shade", "density_fn", "CPU_CHUNK"]
+
+# Rays per pass when a CPU renders whole images, at most (a smaller ``chunk`` is kept): a proposal
+# pass of 1,024 rays reads 131,072 points, whose intermediates stay small enough to be reused from
+# the allocator instead of fresh memory; measured (studies/render_probe.py) 1.4 times as fast as
+# 8,192 rays a pass, the same image to float rounding (rays do not depend on each other).
+CPU_CHUNK = 1024
 
 _COUNTS = ("n_samples", "n_queries", "n_colour_skipped", "loss_terms")
 _COARSE = ("rgb", "depth", "acc")
@@ -150,7 +156,8 @@ class Renderer:
     @torch.no_grad()
     def render_image(self, rays: Rays, fields: Mapping[str, RadianceField], chunk: int | None = None,
                      progress=None) -> dict[str, Tensor]:
-        """Render whole-image rays (leading shape [H, W]) ``chunk`` rays at a time, no jitter.
+        """Render whole-image rays (leading shape [H, W]) ``chunk`` rays at a time (on a CPU at
+        most ``CPU_CHUNK``), no jitter.
 
         Each chunk's results are moved to the CPU before the next one is rendered; ``progress``
         (optional): called with the number of rays of each chunk done (e.g. ``tqdm.update``).
@@ -164,6 +171,8 @@ class Renderer:
         chunk = int(chunk or self.cfg.chunk)
         if chunk <= 0:
             raise ValueError(f"chunk must be positive, got {chunk}")
+        if flat.origins.device.type == "cpu":
+            chunk = min(chunk, CPU_CHUNK)
         parts: dict[str, list[Tensor]] = {}
         for start in range(0, flat.origins.shape[0], chunk):
             out = self.render_rays(index_rays(flat, slice(start, start + chunk)), fields, train=False)

@@ -7,5 +7,6 @@
     rays_per_step.py  rays per step sized for a target number of samples
     evaluate.py       held-out evaluation: PSNR / SSIM / LPIPS, metrics.json
     estimate.py       the run's duration, said after its first steps
+    short_run.py      a short run's final evaluation and preview video cut to its training time
     divergence.py     a non-finite loss, gradient or weight stops the run
 """

@@ -46,6 +46,7 @@ from .divergence import black_level_psnr, black_warning
 from .distributed import (average_gradients, broadcast_parameters, process_group, rank_device, rank_generator,
                           shard_batch, sum_over_ranks, update_grid)
 from .evaluate import evaluate_views, summarize
+from .short_run import capped_stride, render_rate, stride_line
 from .loop import Evaluation, StepResult, train_loop
 from .rays_per_step import RaysPerStep
 from .state import LoopState, optimizer_from_config, restore_loop_state, set_learning_rates
@@ -185,16 +186,33 @@ class NerfRun:
                 "scene_transform": transform_record(self.scene.scene_to_world),  # scene space -> capture frame
                 "cameras": cameras_record(self.scene)}  # render / mesh / export without the scene folder
 
+    def final_stride(self, train_seconds: float) -> int:
+        """The final evaluation's stride: ``eval_stride``, or with ``cap_outputs`` on a run that trained
+        for less time than scoring every pixel would take, the stride that fits the training time
+        (``enerf.train.short_run``; one line says so)."""
+        cfg, scene = self.cfg, self.scene
+        if not cfg.train.cap_outputs or len(scene.i_test) == 0:
+            return cfg.train.eval_stride
+        rate = render_rate(scene, int(scene.i_test[0]), self.fields, cfg.render, self.device, self.renderer)
+        rays = len(scene.i_test) * scene.height * scene.width
+        stride = capped_stride(train_seconds, rays, rate)
+        if stride <= cfg.train.eval_stride:
+            return cfg.train.eval_stride
+        print(stride_line(stride, len(scene.i_test), train_seconds, rays / rate), flush=True)
+        return stride
+
     def finish(self, state: LoopState, out_dir: Path, ckpt_path: Path) -> dict:
         """Render and score every held-out view (test_views/), write metrics.json."""
         cfg, scene, device, renderer, rays_per_step = self.cfg, self.scene, self.device, self.renderer, self.rays_per_step
         steps, train_seconds = state.step, state.train_seconds
         tic = time.perf_counter()
+        stride = self.final_stride(train_seconds)
         lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
         per_image = evaluate_views(scene, scene.i_test, self.fields, cfg.render, device, lpips_metric,
                                    out_dir / "test_views", renderer=renderer, progress=self.progress,
-                                   stride=cfg.train.eval_stride, report=self.progress)
+                                   stride=stride, report=self.progress)
         wall = {"load": self.load_seconds, "train": state.wall_seconds, "eval": time.perf_counter() - tic}
+        scored = len(scene.i_test) * -(-scene.height // stride) * -(-scene.width // stride)
         summary = summarize(per_image, lpips_error)
         black = black_level_psnr(scene.images[scene.i_test], 1.0 if cfg.render.white_bkgd else 0.0) if len(per_image) else None
         warning = black_warning(summary["psnr"], black, self.warmup_psnr, self.warmup_steps) if black is not None else None
@@ -206,7 +224,9 @@ class NerfRun:
             # wall-clock seconds of this process: loading, the training loop (steps, periodic evaluations,
             # checkpoints), the final evaluation; a resumed run counts from its resume
             "wall_seconds": {**wall, "total": sum(wall.values())},
-            "eval_stride": cfg.train.eval_stride,
+            "eval_stride": stride,  # cfg.train.eval_stride, or larger for a short run (enerf.train.short_run)
+            # held-out rays rendered and scored per wall second of the final evaluation
+            "eval_rays_per_second": scored / wall["eval"] if scored and wall["eval"] > 0 else None,
             "conditioning": cfg.field.conditioning,
             "precond": cfg.train.precond,
             "conditioned_layers": cfg.field.conditioned_layers,

@@ -133,7 +133,9 @@ def test_blender_folder_with_only_transforms_train_holds_out_every_8th(tmp_path)
     (folder / "train").mkdir(parents=True)
     frames = []
     for k, c2w in enumerate(_arc(360, 10)):
-        iio.imwrite(folder / f"train/r_{k}.png", np.full((8, 8, 4), 255, np.uint8))
+        frame = np.full((8, 8, 4), 255, np.uint8)
+        frame[0, 0, 3] = 0  # a transparent pixel: rendered frames (photos are a capture: test_blender_photos.py)
+        iio.imwrite(folder / f"train/r_{k}.png", frame)
         frames.append({"file_path": f"./train/r_{k}", "transform_matrix": c2w.tolist()})
     (folder / "transforms_train.json").write_text(json.dumps({"camera_angle_x": 0.7, "frames": frames}))
     scene = load_blender(folder, llffhold=8)
