@@ -15,6 +15,7 @@ before and after each step).
 
     python -m benchmarks.splats --name fox --ckpt runs/splat_src/fox/checkpoints/latest.pt \
         --datadir ../shared/data/nerfstudio/fox --record benchmarks/splats.json
+    python -m benchmarks.splats --table benchmarks/splats.json     # the table of docs/splats.md, from the record
 """
 
 from __future__ import annotations
@@ -28,10 +29,28 @@ from pathlib import Path
 from benchmarks.harness import Timer, command_line, git_commit, load_average, machine, write_record
 
 
+TABLE_START = "<!-- splats table: python -m benchmarks.splats --table benchmarks/splats.json -->"
+TABLE_END = "<!-- end of splats table -->"
+
+
+def table(record: dict) -> str:
+    """The markdown table of docs/splats.md (between TABLE_START and TABLE_END), from the record."""
+    rows = ["| capture | field PSNR / SSIM | splats PSNR / SSIM | Δ PSNR | splats | bake | file | 120-frame video from the splats | the field, per frame |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for name, e in record["entries"].items():
+        field = e.get("video_field")
+        rows.append(f"| {name} | {e['field']['psnr']:.2f} dB / {e['field']['ssim']:.3f} | {e['splats']['psnr']:.2f} dB / "
+                    f"{e['splats']['ssim']:.3f} | {e['delta_psnr']:+.2f} dB | {e['splats']['count']:,} | "
+                    f"{e['bake']['seconds']:.0f} s | {e['ply_megabytes']:.1f} MB | {e['video_splats']['seconds']:.0f} s | "
+                    + (f"{field['seconds_per_frame']:.1f} s |" if field else "– |"))
+    return "\n".join(rows)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--name", required=True, help="the entry's name in the record (fox, boardgame, beer)")
-    parser.add_argument("--ckpt", required=True)
+    parser.add_argument("--table", default=None, metavar="RECORD", help="print the docs table of RECORD and stop")
+    parser.add_argument("--name", help="the entry's name in the record (fox, boardgame, beer)")
+    parser.add_argument("--ckpt")
     parser.add_argument("--datadir", default=None, help="the scene folder (default: the one recorded at training)")
     parser.add_argument("--out", default="runs/bench_splats", help="folder for the PLY and the videos")
     parser.add_argument("--path", default="interp", help="camera path of the videos")
@@ -54,8 +73,13 @@ def enerf(args: list[str]) -> dict:
             "printed": lines[-1] if lines else "", "command": "enerf " + " ".join(args)}
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
+    if args.table:
+        print(table(json.loads(Path(args.table).read_text())))
+        return None
+    if not args.name or not args.ckpt:
+        raise SystemExit("--name and --ckpt are needed (or --table RECORD)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ply = out / f"{args.name}.ply"

@@ -59,13 +59,16 @@ class SplatConfig:
     init_downscale: int = option(4, "render the training views at 1/N of their size for the starting splats", lo=1)
     init_min_acc: float = option(0.5, "a pixel starts a Gaussian when its accumulated opacity is at least this",
                                  lo=0.0, hi=1.0, lo_open=True)
+    init_max_violations: int = option(2, "a starting point is dropped when more training views than this see through "
+                                      "it (their surface lies beyond it)", lo=0)
     init_opacity: float = option(0.5, "the starting Gaussians' opacity", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     init_scale: float = option(1.0, "a starting Gaussian's standard deviation relative to half its surface cell "
                                "(one rendered pixel's footprint)", lo=0.0, lo_open=True)
     init_flatness: float = option(0.2, "a starting Gaussian's thickness along its surface normal, relative to its "
                                   "width", lo=0.0, hi=1.0, lo_open=True)
-    fit_rows: int = option(64, "image rows rendered per fitting step (the pure-torch rasterizer; gsplat renders "
-                           "whole photos)", lo=1)
+    fit_rows: int = option(0, "image rows rendered per fitting step (0: the whole photo)", lo=0)
+    fit_downscale: int = option(2, "fit to the photos at 1/N of the training size (N x N blocks averaged)", lo=1)
+    fit_lr: float = option(3.0, "learning rates of the fit relative to 3DGS's", lo=0.0, lo_open=True)
     seed: int = option(0, "seed of the subset and of the fitting order", lo=0)
     frame: MeshFrame = option("world", "world (the capture's own frame: poses_bounds.npy / transforms.json) or scene "
                               "(the normalised frame the run trained in)")

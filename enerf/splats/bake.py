@@ -1,19 +1,25 @@
 """Bake a trained field into Gaussian splats: start them from the field, then fit them to the photos.
 
-1. **Start from the field** (``init_splats``): render every training camera at 1 / ``init_downscale``
-   of its size (``enerf.export.views.render_views``, the renderer of evaluation). Each pixel whose
-   accumulated opacity is at least ``init_min_acc`` gives one candidate Gaussian at the ray's expected
-   termination point, with the rendered colour as its band-0 SH (higher bands 0), a flat disc
-   facing the depth map's normal (isotropic where it has none) whose width is the pixel's
-   footprint at that depth, and opacity ``init_opacity``. Unbounded captures keep their background:
-   rays that end far away give far, large Gaussians. When there are more candidates than
-   ``splats``, a random subset is kept and each disc is widened by sqrt(candidates / splats), so
-   that the kept ones still cover the surface.
-2. **Fit** (``fit_splats``): Adam on every parameter (3DGS's learning rates, the centres' scaled by
-   the cameras' extent), for ``bake_seconds``: each step renders ``fit_rows`` consecutive rows of
-   one training photo at its training size (``enerf.splats.rasterize``; gsplat on CUDA renders whole
-   photos) and lowers the L1 distance to the photo. No densification: the count stays fixed;
-   Gaussians whose opacity ends below 1/255 are dropped.
+1. **Start from the field** (``field_candidates``, ``merge_candidates``, ``splats_from_candidates``):
+   render every training camera at 1 / ``init_downscale`` of its size (``enerf.export.views.render_views``,
+   the renderer of evaluation). Each pixel whose accumulated opacity is at least ``init_min_acc``
+   gives a candidate at the ray's median termination depth (where its cumulative weight reaches half
+   its opacity: floaters in front and weight left at the far end do not pull it, as they pull the
+   expected depth), with the rendered colour and the depth map's normal, unless more than
+   ``init_max_violations`` other views see through it (their surface at its pixel lies well beyond
+   it: a floater, ``free_space_violations``). The views see the same
+   surface many times over, so candidates are pooled in cells as wide as one rendered pixel's
+   footprint there and averaged: one Gaussian per cell, a flat disc facing the normal (a ball where
+   there is none) with a standard deviation of half the cell, band-0 SH of the colour (higher bands
+   0), opacity ``init_opacity``. Unbounded captures keep their background: rays that end far away
+   give far, large Gaussians. When there are more cells than ``count``, a random subset is kept and
+   widened by sqrt(cells / count).
+2. **Fit** (``fit_splats``): Adam on every parameter (3DGS's learning rates times ``fit_lr``, the
+   centres' scaled by the cameras' extent and decaying), for ``bake_seconds``: each step renders
+   one training photo (or ``fit_rows`` consecutive rows of it) at 1 / ``fit_downscale`` of its training size
+   (``enerf.splats.rasterize``; gsplat on CUDA renders whole photos) and lowers the L1 distance to
+   the photo. No densification: the count stays fixed; Gaussians whose opacity ends below 1/255
+   are dropped.
 
 Everything is in the run's scene frame (the normalised frame it trained in); ``enerf.splats.ply``
 writes it in the capture's frame. Forward-facing runs trained in NDC bake in that scene frame
@@ -39,7 +45,7 @@ from .gaussians import Splats, rgb_to_sh0
 from .rasterize import SplatCamera, gsplat_available, rasterize
 from .source import run_background
 
-__all__ = ["BakeReport", "field_candidates", "merge_candidates", "splats_from_candidates", "init_splats", "fit_splats", "bake", "scene_cameras"]
+__all__ = ["BakeReport", "field_candidates", "free_space_violations", "merge_candidates", "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake", "scene_cameras"]
 
 # 3DGS's learning rates (train.py / arguments), the centres' relative to the cameras' extent
 LR = {"means": 1.6e-4, "log_scales": 5e-3, "quats": 1e-3, "opacity_logits": 5e-2, "sh0": 2.5e-3, "sh_rest": 2.5e-3 / 20}
@@ -58,11 +64,22 @@ class BakeReport:
     backend: str  # torch | gsplat
 
 
-def scene_cameras(run: LoadedRun, views) -> list[SplatCamera]:
-    """The scene's cameras of ``views`` at training size, as ``SplatCamera``."""
+def scene_cameras(run: LoadedRun, views, downscale: int = 1) -> list[SplatCamera]:
+    """The scene's cameras of ``views`` at 1 / ``downscale`` of the training size, as ``SplatCamera``."""
     scene = run.scene
-    return [SplatCamera(torch.as_tensor(scene.poses[int(i)], dtype=torch.float32), scene.width, scene.height,
-                        float(scene.focal)) for i in views]
+    return [SplatCamera(torch.as_tensor(scene.poses[int(i)], dtype=torch.float32), scene.width // downscale,
+                        scene.height // downscale, float(scene.focal) / downscale) for i in views]
+
+
+def fit_targets(run: LoadedRun, views, downscale: int) -> list[Tensor]:
+    """The training photos of ``views`` at 1 / ``downscale`` (means of ``downscale`` x ``downscale`` blocks):
+    [H // downscale, W // downscale, 3] float32 each."""
+    out = []
+    for i in views:
+        image = torch.as_tensor(run.scene.image(int(i)))
+        h, w = image.shape[0] // downscale, image.shape[1] // downscale
+        out.append(image[:h * downscale, :w * downscale].reshape(h, downscale, w, downscale, 3).mean((1, 3)))
+    return out
 
 
 def _disc_quats(normals: np.ndarray) -> np.ndarray:
@@ -77,7 +94,8 @@ def _disc_quats(normals: np.ndarray) -> np.ndarray:
 
 
 def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> dict[str, np.ndarray]:
-    """The candidate Gaussians of step 1 (module docstring), one per kept pixel of the training views.
+    """The candidate Gaussians of step 1 (module docstring), one per kept pixel of the training views,
+    less those that another view sees through (``free_space_violations``).
 
     Returns:
         dict: points [n, 3] float32 (scene frame), rgb [n, 3] float32, normals [n, 3] float32 (0: none),
@@ -87,6 +105,7 @@ def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True) ->
 
     cams = select_cameras(run.scene, "train", 1, cfg.init_downscale)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint")}
+    depths = []
     for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field",
                              depth="median"):
         keep = view.hit & (view.acc >= cfg.init_min_acc)
@@ -94,11 +113,40 @@ def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True) ->
         parts["rgb"].append(view.rgb[keep])
         parts["normals"].append(view.normals[keep])
         parts["footprint"].append(view.z_depth[keep] / (view.focal * cfg.init_downscale))
+        depths.append(np.where(keep, view.z_depth, 0.0))
     data = {k: np.concatenate(v) for k, v in parts.items()}
     if len(data["points"]) == 0:
         raise ConfigError(f"no pixel of the training views has accumulated opacity {cfg.init_min_acc} or more; "
                           "lower --init_min_acc", ("init_min_acc",))
-    return data
+    seen_through = free_space_violations(data["points"], cams.poses, np.stack(depths), cams.focal)
+    return {k: v[seen_through <= cfg.init_max_violations] for k, v in data.items()}
+
+
+def free_space_violations(points: np.ndarray, poses: np.ndarray, depths: np.ndarray, focal: float,
+                          margin: float = 0.1) -> np.ndarray:
+    """How many views see through each point: the point projects into the view's image in front of
+    the camera, and the view's surface at that pixel lies more than ``margin`` (relative) beyond it, so
+    the view's ray crossed the point's place as empty space (the free-space test of depth-map fusion:
+    a floater that one view's median depth put in the air is crossed by the others' rays).
+
+    Args:
+        points: [n, 3] scene frame; poses: [V, 3, 4] camera-to-world (OpenGL axes);
+        depths: [V, H, W] z-depth of each view's surface (0: none); focal: pixels at that size
+    Returns:
+        [n] int count of views
+    """
+    _, height, width = depths.shape
+    count = np.zeros(len(points), np.int32)
+    for pose, depth in zip(poses, depths):
+        local = (points - pose[:3, 3]) @ pose[:3, :3]  # OpenGL camera axes: x right, y up, looking down -z
+        z = -local[:, 2]
+        front = z > 1e-6
+        u = np.floor(focal * local[:, 0] / np.where(front, z, 1.0) + 0.5 * width).astype(np.int64)
+        v = np.floor(-focal * local[:, 1] / np.where(front, z, 1.0) + 0.5 * height).astype(np.int64)
+        inside = front & (u >= 0) & (u < width) & (v >= 0) & (v < height)
+        surface = depth[v.clip(0, height - 1), u.clip(0, width - 1)]
+        count += inside & (surface > 0) & (surface > (1.0 + margin) * z)
+    return count
 
 
 def merge_candidates(data: dict[str, np.ndarray], downscale: int) -> dict[str, np.ndarray]:
@@ -170,22 +218,25 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
     device = run.device
     scene = run.scene
     views = [int(i) for i in scene.i_train]
-    cams = scene_cameras(run, views)
+    cams = scene_cameras(run, views, cfg.fit_downscale)
+    targets = fit_targets(run, views, cfg.fit_downscale)
+    height = cams[0].height
     bg = run_background(run.cfg.render).to(device)
     params = {k: t.detach().to(device).clone().requires_grad_(True) for k, t in splats.tensors().items()}
     sh0 = params["sh"][:, :1].detach().clone().requires_grad_(True)
     rest = params["sh"][:, 1:].detach().clone().requires_grad_(True)
     extent = _extent(run)
-    groups = [{"params": [params["means"]], "lr": LR["means"] * extent, "name": "means"},
-              {"params": [params["log_scales"]], "lr": LR["log_scales"]},
-              {"params": [params["quats"]], "lr": LR["quats"]},
-              {"params": [params["opacity_logits"]], "lr": LR["opacity_logits"]},
-              {"params": [sh0], "lr": LR["sh0"]}]
+    boost = cfg.fit_lr
+    groups = [{"params": [params["means"]], "lr": LR["means"] * extent * boost, "name": "means"},
+              {"params": [params["log_scales"]], "lr": LR["log_scales"] * boost},
+              {"params": [params["quats"]], "lr": LR["quats"] * boost},
+              {"params": [params["opacity_logits"]], "lr": LR["opacity_logits"] * boost},
+              {"params": [sh0], "lr": LR["sh0"] * boost}]
     if rest.shape[1]:
-        groups.append({"params": [rest], "lr": LR["sh_rest"]})
+        groups.append({"params": [rest], "lr": LR["sh_rest"] * boost})
     opt = torch.optim.Adam(groups, eps=1e-15)
     backend = "gsplat" if gsplat_available(device) else "torch"
-    rows = scene.height if backend == "gsplat" else min(cfg.fit_rows, scene.height)
+    rows = height if backend == "gsplat" or cfg.fit_rows == 0 else min(cfg.fit_rows, height)
     gen = torch.Generator().manual_seed(cfg.seed)
     tic = time.perf_counter()
     steps = 0
@@ -193,8 +244,8 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
     with progress_bar(int(budget), "splats: fit to the photos", progress, unit="s") as bar:
         while (elapsed := time.perf_counter() - tic) < budget:
             k = int(torch.randint(len(views), (1,), generator=gen))
-            r0 = int(torch.randint(scene.height - rows + 1, (1,), generator=gen))
-            target = torch.as_tensor(scene.image(views[k])[r0:r0 + rows], device=device)
+            r0 = int(torch.randint(height - rows + 1, (1,), generator=gen))
+            target = targets[k][r0:r0 + rows].to(device)
             current = Splats(means=params["means"], log_scales=params["log_scales"], quats=params["quats"],
                              opacity_logits=params["opacity_logits"], sh=torch.cat([sh0, rest], 1))
             out = rasterize(current, cams[k], bg, backend=backend, rows=None if backend == "gsplat" else (r0, r0 + rows))
@@ -205,7 +256,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
             opt.step()
             steps += 1
             frac = min(1.0, elapsed / budget)
-            opt.param_groups[0]["lr"] = extent * math.exp((1 - frac) * math.log(LR["means"]) + frac * math.log(LR_MEANS_FINAL))
+            opt.param_groups[0]["lr"] = boost * extent * math.exp((1 - frac) * math.log(LR["means"]) + frac * math.log(LR_MEANS_FINAL))
             bar.update(int(time.perf_counter() - tic) - bar.n)
             if steps % 20 == 0:
                 bar.set_postfix_str(f"step {steps}, L1 {float(loss.detach()):.4f}", refresh=False)

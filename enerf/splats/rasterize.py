@@ -14,8 +14,9 @@ The pure-torch path, per camera:
    1/255, as the reference skips fainter ones. The box is the one of the ellipse q = 2 ln(255 o),
    outside which no pixel passes, so no pair is lost by it.
 3. **Composite** front to back: pairs sorted by pixel, then by the Gaussian's depth; per pixel
-   ``w_i = a_i prod_{j<i} (1 - a_j)`` (a capped at 0.99, as the reference), computed as a
-   segmented exclusive cumulative sum of log(1 - a) in float64; rgb = sum_i w_i c_i +
+   ``w_i = a_i prod_{j<i} (1 - a_j)`` (a capped at 0.99, as the reference), from the segmented
+   exclusive sum of log(1 - a) (``enerf.render.compositing.exclusive_segment_sum``, as the volume
+   renderer's transmittance); rgb = sum_i w_i c_i +
    (1 - sum_i w_i) background.
 
 The reference also stops a pixel once its transmittance falls under 1e-4; here those last pairs
@@ -31,7 +32,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..render.compositing import exclusive_segment_sum
 from .gaussians import Splats, quat_to_rotmat, sh_to_rgb
+from .tiles import numba_available, rasterize_tiles
 
 __all__ = ["SplatCamera", "NEAR", "MAX_PAIRS", "project", "rasterize", "gsplat_available"]
 
@@ -147,13 +150,7 @@ def _composite(gid: Tensor, pix: Tensor, n_pix: int, uv: Tensor, conic: Tensor, 
     cn = conic[gid]
     power = -0.5 * (cn[:, 0] * dx * dx + cn[:, 2] * dy * dy) - cn[:, 1] * dx * dy
     alpha = (opacity[gid] * torch.exp(power)).clamp_max(ALPHA_MAX)
-    log1m = torch.log1p(-alpha).double()
-    cs = torch.cumsum(log1m, 0)
-    first = torch.ones_like(pix, dtype=torch.bool)
-    first[1:] = pix[1:] != pix[:-1]
-    seg = torch.cumsum(first.long(), 0) - 1  # segment index of each pair
-    base = (cs - log1m)[first]  # inclusive sum before each segment's first pair
-    trans = torch.exp(cs - log1m - base[seg]).to(alpha.dtype)  # transmittance before each pair
+    trans = torch.exp(exclusive_segment_sum(torch.log1p(-alpha), pix, n_pix))  # transmittance before each pair
     w = alpha * trans
     rgb = torch.zeros(n_pix, 3, dtype=colors.dtype, device=colors.device).index_add(0, pix, w[:, None] * colors[gid])
     acc = torch.zeros(n_pix, dtype=w.dtype, device=w.device).index_add(0, pix, w)
@@ -197,8 +194,9 @@ def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = N
 
     Args:
         background: Tensor  # [3] colour behind the splats (None: black)
-        backend: ``torch`` (the pure-torch path, any device), ``gsplat`` (CUDA) or ``auto`` (gsplat where
-            ``gsplat_available``, else torch)
+        backend: ``torch`` (the pure-torch path, any device, differentiable), ``numba`` (the compiled
+            forward pass of ``enerf.splats.tiles``, CPU, no gradient), ``gsplat`` (CUDA) or ``auto``
+            (gsplat where ``gsplat_available``; numba on a CPU when no gradient is asked for; else torch)
         rows: (r0, r1): render only image rows [r0, r1) (a band; torch backend), e.g. to fit a crop
     Returns:
         dict: rgb [H', W, 3], acc [H', W] (accumulated opacity), depth [H', W] (expected camera z-depth,
@@ -208,6 +206,9 @@ def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = N
     bg = torch.zeros(3, device=device) if background is None else background.to(device, splats.means.dtype)
     if backend == "gsplat" or (backend == "auto" and rows is None and gsplat_available(device)):
         return _rasterize_gsplat(splats, camera, bg)
+    if backend == "auto":
+        wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in splats.tensors().values())
+        backend = "numba" if device.type == "cpu" and not wants_grad and numba_available() else "torch"
     r0, r1 = rows if rows is not None else (0, camera.height)
     width = camera.width
     proj = project(splats, camera)
@@ -220,6 +221,9 @@ def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = N
     uv, conic, dep, op, ex = proj["uv"][idx], proj["conic"][idx], proj["depth"][idx], opacity[idx], ext[idx]
     dirs = torch.nn.functional.normalize(splats.means[idx] - camera.c2w[:3, 3].to(splats.means), dim=-1)
     colors = sh_to_rgb(splats.sh[idx], dirs)
+    if backend == "numba":
+        rgb, acc, depth = rasterize_tiles(uv, conic, op, colors, dep, ex, width, (r0, r1), ALPHA_MIN, ALPHA_MAX)
+        return {"rgb": rgb + (1.0 - acc)[..., None] * bg.float(), "acc": acc, "depth": depth}
     with torch.no_grad():  # how many pairs each band of rows holds: split so that one band stays under MAX_PAIRS
         area = (2 * ex[:, 0] + 1).clamp_max(width) * (2 * ex[:, 1] + 1).clamp_max(r1 - r0)
         bands = max(1, math.ceil(float(area.sum()) / MAX_PAIRS))
