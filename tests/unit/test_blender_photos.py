@@ -56,7 +56,7 @@ def _folder(root: Path, channels: int, cameras: list[np.ndarray], n_test: int = 
 
 def _resolve(folder: Path):
     args = build_train_parser().parse_args(["--datadir", str(folder), "--device", "cpu"])
-    preset, _ = train_preset(args, Path("no_data_root"))
+    preset, _, _ = train_preset(args, Path("no_data_root"))
     return preset, run_config_from_args(args, preset)
 
 
@@ -64,7 +64,7 @@ def test_transparent_frames_keep_the_blender_preset(tmp_path):
     folder = _folder(tmp_path / "synthetic", 4, _ring(10))
     assert dataset_type_of(folder, "auto") == "blender"
     preset, cfg = _resolve(folder)
-    assert (preset.layout, preset.source) == ("blender", "configs/lego_cpu.txt")
+    assert (preset.layout, preset.example) == ("blender", "configs/lego_cpu.txt")
     assert cfg.render.white_bkgd and cfg.render.renderer == "torch_grid"
     scene = load_scene(cfg.data, tmp_path, cfg.render.white_bkgd)
     assert (scene.near, scene.far, scene.aabb) == (2.0, 6.0, (-1.5,) * 3 + (1.5,) * 3)  # the Blender loader's
@@ -79,7 +79,7 @@ def test_photos_on_a_ring_get_the_capture_settings(tmp_path, channels, suffix):
     folder = _folder(tmp_path / "photos", channels, cameras, transparent=False, suffix=suffix)
     assert dataset_type_of(folder, "auto") == "nerfstudio"
     preset, cfg = _resolve(folder)
-    assert (preset.layout, preset.source) == ("capture", "configs/capture_cpu.txt")
+    assert (preset.layout, preset.example) == ("capture", "configs/capture_cpu.txt")
     assert preset.scene.startswith(PHOTOS_NOTE) and "walk-around" in preset.scene
     assert "read as a capture" in preset_line(preset, "auto", False)
     assert (cfg.render.renderer, cfg.field.contraction, cfg.data.scene_kind) == ("proposal", "linf", "walkaround")
@@ -99,7 +99,7 @@ def test_photos_on_a_ring_get_the_capture_settings(tmp_path, channels, suffix):
 def test_forward_facing_photos_get_the_forward_settings(tmp_path):
     folder = _folder(tmp_path / "sweep", 3, _sweep(6))
     preset, cfg = _resolve(folder)
-    assert (preset.layout, preset.source, cfg.data.scene_kind) == ("llff", "configs/fern_cpu.txt", "forward")
+    assert (preset.layout, preset.example, cfg.data.scene_kind) == ("llff", "configs/fern_cpu.txt", "forward")
     assert preset.scene.startswith(PHOTOS_NOTE) and "forward-facing" in preset.scene
     scene = load_scene(cfg.data, tmp_path, cfg.render.white_bkgd)
     assert scene.use_ndc and (scene.near, scene.far) == (0.0, 1.0)
@@ -110,7 +110,7 @@ def test_dataset_type_blender_still_forces_the_blender_loader(tmp_path):
     scene = load_scene(DataConfig(datadir=str(folder), dataset_type="blender"), tmp_path)
     assert (scene.near, scene.far, scene.aabb) == (2.0, 6.0, (-1.5,) * 3 + (1.5,) * 3)
     args = build_train_parser().parse_args(["--datadir", str(folder), "--device", "cpu", "--dataset_type", "blender"])
-    preset, _ = train_preset(args, Path("no_data_root"))
+    preset, _, _ = train_preset(args, Path("no_data_root"))
     assert preset.layout == "blender"
 
 
