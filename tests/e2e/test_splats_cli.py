@@ -18,6 +18,7 @@ import torch
 
 import enerf.splats.rasterize as rasterize_module
 from enerf.checkpoint import save_checkpoint
+from cli_errors import one_line_error
 from enerf.cli import main
 from enerf.config import ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
 from enerf.loaded_run import load_run
@@ -64,12 +65,7 @@ def fake_bake(monkeypatch):
 
 
 def _one_line_error(capsys, argv) -> str:
-    capsys.readouterr()
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    err = captured.err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("enerf: error:") and "Traceback" not in captured.err
-    return err
+    return one_line_error(capsys, argv, quiet_stdout=False)
 
 
 def test_export_splats_writes_the_bake_in_the_frame_asked_for(ckpt, tmp_path, fake_bake, capsys):

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from enerf.checkpoint import save_checkpoint
+from cli_errors import one_line_error
 from enerf.cli import main
 from enerf.config import ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
 from enerf.loaded_run import load_run
@@ -113,13 +114,7 @@ def test_the_page_holds_every_splat_and_the_runs_cameras_in_the_files_frame(bake
 
 
 def _one_line_error(capsys, argv) -> str:
-    capsys.readouterr()
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    err = captured.err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("enerf: error:") and "Traceback" not in captured.err
-    assert captured.out == ""
-    return err
+    return one_line_error(capsys, argv, quiet_stdout=True)
 
 
 def test_bad_input_is_one_line_and_writes_nothing(baked, tmp_path, capsys):
