@@ -206,7 +206,7 @@ def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tupl
     return splats_from_candidates(data, cfg), len(data["points"])
 
 
-def _extent(run: LoadedRun) -> float:
+def _camera_extent(run: LoadedRun) -> float:
     """The cameras' extent (3DGS's ``spatial_lr_scale``): 1.1 x the largest distance of a training
     camera from their mean centre."""
     centres = run.scene.poses[run.scene.i_train][:, :3, 3]
@@ -225,7 +225,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
     params = {k: t.detach().to(device).clone().requires_grad_(True) for k, t in splats.tensors().items()}
     sh0 = params["sh"][:, :1].detach().clone().requires_grad_(True)
     rest = params["sh"][:, 1:].detach().clone().requires_grad_(True)
-    extent = _extent(run)
+    extent = _camera_extent(run)
     boost = cfg.fit_lr
     groups = [{"params": [params["means"]], "lr": LR["means"] * extent * boost, "name": "means"},
               {"params": [params["log_scales"]], "lr": LR["log_scales"] * boost},
