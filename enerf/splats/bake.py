@@ -43,6 +43,7 @@ from ..loaded_run import LoadedRun
 from ..progress import progress_bar
 from .gaussians import Splats, rgb_to_sh0
 from .rasterize import SplatCamera, gsplat_available, rasterize
+from .tiles import numba_available
 from .source import run_background
 
 __all__ = ["BakeReport", "field_candidates", "free_space_violations", "merge_candidates", "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake", "scene_cameras"]
@@ -61,7 +62,7 @@ class BakeReport:
     init_seconds: float
     fit_seconds: float
     fit_steps: int
-    backend: str  # torch | gsplat
+    backend: str  # numba | torch | gsplat | none
 
 
 def scene_cameras(run: LoadedRun, views, downscale: int = 1) -> list[SplatCamera]:
@@ -235,7 +236,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
     if rest.shape[1]:
         groups.append({"params": [rest], "lr": LR["sh_rest"] * boost})
     opt = torch.optim.Adam(groups, eps=1e-15)
-    backend = "gsplat" if gsplat_available(device) else "torch"
+    backend = "gsplat" if gsplat_available(device) else "numba" if device.type == "cpu" and numba_available() else "torch"
     rows = height if backend == "gsplat" or cfg.fit_rows == 0 else min(cfg.fit_rows, height)
     gen = torch.Generator().manual_seed(cfg.seed)
     tic = time.perf_counter()
@@ -249,7 +250,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
             current = Splats(means=params["means"], log_scales=params["log_scales"], quats=params["quats"],
                              opacity_logits=params["opacity_logits"], sh=torch.cat([sh0, rest], 1))
             out = rasterize(current, cams[k], bg, backend=backend, rows=None if backend == "gsplat" else (r0, r0 + rows))
-            rgb = out["rgb"] if backend == "torch" else out["rgb"][r0:r0 + rows]
+            rgb = out["rgb"] if backend != "gsplat" else out["rgb"][r0:r0 + rows]
             loss = (rgb - target).abs().mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -194,9 +194,9 @@ def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = N
 
     Args:
         background: Tensor  # [3] colour behind the splats (None: black)
-        backend: ``torch`` (the pure-torch path, any device, differentiable), ``numba`` (the compiled
-            forward pass of ``enerf.splats.tiles``, CPU, no gradient), ``gsplat`` (CUDA) or ``auto``
-            (gsplat where ``gsplat_available``; numba on a CPU when no gradient is asked for; else torch)
+        backend: ``torch`` (the pure-torch path, any device), ``numba`` (the compiled forward and backward
+            passes of ``enerf.splats.tiles``, CPU), ``gsplat`` (CUDA) or ``auto`` (gsplat where
+            ``gsplat_available``; numba on a CPU; else torch); all differentiable
         rows: (r0, r1): render only image rows [r0, r1) (a band; torch backend), e.g. to fit a crop
     Returns:
         dict: rgb [H', W, 3], acc [H', W] (accumulated opacity), depth [H', W] (expected camera z-depth,
@@ -207,8 +207,7 @@ def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = N
     if backend == "gsplat" or (backend == "auto" and rows is None and gsplat_available(device)):
         return _rasterize_gsplat(splats, camera, bg)
     if backend == "auto":
-        wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in splats.tensors().values())
-        backend = "numba" if device.type == "cpu" and not wants_grad and numba_available() else "torch"
+        backend = "numba" if device.type == "cpu" and numba_available() else "torch"
     r0, r1 = rows if rows is not None else (0, camera.height)
     width = camera.width
     proj = project(splats, camera)

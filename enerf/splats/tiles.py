@@ -1,13 +1,22 @@
-"""The splats' forward pass on a CPU, compiled (numba): what ``enerf render / eval --splats``, videos
-and the viewer's previews use when no gradient is needed.
+"""The splats' image formation on a CPU, compiled (numba), forward and backward: what the bake's fit,
+``enerf render / eval --splats``, videos and the viewer's previews use.
 
 The image formation is ``enerf.splats.rasterize``'s (the same projection, the same 1/255 and 0.99
 alpha bounds, the same front-to-back order), drawn as the reference rasterizer draws it: the image
-is cut into 16 x 16 tiles, each tile lists the Gaussians whose box touches it in depth order, and
-each pixel walks its tile's list front to back and stops once its transmittance falls below 1e-4
-(the reference's early stop: the pairs behind an opaque surface, most of them, cost nothing).
-Tiles are drawn in parallel over the machine's cores (numba's ``prange``). The result equals the
+is cut into ``TILE`` x ``TILE`` tiles, each tile lists the Gaussians whose box touches it in depth
+order, and each pixel walks its tile's list front to back and stops once its transmittance falls
+below 1e-4 (the reference's early stop: the pairs behind an opaque surface cost nothing). The
+reference's tiles are 16 px wide (a GPU thread block); on a CPU a pixel walks its whole list, and
+4-px tiles make the lists about 5x shorter for splats a few pixels wide (the fastest of 4, 8 and 16
+px for a bake's fit step). The pairs' data is laid out in walking order, one
+contiguous row a pair. Tiles are drawn in parallel over the machine's cores (numba's ``prange``). The result equals the
 pure-torch path's to within that stop (< 1e-4 a pixel).
+
+The backward pass is the reference's: each pixel keeps its final transmittance and the end of the
+pairs it composited; going back to front, the transmittance before each pair is recovered by
+dividing by (1 - alpha) and the colour behind it is accumulated, which gives dL/dalpha =
+T (c - colour behind) . dL/drgb + T_final / (1 - alpha) dL/dacc. Each (tile, Gaussian) pair owns
+one row of a gradient buffer (no two threads write one row); the rows are summed per Gaussian.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from torch import Tensor
 
 __all__ = ["TILE", "T_STOP", "numba_available", "rasterize_tiles"]
 
-TILE = 16
+TILE = 4  # px; see the module docstring
 T_STOP = 1e-4  # a pixel stops once its transmittance falls below this (the reference's)
 
 _KERNEL = None
@@ -40,35 +49,36 @@ def _kernel():
         import numba
 
         @numba.njit(parallel=True, cache=True, fastmath=False)
-        def draw(starts, ids, uv, conic, opacity, colors, depth, tiles_x, width, height, r0, alpha_min, alpha_max,
-                 t_stop, rgb, acc, dep):
+        def draw(starts, pk, col, tile_size, tiles_x, width, height, r0, alpha_min, alpha_max,
+                 t_stop, rgb, acc, dep, last, final_t):
             n_tiles = len(starts) - 1
             for tile in numba.prange(n_tiles):
                 ty, tx = tile // tiles_x, tile % tiles_x
                 a, b = starts[tile], starts[tile + 1]
-                for py in range(r0 + ty * 16, min(r0 + ty * 16 + 16, height)):
-                    for px in range(tx * 16, min(tx * 16 + 16, width)):
+                for py in range(r0 + ty * tile_size, min(r0 + (ty + 1) * tile_size, height)):
+                    for px in range(tx * tile_size, min((tx + 1) * tile_size, width)):
                         trans = 1.0
                         cr = cg = cb = d = 0.0
                         fx, fy = px + 0.5, py + 0.5
-                        for k in range(a, b):
-                            g = ids[k]
-                            dx, dy = fx - uv[g, 0], fy - uv[g, 1]
-                            power = -0.5 * (conic[g, 0] * dx * dx + conic[g, 2] * dy * dy) - conic[g, 1] * dx * dy
-                            if power > 0.0:
+                        end = b
+                        for k in range(a, b):  # pk[k]: u, v, conic a, b, c, floor, opacity, depth of pair k
+                            dx, dy = fx - pk[k, 0], fy - pk[k, 1]
+                            power = -0.5 * (pk[k, 2] * dx * dx + pk[k, 4] * dy * dy) - pk[k, 3] * dx * dy
+                            if power > 0.0 or power < pk[k, 5]:  # floor: log(alpha_min / opacity), no exp needed
                                 continue
-                            alpha = opacity[g] * np.exp(power)
+                            alpha = pk[k, 6] * np.exp(power)
                             if alpha < alpha_min:
                                 continue
                             if alpha > alpha_max:
                                 alpha = alpha_max
                             w = alpha * trans
-                            cr += w * colors[g, 0]
-                            cg += w * colors[g, 1]
-                            cb += w * colors[g, 2]
-                            d += w * depth[g]
+                            cr += w * col[k, 0]
+                            cg += w * col[k, 1]
+                            cb += w * col[k, 2]
+                            d += w * pk[k, 7]
                             trans *= 1.0 - alpha
                             if trans < t_stop:
+                                end = k + 1
                                 break
                         row = py - r0
                         rgb[row, px, 0] = cr
@@ -76,14 +86,124 @@ def _kernel():
                         rgb[row, px, 2] = cb
                         acc[row, px] = 1.0 - trans
                         dep[row, px] = d
+                        last[row, px] = end
+                        final_t[row, px] = trans
 
-        _KERNEL = draw
+        @numba.njit(parallel=True, cache=True, fastmath=False)
+        def draw_grad(starts, pk, col, tile_size, tiles_x, width, height, r0, alpha_min, alpha_max,
+                      last, final_t, g_rgb, g_acc, g_pair):
+            n_tiles = len(starts) - 1
+            for tile in numba.prange(n_tiles):
+                ty, tx = tile // tiles_x, tile % tiles_x
+                a = starts[tile]
+                for py in range(r0 + ty * tile_size, min(r0 + (ty + 1) * tile_size, height)):
+                    for px in range(tx * tile_size, min((tx + 1) * tile_size, width)):
+                        row = py - r0
+                        t_end = final_t[row, px]
+                        trans = t_end
+                        gr, gg, gb, ga = g_rgb[row, px, 0], g_rgb[row, px, 1], g_rgb[row, px, 2], g_acc[row, px]
+                        br = bg_ = bb = 0.0  # the colour composited behind the current pair
+                        fx, fy = px + 0.5, py + 0.5
+                        for k in range(last[row, px] - 1, a - 1, -1):
+                            dx, dy = fx - pk[k, 0], fy - pk[k, 1]
+                            power = -0.5 * (pk[k, 2] * dx * dx + pk[k, 4] * dy * dy) - pk[k, 3] * dx * dy
+                            if power > 0.0 or power < pk[k, 5]:
+                                continue
+                            gauss = np.exp(power)
+                            alpha = pk[k, 6] * gauss
+                            if alpha < alpha_min:
+                                continue
+                            clamped = alpha > alpha_max
+                            if clamped:
+                                alpha = alpha_max
+                            trans = trans / (1.0 - alpha)  # the transmittance in front of this pair
+                            w = alpha * trans
+                            cr, cg, cb = col[k, 0], col[k, 1], col[k, 2]
+                            g_pair[k, 6] += w * gr
+                            g_pair[k, 7] += w * gg
+                            g_pair[k, 8] += w * gb
+                            d_alpha = trans * ((cr - br) * gr + (cg - bg_) * gg + (cb - bb) * gb) \
+                                + ga * t_end / (1.0 - alpha)
+                            br = alpha * cr + (1.0 - alpha) * br
+                            bg_ = alpha * cg + (1.0 - alpha) * bg_
+                            bb = alpha * cb + (1.0 - alpha) * bb
+                            if clamped:
+                                continue
+                            g_pair[k, 5] += d_alpha * gauss
+                            d_power = d_alpha * alpha
+                            g_pair[k, 0] += d_power * (pk[k, 2] * dx + pk[k, 3] * dy)
+                            g_pair[k, 1] += d_power * (pk[k, 4] * dy + pk[k, 3] * dx)
+                            g_pair[k, 2] -= 0.5 * d_power * dx * dx
+                            g_pair[k, 3] -= d_power * dx * dy
+                            g_pair[k, 4] -= 0.5 * d_power * dy * dy
+
+        _KERNEL = (draw, draw_grad)
     return _KERNEL
+
+
+def _f32(t: Tensor) -> np.ndarray:
+    return np.ascontiguousarray(t.detach().float().numpy())
+
+
+def _bin(uv: Tensor, extent: Tensor, width: int, rows: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Each tile's list of Gaussians in depth order: (starts [tiles + 1], ids [P], tiles_x, tiles_y)."""
+    r0, r1 = rows
+    tiles_x, tiles_y = -(-width // TILE), -(-(r1 - r0) // TILE)
+    with torch.no_grad():
+        x0 = torch.floor((uv[:, 0] - extent[:, 0] - 0.5) / TILE).clamp(0, tiles_x - 1).long()
+        x1 = torch.floor((uv[:, 0] + extent[:, 0] - 0.5) / TILE).clamp(-1, tiles_x - 1).long() + 1
+        y0 = torch.floor((uv[:, 1] - extent[:, 1] - 0.5 - r0) / TILE).clamp(0, tiles_y - 1).long()
+        y1 = torch.floor((uv[:, 1] + extent[:, 1] - 0.5 - r0) / TILE).clamp(-1, tiles_y - 1).long() + 1
+        bw, bh = (x1 - x0).clamp_min(0), (y1 - y0).clamp_min(0)
+        count = bw * bh
+        gid = torch.repeat_interleave(torch.arange(len(uv)), count)
+        local = torch.arange(len(gid)) - (torch.cumsum(count, 0) - count)[gid]
+        tile = (y0[gid] + torch.div(local, bw[gid], rounding_mode="floor")) * tiles_x + x0[gid] + local % bw[gid]
+        order = torch.sort(tile, stable=True).indices  # depth order kept within a tile
+    ids = gid[order].numpy().astype(np.int64)
+    starts = np.zeros(tiles_x * tiles_y + 1, np.int64)
+    starts[1:] = np.cumsum(np.bincount(tile.numpy(), minlength=tiles_x * tiles_y))
+    return starts, ids, tiles_x, tiles_y
+
+
+class _Tiles(torch.autograd.Function):
+    """The compiled forward pass and its backward (module docstring); depth gets no gradient."""
+
+    @staticmethod
+    def forward(ctx, uv, conic, opacity, colors, depth, extent, width, rows, alpha_min, alpha_max):
+        r0, r1 = rows
+        h = r1 - r0
+        starts, ids, tiles_x, _ = _bin(uv, extent, width, rows)
+        rgb = np.zeros((h, width, 3), np.float32)
+        acc = np.zeros((h, width), np.float32)
+        dep = np.zeros((h, width), np.float32)
+        last = np.zeros((h, width), np.int64)
+        final_t = np.ones((h, width), np.float32)
+        op = _f32(opacity)
+        floor = np.log(alpha_min / np.maximum(op, 1e-30)).astype(np.float32) - 1e-5  # below it alpha < alpha_min
+        per_splat = np.concatenate([_f32(uv), _f32(conic), floor[:, None], op[:, None], _f32(depth)[:, None]], 1)
+        pk, col = per_splat[ids], _f32(colors)[ids]  # one contiguous row a pair, in each tile's walking order
+        _kernel()[0](starts, pk, col, TILE, tiles_x, width, r1, r0, alpha_min, alpha_max, T_STOP, rgb, acc, dep, last,
+                     final_t)
+        ctx.state = (starts, ids, pk, col, tiles_x, width, rows, alpha_min, alpha_max, last, final_t, len(uv))
+        dep_t = torch.from_numpy(dep)
+        ctx.mark_non_differentiable(dep_t)
+        return torch.from_numpy(rgb), torch.from_numpy(acc), dep_t
+
+    @staticmethod
+    def backward(ctx, g_rgb, g_acc, _g_dep):
+        starts, ids, pk, col, tiles_x, width, (r0, r1), alpha_min, alpha_max, last, final_t, n = ctx.state
+        g_pair = np.zeros((len(ids), 9), np.float32)
+        _kernel()[1](starts, pk, col, TILE, tiles_x, width, r1, r0, alpha_min, alpha_max, last, final_t,
+                     _f32(g_rgb), _f32(g_acc), g_pair)
+        grad = torch.zeros(n, 9).index_add_(0, torch.from_numpy(ids), torch.from_numpy(g_pair))
+        return grad[:, 0:2], grad[:, 2:5], grad[:, 5], grad[:, 6:9], None, None, None, None, None, None
 
 
 def rasterize_tiles(uv: Tensor, conic: Tensor, opacity: Tensor, colors: Tensor, depth: Tensor, extent: Tensor,
                     width: int, rows: tuple[int, int], alpha_min: float, alpha_max: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Draw Gaussians already projected and sorted front to back (``rasterize``'s step 1).
+    """Draw Gaussians already projected and sorted front to back (``rasterize``'s step 1); differentiable
+    in uv, conic, opacity and colors (rgb and acc; depth has no gradient).
 
     Args:
         uv, conic, opacity, colors, depth, extent: [G, 2], [G, 3], [G], [G, 3], [G], [G, 2] (CPU)
@@ -91,29 +211,4 @@ def rasterize_tiles(uv: Tensor, conic: Tensor, opacity: Tensor, colors: Tensor, 
     Returns:
         rgb [r1 - r0, width, 3] (no background), acc [r1 - r0, width], depth [r1 - r0, width] (weighted)
     """
-    r0, r1 = rows
-    h = r1 - r0
-    tiles_x, tiles_y = -(-width // TILE), -(-h // TILE)
-    x0 = torch.floor((uv[:, 0] - extent[:, 0] - 0.5) / TILE).clamp(0, tiles_x - 1).long()
-    x1 = torch.floor((uv[:, 0] + extent[:, 0] - 0.5) / TILE).clamp(-1, tiles_x - 1).long() + 1
-    y0 = torch.floor((uv[:, 1] - extent[:, 1] - 0.5 - r0) / TILE).clamp(0, tiles_y - 1).long()
-    y1 = torch.floor((uv[:, 1] + extent[:, 1] - 0.5 - r0) / TILE).clamp(-1, tiles_y - 1).long() + 1
-    bw, bh = (x1 - x0).clamp_min(0), (y1 - y0).clamp_min(0)
-    count = bw * bh
-    gid = torch.repeat_interleave(torch.arange(len(uv)), count)
-    local = torch.arange(len(gid)) - (torch.cumsum(count, 0) - count)[gid]
-    tile = (y0[gid] + torch.div(local, bw[gid], rounding_mode="floor")) * tiles_x + x0[gid] + local % bw[gid]
-    order = torch.sort(tile, stable=True).indices  # depth order kept within a tile
-    ids = gid[order].numpy().astype(np.int64)
-    starts = np.zeros(tiles_x * tiles_y + 1, np.int64)
-    starts[1:] = np.cumsum(np.bincount(tile.numpy(), minlength=tiles_x * tiles_y))
-    rgb = np.zeros((h, width, 3), np.float32)
-    acc = np.zeros((h, width), np.float32)
-    dep = np.zeros((h, width), np.float32)
-
-    def f32(t: Tensor) -> np.ndarray:
-        return np.ascontiguousarray(t.detach().float().numpy())
-
-    _kernel()(starts, ids, f32(uv), f32(conic), f32(opacity), f32(colors), f32(depth), tiles_x, width, r1, r0,
-              alpha_min, alpha_max, T_STOP, rgb, acc, dep)
-    return torch.from_numpy(rgb), torch.from_numpy(acc), torch.from_numpy(dep)
+    return _Tiles.apply(uv, conic, opacity, colors, depth, extent, width, rows, alpha_min, alpha_max)
