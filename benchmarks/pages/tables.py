@@ -1,0 +1,92 @@
+"""The named tables and figures the user pages mark (``<!-- table NAME -->``, ``<!-- fig NAME -->``).
+
+A template row's ``{RECORD:KEY.PATH:FORMAT}`` is the value at KEY.PATH of benchmarks/RECORD.json, formatted
+with FORMAT (see ``benchmarks.pages.records.fill``). Prose around a table or a figure stays on its page.
+"""
+
+from __future__ import annotations
+
+from benchmarks import splats
+from benchmarks.pages.records import figure, record, table, template_table
+
+__all__: list[str] = []
+
+T, R, C, D = "docs/train.md", "benchmarks/", "docs/captures.md", "docs/conditioning.md"
+
+template_table("results", "| what | figure | where |\n|---|---|---|", [
+    "| the demo (first command above), {demo:steps:,} steps | held-out PSNR {demo:summary.psnr:.2f} dB, SSIM "
+    "{demo:summary.ssim:.3f}; {demo:summary.wall_seconds} s wall, peak RSS {demo:summary.peak_rss_gib:.2f} GiB "
+    f"| [train]({T}#what-the-configs-reach) · [record]({R}demo.json) |",
+    "| LLFF fern in 10 min (`configs/fern_cpu.txt`), seeds 0–2 | {fern_cpu:summary.psnr_mean:.2f} ± "
+    "{fern_cpu:summary.psnr_std:.2f} dB; nerf-pytorch at equal time {fern_cpu:summary.peer_psnr:.2f} dB (enerf "
+    "{fern_cpu:summary.enerf_beside_peer_psnr:.2f} dB beside it) "
+    f"| [train]({T}#what-the-configs-reach) · [record]({R}fern_cpu.json) |",
+    "| Blender lego in 10 min (`configs/lego_cpu.txt`) | {lego_cpu:summary.psnr:.2f} dB "
+    f"| [train]({T}#what-the-configs-reach) · [record]({R}lego_cpu.json) |",
+    "| instant-ngp's fox (a phone capture) in 10 min (`configs/capture_cpu.txt`: proposal sampler) "
+    "| {capture_proposal:fox_wall.psnr:.2f} dB in {capture_proposal:fox_wall.steps:,} steps; the hierarchical "
+    "sampler {capture_proposal:fox_hierarchical.psnr:.2f} dB, nerfacto at equal time {capture_fox:summary.nerfacto_psnr:.2f} dB "
+    f"| [captures]({C}#ten-minutes-proposal-against-hierarchical) · [record]({R}capture_proposal.json) |",
+    "| a walk around a board game (96 phone photos) in 10 and 30 min, the same config "
+    "| {capture_proposal:boardgame_proposal.psnr:.2f} dB → {capture_proposal:boardgame_proposal_30min.psnr:.2f} dB; "
+    "the hierarchical sampler in 10 min {capture_proposal:boardgame_hierarchical.psnr:.2f} dB "
+    f"| [captures]({C}#ten-minutes-proposal-against-hierarchical) · [record]({R}capture_proposal.json) |",
+    "| a 24 s phone video to a trained scene: `enerf data video` then `enerf train --datadir`, no other flag "
+    "| {capture_proposal:beer.registered} frames kept and registered; held-out {capture_proposal:beer.psnr:.2f} dB; "
+    "{capture_proposal:summary.beer.total_minutes} min wall in all "
+    f"| [data](docs/data.md#from-a-phone-video-enerf-data-video) · [record]({R}capture_proposal.json) |",
+    "| row vs vanilla, demo, 3 seeds × 3,000 steps | {conditioning_demo:summary.delta_row:+.2f} dB "
+    "({conditioning_demo:summary.row_mean:.2f} ± {conditioning_demo:summary.row_std:.2f} vs "
+    "{conditioning_demo:summary.none_mean:.2f} ± {conditioning_demo:summary.none_std:.2f}) "
+    f"| [conditioning]({D}#vanilla-vs-e-nerf-on-the-embedded-scene) · [record]({R}conditioning_demo.json) |",
+    "| all methods against vanilla, demo, 3 seeds × 500 steps | `col` {methods_demo:summary.col_delta:+.2f} dB, "
+    "`row+bnp` {methods_demo:summary.row_bnp_delta:+.2f} dB, `row` {methods_demo:summary.row_delta:+.2f} dB; "
+    "`ws` renders black ({methods_demo:summary.ws_psnr:.2f} dB) "
+    f"| [conditioning]({D}#all-methods) · [record]({R}methods_demo.json) |",
+    "| row vs vanilla, 3 seeds: fern 1,500 steps / lego 300 steps (Δ and its 95 % CI) "
+    "| fern {conditioning_real:summary.fern_row_delta:+.2f} dB [{conditioning_real:summary.fern_ci_low:+.2f}, "
+    "{conditioning_real:summary.fern_ci_high:+.2f}]; lego {conditioning_real:summary.lego_row_delta:+.2f} dB "
+    "[{conditioning_real:summary.lego_ci_low:+.2f}, {conditioning_real:summary.lego_ci_high:+.2f}] "
+    f"| [conditioning]({D}#vanilla-vs-e-nerf-on-fern-and-lego) · [record]({R}conditioning_real.json) |",
+    "| the paper's 8 × 256 NeRF, row vs vanilla, 3 seeds × 400 steps (Δ and its 95 % CI) "
+    "| fern {paper_study:summary.nerf.fern_delta:+.2f} dB [{paper_study:summary.nerf.fern_ci_low:+.2f}, "
+    "{paper_study:summary.nerf.fern_ci_high:+.2f}]; lego {paper_study:summary.nerf.lego_delta:+.2f} dB "
+    "[{paper_study:summary.nerf.lego_ci_low:+.2f}, {paper_study:summary.nerf.lego_ci_high:+.2f}] "
+    f"| [paper](docs/paper.md#e-nerf-vs-nerf-on-fern-and-lego) · [record]({R}paper_study.json) |",
+    "| occupancy grid vs hierarchical, demo: time to the hierarchical run's PSNR after 300 s (3 seeds) "
+    "| {marcher_race:summary.speed.time_ratio_seed_0}× the time with the first seed; the other two "
+    "{marcher_race:summary.speed.short_db_seed_1:.2f} and {marcher_race:summary.speed.short_db_seed_2:.2f} dB short "
+    "at the cap; {marcher_race:summary.speed.fewer_queries_min:.1f}–{marcher_race:summary.speed.fewer_queries_max:.1f}× "
+    f"fewer network queries per ray | [render](docs/render.md#renderers) · [record]({R}marcher_race.json) |",
+    "| cost of `row` per training step (demo grid config, 3 seeds) "
+    "| {marcher_race:summary.overhead.ratio_row_over_none_min:.3f}–{marcher_race:summary.overhead.ratio_row_over_none_max:.3f}"
+    f" × vanilla | [conditioning]({D}#cost-per-training-step) · [record]({R}marcher_race.json) |",
+    "| shapes in 300 s (`configs/shape_cpu.txt`), torus / bunny | occupancy IoU "
+    "{shapes_targets:summary.torus_occupancy_iou:.4f} / {shapes_targets:summary.bunny_occupancy_iou:.4f}; SDF "
+    "Chamfer-L1 {shapes_targets:summary.torus_sdf_chamfer_l1:.5f} / {shapes_targets:summary.bunny_sdf_chamfer_l1:.5f} "
+    f"| [shapes](docs/shapes.md#what-the-cpu-config-reaches-in-5-minutes) · [record]({R}shapes_targets.json) |",
+    "| `enerf data colmap` on fern's 20 photos | {colmap_fern:summary.registered}/{colmap_fern:summary.photos} "
+    "registered; camera centres within {colmap_fern:summary.centre_error_median_pct:.2f} %, rotations within "
+    "{colmap_fern:summary.rotation_error_median_deg:.2f}° of the release's (median) "
+    f"| [data](docs/data.md#how-close-to-the-published-poses) · [record]({R}colmap_fern.json) |",
+    "| BN + E on a small CNN (8 × 8 digits, 5 seeds) | {classify_digits:summary.bn_e_points_below_bn_min:.2f}–"
+    "{classify_digits:summary.bn_e_points_below_bn_max:.2f} points of accuracy below BN "
+    f"| [conditioning]({D}#beyond-mlps-handwritten-digits) · [record]({R}classify_digits.json) |",
+    "| 2 processes (torchrun, gloo) vs 1, on 2 cores | ×{distributed:summary.speed_ratio_2_over_1:.2f} steps/s "
+    f"| [scale out](docs/scale-out.md#what-it-buys) · [record]({R}distributed.json) |",
+    "| on one GPU: the capture default on the fox, 90 s of training | {gpu_capture:runs.fox.psnr:.2f} dB in "
+    "{gpu_capture:runs.fox.steps:,} steps "
+    f"| [gpu](docs/gpu.md#the-cpu-preset-on-a-gpu) · [record]({R}gpu_capture.json) |",
+])
+
+
+@table("splats", "splats")
+def splats_table() -> str:
+    """docs/splats.md's table: the field against its splats, per capture (``benchmarks.splats.table``)."""
+    return splats.table(record("splats"))
+
+
+@figure("demo_minutes", "demo")
+def demo_minutes() -> str:
+    """The demo's wall time in minutes, one decimal."""
+    return f"{record('demo')['summary']['wall_seconds'] / 60:.1f}"
