@@ -90,3 +90,21 @@ def splats_table() -> str:
 def demo_minutes() -> str:
     """The demo's wall time in minutes, one decimal."""
     return f"{record('demo')['summary']['wall_seconds'] / 60:.1f}"
+
+
+@table("beer_wall", "capture_proposal")
+def beer_wall() -> str:
+    """docs/walkthrough.md's table: the beer video to a trained scene, stage by stage (wall time)."""
+    beer = record("capture_proposal")["beer"]
+    parts = beer["wall_parts"]
+    preview = beer["total_seconds"] - beer["video_seconds"] - parts["total"]
+    return "\n".join([
+        "| stage | wall time |", "|---|---|",
+        f"| `enerf data video`: {beer['registered']} frames kept and posed | {beer['video_seconds']:.0f} s |",
+        f"| loading the frames | {parts['load']:.1f} s |",
+        f"| 10 minutes of training ({beer['steps']:,} steps), with periodic evaluations of one view "
+        f"| {parts['train'] / 60:.1f} min |",
+        f"| final evaluation of the held-out frames: {beer['psnr']:.2f} dB, SSIM {beer['ssim']:.3f} "
+        f"| {parts['eval'] / 60:.1f} min |",
+        f"| the preview video | {preview / 60:.1f} min |",
+        f"| in all | {beer['total_seconds'] / 60:.1f} min |"])
