@@ -108,3 +108,18 @@ def beer_wall() -> str:
         f"| {parts['eval'] / 60:.1f} min |",
         f"| the preview video | {preview / 60:.1f} min |",
         f"| in all | {beer['total_seconds'] / 60:.1f} min |"])
+
+
+@table("colmap_fern", "colmap_fern")
+def colmap_fern() -> str:
+    """docs/data.md's table: fern's photos posed by ``enerf data colmap`` against the release, per seed."""
+    rows = ["| seed | whole command | registered | reprojection error | centre error, median / max "
+            "| rotation error, median / max | near / far bounds ÷ release's | focal ÷ release's |",
+            "|---|---|---|---|---|---|---|---|"]
+    for s in record("colmap_fern")["seeds"]:
+        rows.append(f"| {s['seed']} | {s['seconds']:.1f} s | {s['registered']} / {s['photos']} | "
+                    f"{s['reprojection_px']:.2f} px | {s['centre_pct'][0]:.2f} % / {s['centre_pct'][1]:.2f} % | "
+                    f"{s['rotation_deg'][0]:.2f}° / {s['rotation_deg'][1]:.2f}° | "
+                    f"{s['near_ratio'][0]:.2f}–{s['near_ratio'][1]:.2f} / {s['far_ratio'][0]:.2f}–{s['far_ratio'][1]:.2f} "
+                    f"| {s['focal_ratio']:.3f} |")
+    return "\n".join(rows)
