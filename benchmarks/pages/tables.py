@@ -123,3 +123,22 @@ def colmap_fern() -> str:
                     f"{s['near_ratio'][0]:.2f}–{s['near_ratio'][1]:.2f} / {s['far_ratio'][0]:.2f}–{s['far_ratio'][1]:.2f} "
                     f"| {s['focal_ratio']:.3f} |")
     return "\n".join(rows)
+
+
+@table("capture_samplers", "capture_proposal")
+def capture_samplers() -> str:
+    """docs/captures.md's table: the capture config's proposal sampler against the hierarchical one, 10 minutes."""
+    rec = record("capture_proposal")
+    rows = ["| capture | sampler, training time | held-out PSNR | worst view (below the mean) | steps |",
+            "|---|---|---|---|---|"]
+    for capture, sampler, key in (("instant-ngp's fox (7 held-out views)", "proposal, 10 min", "fox_wall"),
+                                  ("", "hierarchical, 10 min", "fox_hierarchical"),
+                                  ("boardgame, a walk around a board game (12 held-out views)", "proposal, 10 min",
+                                   "boardgame_proposal"),
+                                  ("", "proposal, 30 min", "boardgame_proposal_30min"),
+                                  ("", "hierarchical, 10 min", "boardgame_hierarchical")):
+        e = rec[key]
+        worst = (f"{e['worst_view_psnr']:.2f} dB ({e['worst_gap_db']:.1f} dB)" if e.get("worst_view_psnr") is not None
+                 else "–")
+        rows.append(f"| {capture} | {sampler} | {e['psnr']:.2f} dB | {worst} | {e['steps']:,} |")
+    return "\n".join(rows)
