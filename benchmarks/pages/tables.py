@@ -142,3 +142,22 @@ def capture_samplers() -> str:
                  else "–")
         rows.append(f"| {capture} | {sampler} | {e['psnr']:.2f} dB | {worst} | {e['steps']:,} |")
     return "\n".join(rows)
+
+
+@table("configs", "demo", "fern_cpu", "lego_cpu", "capture_proposal")
+def configs() -> str:
+    """docs/train.md's table: what the configs reach in their time (held-out PSNR, steps, wall time)."""
+    demo, fern, lego = record("demo"), record("fern_cpu")["runs"], record("lego_cpu")["rerun"]
+    fox = record("capture_proposal")["fox_wall"]
+    rows = ["| command | held-out PSNR | steps | training time; wall time in all |", "|---|---|---|---|",
+            f"| `enerf train --config configs/demo.txt` | {demo['psnr']:.2f} dB | {demo['steps']:,} | "
+            f"{demo['train_seconds']:.0f} s; {demo['wall_seconds']:.0f} s, peak RSS {demo['peak_rss_gib']:.2f} GiB |"]
+    for run in fern:
+        rows.append(f"| `python -m benchmarks.real --scene fern --seed {run['seed']}` | {run['psnr']:.2f} dB | "
+                    f"{run['steps']:,} | {run['train_seconds']:.0f} s; {run['wall_seconds'] / 60:.1f} min |")
+    for cmd, run in (("`python -m benchmarks.real --scene lego`", lego),
+                     ("`python -m benchmarks.real --scene fox --datadir ../shared/data/nerfstudio/fox "
+                      "--config configs/capture_cpu.txt --out runs/bench_wall`", fox)):
+        rows.append(f"| {cmd} | {run['psnr']:.2f} dB | {run['steps']:,} | {run['train_seconds']:.0f} s; "
+                    f"{run['wall_seconds'] / 60:.1f} min |")
+    return "\n".join(rows)
