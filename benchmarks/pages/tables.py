@@ -161,3 +161,34 @@ def configs() -> str:
         rows.append(f"| {cmd} | {run['psnr']:.2f} dB | {run['steps']:,} | {run['train_seconds']:.0f} s; "
                     f"{run['wall_seconds'] / 60:.1f} min |")
     return "\n".join(rows)
+
+
+@table("gpu_check", "gpu_check_h100")
+def gpu_check() -> str:
+    """docs/gpu.md's table: fern's short training runs per renderer and conditioning, one GPU."""
+    rows = ["| renderer | conditioning | steps | held-out PSNR | training rays / s | median step | peak GPU memory |",
+            "|---|---|---|---|---|---|---|"]
+    for r in record("gpu_check_h100")["training"]["runs"]:
+        rows.append(f"| {r['renderer']} | {r['conditioning']} | {r['steps']:,} | {r['psnr']:.2f} dB | "
+                    f"{r['rays_per_second']:,.0f} | {r['median_step_seconds'] * 1000:.1f} ms | "
+                    f"{r['peak_gpu_memory_mib']:,.0f} MiB |")
+    return "\n".join(rows)
+
+
+@figure("nerfacc_max_diff", "gpu_check_h100")
+def nerfacc_max_diff() -> str:
+    """The largest difference of rgb, acc or depth between nerfacc and torch_grid on the promised rays."""
+    cases = record("gpu_check_h100")["equality"]
+    return f"{max(v for c in cases for v in c['max_abs_diff'].values()):.1e}"
+
+
+@table("gpu_capture", "gpu_capture")
+def gpu_capture() -> str:
+    """docs/gpu.md's second table: the CPU capture preset on one GPU, 90 s of training."""
+    rows = ["| capture | held-out PSNR | steps in the training time | wall time (loading · training loop · "
+            "final evaluation) |", "|---|---|---|---|"]
+    for name, r in record("gpu_capture")["runs"].items():
+        w = r["wall_seconds"]
+        rows.append(f"| {name} | {r['psnr']:.2f} dB | {r['steps']:,} in {r['train_seconds']:.0f} s | "
+                    f"{w['total']:.0f} s ({w['load']:.1f} · {w['train']:.1f} · {w['eval']:.1f}) |")
+    return "\n".join(rows)
