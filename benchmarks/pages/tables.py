@@ -192,3 +192,14 @@ def gpu_capture() -> str:
         rows.append(f"| {name} | {r['psnr']:.2f} dB | {r['steps']:,} in {r['train_seconds']:.0f} s | "
                     f"{w['total']:.0f} s ({w['load']:.1f} · {w['train']:.1f} · {w['eval']:.1f}) |")
     return "\n".join(rows)
+
+
+@table("mesh_accuracy", "mesh_accuracy")
+def mesh_accuracy() -> str:
+    """docs/mesh.md's table: each mesh method scored against the synthetic scene's known surfaces."""
+    rows = ["| method | faces | Chamfer-L1 | accuracy | completeness | normal consistency | F-score |",
+            "|---|---|---|---|---|---|---|"]
+    for m in record("mesh_accuracy")["methods"]:
+        rows.append(f"| `{m['method']}` | {m['faces']:,} | {m['chamfer_l1']:.4f} | {m['accuracy']:.4f} | "
+                    f"{m['completeness']:.4f} | {m['normal_consistency']:.3f} | {m['fscore']:.4f} |")
+    return "\n".join(rows)
