@@ -203,3 +203,26 @@ def mesh_accuracy() -> str:
         rows.append(f"| `{m['method']}` | {m['faces']:,} | {m['chamfer_l1']:.4f} | {m['accuracy']:.4f} | "
                     f"{m['completeness']:.4f} | {m['normal_consistency']:.3f} | {m['fscore']:.4f} |")
     return "\n".join(rows)
+
+
+@table("marcher_race", "marcher_race")
+def marcher_race() -> str:
+    """docs/render.md's table: the occupancy grid raced against the hierarchical sampler, per seed."""
+    seeds = record("marcher_race")["seeds"]
+    names = sorted(seeds, key=int)
+    rows = ["| seed | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+
+    def row(label, cell):
+        rows.append(f"| {label} | " + " | ".join(cell(seeds[n]) for n in names) + " |")
+
+    row("hierarchical: held-out PSNR after its training time", lambda s: f"{s['hierarchical']['psnr']:.2f} dB "
+        f"({s['hierarchical']['steps']:,} steps in {s['hierarchical']['train_seconds']} s)")
+    row("torch_grid: training time to that PSNR", lambda s: (
+        f"{s['torch_grid']['seconds_to_target']} s ({s['torch_grid']['steps_to_target']:,} steps)"
+        if s["torch_grid"]["reached"] else f"not within {s['torch_grid']['final_train_seconds']} s: "
+        f"{s['torch_grid']['final_psnr']:.2f} dB ({s['torch_grid']['steps']:,} steps)"))
+    row("network queries per training ray (hierarchical: 32)", lambda s: f"{s['torch_grid']['queries_per_ray_final']:.2f}:"
+        f" {s['torch_grid']['fewer_queries_final']:.2f}× fewer")
+    row("`row` / `none` time per training step (median of pairs)",
+        lambda s: f"{s['overhead']['ratio_row_over_none']:.3f}")
+    return "\n".join(rows)
