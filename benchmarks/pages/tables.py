@@ -226,3 +226,16 @@ def marcher_race() -> str:
     row("`row` / `none` time per training step (median of pairs)",
         lambda s: f"{s['overhead']['ratio_row_over_none']:.3f}")
     return "\n".join(rows)
+
+
+@table("viewer", "viewer")
+def viewer() -> str:
+    """docs/view.md's table: the viewer's time from a camera move to each frame, per scene."""
+    rows = ["| scene (steps trained) | renderer | first preview | 256-px draft (CPU), from the move | exact frame (CPU), "
+            "from the move | draft vs exact |", "|---|---|---|---|---|---|"]
+    for r in record("viewer")["rows"]:
+        rows.append(f"| {r['scene']}, {r['size']} ({r['step']:,}) | {r['renderer']} | {r['preview_s']:.2f} s, "
+                    f"{r['preview_width']} px wide | {r['draft_s']:.2f} s ({r['cpu_draft_s']:.2f} s), {r['to_draft_s']:.2f} s "
+                    f"| {r['final_s']:.2f} s ({r['cpu_final_s']:.2f} s), {r['to_final_s']:.2f} s, "
+                    f"{r['final_width']}x{r['final_height']} | {r['draft_psnr']:.1f} dB |")
+    return "\n".join(rows)
