@@ -7,7 +7,7 @@ with FORMAT (see ``benchmarks.pages.records.fill``). Prose around a table or a f
 from __future__ import annotations
 
 from benchmarks import splats
-from benchmarks.pages.records import figure, record, table, template_table
+from benchmarks.pages.records import figure, fmt, record, table, template_table
 
 __all__: list[str] = []
 
@@ -239,3 +239,56 @@ def viewer() -> str:
                     f"| {r['final_s']:.2f} s ({r['cpu_final_s']:.2f} s), {r['to_final_s']:.2f} s, "
                     f"{r['final_width']}x{r['final_height']} | {r['draft_psnr']:.1f} dB |")
     return "\n".join(rows)
+
+
+@table("shapes_targets", "shapes_targets")
+def shapes_targets() -> str:
+    """docs/shapes.md's first table: each shape network after its training time."""
+    rows = ["| shape | network | steps | IoU | Chamfer-L1 | NC | F-score | IoU ≥ 0.95 / Chamfer-L1 ≤ 0.005 first seen |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in record("shapes_targets")["rows"]:
+        met = r["first_met"]
+        rows.append(f"| {r['shape']} | {r['kind']} | {r['steps']:,} | {r['iou']:.4f} | {r['chamfer_l1']:.5f} | "
+                    f"{r['normal_consistency']:.4f} | {r['fscore']:.3f} | {met['train_seconds']} s (step {met['step']:,}) |")
+    return "\n".join(rows)
+
+
+@figure("shape_mesh_seconds", "shapes_targets")
+def shape_mesh_seconds() -> str:
+    """The range of `enerf shape mesh --resolution 128`'s wall times over the runs, with two threads."""
+    times = [v for k, v in record("shapes_targets")["mesh_128_two_threads_seconds"].items() if k != "command"]
+    return f"{min(times):.1f}–{max(times):.1f}"
+
+
+@table("shapes_compare", "shapes_compare")
+def shapes_compare() -> str:
+    """docs/shapes.md's second table: conditioning modes on three shapes, mean ± std over seeds, Δ vs none."""
+    def stat(values, digits):
+        mean = sum(values) / len(values)
+        std = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+        return f"{mean:.{digits}f} ± {std:.{digits}f}"
+    rows = ["| shape | mode | IoU | Chamfer-L1 | NC | F-score | Δ IoU | Δ Chamfer-L1 |", "|---|---|---|---|---|---|---|---|"]
+    for r in record("shapes_compare")["rows"]:
+        delta = ("| | |" if r["mode"] == "none" else
+                 f"| {fmt(r['iou_delta'], '+.4f')} | {fmt(r['chamfer_l1_delta'], '+.5f')} |")
+        rows.append(f"| {r['shape']} | {r['mode']} | {stat(r['iou'], 4)} | {stat(r['chamfer_l1'], 5)} | "
+                    f"{stat(r['normal_consistency'], 4)} | {stat(r['fscore'], 4)} {delta}")
+    return "\n".join(rows)
+
+
+@table("distributed", "distributed")
+def distributed() -> str:
+    """docs/scale-out.md's table: training steps per second on 1 and 2 processes."""
+    results = record("distributed")["results"]
+    rows = ["| processes | threads each | steps/s, median (range) |", "|---|---|---|"]
+    for n, r in sorted(results.items(), key=lambda kv: int(kv[0])):
+        ratio = "" if n == "1" else f": ×{r['steps_per_s_median'] / results['1']['steps_per_s_median']:.2f}"
+        rows.append(f"| {n} | {r['threads_per_process']} | {r['steps_per_s_median']:.2f} "
+                    f"({min(r['steps_per_s']):.2f}–{max(r['steps_per_s']):.2f}){ratio} |")
+    return "\n".join(rows)
+
+
+@figure("splat_page_mb", "splat_page")
+def splat_page_mb() -> str:
+    """The size of the measured splat page in MB (10^6 bytes), one decimal."""
+    return f"{record('splat_page')['page_bytes'] / 1e6:.1f}"
