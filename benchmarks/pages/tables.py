@@ -6,6 +6,8 @@ with FORMAT (see ``benchmarks.pages.records.fill``). Prose around a table or a f
 
 from __future__ import annotations
 
+import re
+
 from benchmarks import splats
 from benchmarks.pages.records import figure, fmt, record, table, template_table
 
@@ -13,7 +15,7 @@ __all__: list[str] = []
 
 T, R, C, D = "docs/train.md", "benchmarks/", "docs/captures.md", "docs/conditioning.md"
 
-template_table("results", "| what | figure | where |\n|---|---|---|", [
+RESULTS = [
     "| the demo (first command above), {demo:steps:,} steps | held-out PSNR {demo:summary.psnr:.2f} dB, SSIM "
     "{demo:summary.ssim:.3f}; {demo:summary.wall_seconds} s wall, peak RSS {demo:summary.peak_rss_gib:.2f} GiB "
     f"| [train]({T}#what-the-configs-reach) · [record]({R}demo.json) |",
@@ -77,7 +79,11 @@ template_table("results", "| what | figure | where |\n|---|---|---|", [
     "| on one GPU: the capture default on the fox, 90 s of training | {gpu_capture:runs.fox.psnr:.2f} dB in "
     "{gpu_capture:runs.fox.steps:,} steps "
     f"| [gpu](docs/gpu.md#the-cpu-preset-on-a-gpu) · [record]({R}gpu_capture.json) |",
-])
+]
+template_table("results", "| what | figure | where |\n|---|---|---|", RESULTS)
+# docs/conditioning.md's table: the README's conditioning rows, without their links column.
+template_table("conditioning", "| what | figure |\n|---|---|",
+               [re.sub(r" \| \[[^|]*\|$", " |", row) for row in RESULTS if "#conditioning" in row or "conditioning.md" in row])
 
 
 @table("splats", "splats")
