@@ -298,3 +298,24 @@ def distributed() -> str:
 def splat_page_mb() -> str:
     """The size of the measured splat page in MB (10^6 bytes), one decimal."""
     return f"{record('splat_page')['page_bytes'] / 1e6:.1f}"
+
+
+@table("paper", "paper_study")
+def paper() -> str:
+    """docs/paper.md's table: row against vanilla with the paper's networks (held-out PSNR; IoU on shapes)."""
+    s = record("paper_study")["summary"]
+    rows = ["| setting | vanilla | row | Δ [95 % CI] |", "|---|---|---|---|"]
+    for scene in ("fern", "lego"):
+        n = s["nerf"]
+        rows.append(f"| {scene}, the paper's NeRF, held-out PSNR | {s['nerf_means'][scene + '_none']:.2f} dB | "
+                    f"{s['nerf_means'][scene + '_row']:.2f} dB | {fmt(n[scene + '_delta'], '+.2f')} dB "
+                    f"[{fmt(n[scene + '_ci_low'], '+.2f')}, {fmt(n[scene + '_ci_high'], '+.2f')}] |")
+    for kind in ("occupancy", "sdf"):
+        k = s[kind]
+        for mesh in ("bunny", "armadillo", "fandisk"):
+            rows.append(f"| {mesh}, {kind} network, IoU | {k[mesh + '_none']:.4f} | {k[mesh + '_row']:.4f} | "
+                        f"{fmt(k[mesh + '_delta'], '+.4f')} [{fmt(k[mesh + '_ci_low'], '+.4f')}, "
+                        f"{fmt(k[mesh + '_ci_high'], '+.4f')}] |")
+    for name, r in s["kappa_ratio_row"].items():
+        rows.append(f"| κ(EW) / κ(W) of `row`'s matrices, {name} | | {r['min']:.3f}–{r['max']:.3f} | |")
+    return "\n".join(rows)
