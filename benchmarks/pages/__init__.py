@@ -37,8 +37,36 @@ __all__ = ["FIG", "STALE_OK", "TABLE", "cited_records", "differences", "pages", 
 FIG = re.compile(r"<!-- fig (?P<name>\S+?)(?: (?P<spec>\S+))? -->(?P<body>.*?)<!-- /fig -->", re.S)
 TABLE = re.compile(r"<!-- table (?P<name>\S+) -->\n(?P<body>.*?)<!-- /table -->", re.S)
 
-# Records the pages cite although code they depend on changed after they were measured: reruns owed.
-STALE_OK: dict[str, str] = {}
+# Records the pages cite although code they depend on changed after they were measured: reruns owed
+# (rerun each with its `command` on a quiet machine and write its new `commit`, then take it off this list).
+_NERF = "measured before later commits to the training / rendering code (the redesigns, issue 47's CPU path, the splats)"
+STALE_OK: dict[str, str] = {
+    "demo": f"the README's first command; {_NERF}; the cheapest to rerun (about 3 min)",
+    "fern_cpu": f"3 seeds x 10 min and nerf-pytorch beside seed 0; {_NERF}",
+    "lego_cpu": f"10 min; {_NERF}",
+    "capture_proposal": f"the README's capture rows (fox, boardgame 10 and 30 min, the beer recipe); {_NERF}",
+    "capture_fox": "nerfacto beside the capture config's hierarchical sampler; made with the capture config of its "
+                   "time (its `what` says so) and older code",
+    "conditioning_demo": f"none vs row, 3 seeds x 3,000 steps; {_NERF}",
+    "methods_demo": f"every method, 3 seeds x 500 steps; {_NERF}",
+    "conditioning_real": f"fern 1,500 / lego 300 steps x 3 seeds; {_NERF}",
+    "paper_study": f"the paper's networks, about 2 hours of runs; {_NERF}",
+    "marcher_race": f"grid vs hierarchical race and row's step cost, 3 seeds; {_NERF}",
+    "distributed": f"1 vs 2 processes; {_NERF}",
+    "shapes_targets": "shape networks in 300 s; measured before later commits to enerf/nn, enerf/config, enerf/optim",
+    "shapes_compare": "occupancy networks x 4 modes x 3 seeds; measured before later commits to enerf/nn, enerf/config",
+    "classify_digits": "two later commits touch enerf/nn / enerf/optim (issue 47's CPU path, issue 38's reruns); "
+                       "the study uses only the conditioned layers",
+    "mesh_accuracy": f"800 steps then every mesh method; {_NERF}",
+    "viewer": f"the viewer's frame times; {_NERF}",
+    "kill_resume": "kill -9 trials; measured before later commits to enerf/train (the merges after it)",
+    "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
+    "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
+    "splats": "the one later commit (5fd2902) renames the bake's camera extent in enerf/splats/bake.py; a rerun "
+              "takes about 30 min per capture",
+    "splat_page": "the commit that stored it (7a0eefd) also changed enerf/splats/html.py: a docstring and the "
+                  "preview hook's counters",
+}
 
 
 def pages() -> list[Path]:
