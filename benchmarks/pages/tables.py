@@ -206,8 +206,8 @@ def mesh_accuracy() -> str:
     rows = ["| method | faces | Chamfer-L1 | accuracy | completeness | normal consistency | F-score |",
             "|---|---|---|---|---|---|---|"]
     for m in record("mesh_accuracy")["methods"]:
-        rows.append(f"| `{m['method']}` | {m['faces']:,} | {m['chamfer_l1']:.4f} | {m['accuracy']:.4f} | "
-                    f"{m['completeness']:.4f} | {m['normal_consistency']:.3f} | {m['fscore']:.4f} |")
+        rows.append(f"| `{m['method']}` | {m['faces']:,} | {m['chamfer_l1']:.4g} | {m['accuracy']:.4g} | "
+                    f"{m['completeness']:.4g} | {m['normal_consistency']:.4g} | {m['fscore']:.4g} |")
     return "\n".join(rows)
 
 
@@ -272,7 +272,7 @@ def shapes_compare() -> str:
     def stat(values, digits):
         mean = sum(values) / len(values)
         std = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
-        return f"{mean:.{digits}f} ± {std:.{digits}f}"
+        return f"{mean:.{digits - 1 if round(abs(mean), digits) >= 1 else digits}f} ± {std:.{digits}f}"  # 4 significant
     rows = ["| shape | mode | IoU | Chamfer-L1 | NC | F-score | Δ IoU | Δ Chamfer-L1 |", "|---|---|---|---|---|---|---|---|"]
     for r in record("shapes_compare")["rows"]:
         delta = ("| | |" if r["mode"] == "none" else
