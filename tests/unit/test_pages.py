@@ -75,3 +75,48 @@ def test_check_finds_a_changed_figure_and_a_missing_key(tmp_path, monkeypatch):
     page.write_text("<!-- fig demo:summary.nothing -->1<!-- /fig -->")
     with pytest.raises(KeyError, match="nothing"):
         pages.differences()
+
+
+def test_stale_is_a_commit_after_the_measurement_that_touched_what_it_depends_on(tmp_path, monkeypatch):
+    """In a throw-away git repository: a record is fresh until a commit changes a path it depends on
+    (a commit elsewhere does not count); a ``+dirty`` record counts from the commit that stored it."""
+    import subprocess
+
+    from benchmarks.pages import records
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+
+    if pages.git("--version") is None:
+        pytest.skip("no git")
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "a.py").write_text("a = 1\n")
+    (tmp_path / "other.py").write_text("b = 1\n")
+    git("add", ".")
+    git("commit", "-qm", "code")
+    measured = git("rev-parse", "--short", "HEAD")
+    (tmp_path / "code" / "a.py").write_text("a = 2\n")  # measured with this change uncommitted: +dirty
+    (tmp_path / "benchmarks" / "r.json").write_text(json.dumps({"commit": measured + "+dirty", "depends": ["code"]}))
+    (tmp_path / "benchmarks" / "s.json").write_text(json.dumps({"commit": measured, "depends": ["code"]}))
+    git("add", ".")
+    git("commit", "-qm", "the change and its record")
+    monkeypatch.setattr(pages, "ROOT", tmp_path)
+    monkeypatch.setattr(records, "ROOT", tmp_path)
+    records.record.cache_clear()
+    try:
+        assert pages.stale("r") == []  # the dirty change was committed with the record
+        assert [c.split()[1] for c in pages.stale("s")] == ["the"]  # a clean record made before that change
+        (tmp_path / "other.py").write_text("b = 2\n")
+        git("commit", "-qam", "elsewhere")
+        assert pages.stale("r") == []
+        (tmp_path / "code" / "a.py").write_text("a = 3\n")
+        git("commit", "-qam", "touches code")
+        assert [c.split(" ", 1)[1] for c in pages.stale("r")] == ["touches code"]
+        (tmp_path / "benchmarks" / "u.json").write_text(json.dumps({"commit": "0123456", "depends": ["code"]}))
+        assert pages.stale("u") is None  # a commit this checkout does not hold: cannot tell
+    finally:
+        records.record.cache_clear()
