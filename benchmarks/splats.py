@@ -15,7 +15,7 @@ before and after each step).
 
     python -m benchmarks.splats --name fox --ckpt runs/splat_src/fox/checkpoints/latest.pt \
         --datadir ../shared/data/nerfstudio/fox --record benchmarks/splats.json
-    python -m benchmarks.splats --table benchmarks/splats.json     # the table of docs/splats.md, from the record
+    python -m benchmarks.splats --table benchmarks/splats.json     # the table of docs/splats.md (python -m benchmarks.pages writes it)
 """
 
 from __future__ import annotations
@@ -29,12 +29,9 @@ from pathlib import Path
 from benchmarks.harness import Timer, command_line, git_commit, load_average, machine, write_record
 
 
-TABLE_START = "<!-- splats table: python -m benchmarks.splats --table benchmarks/splats.json -->"
-TABLE_END = "<!-- end of splats table -->"
-
-
 def table(record: dict) -> str:
-    """The markdown table of docs/splats.md (between TABLE_START and TABLE_END), from the record."""
+    """The markdown table of docs/splats.md (``<!-- table splats -->``, written by ``python -m benchmarks.pages``),
+    from the record."""
     rows = ["| capture | field PSNR / SSIM | splats PSNR / SSIM | Δ PSNR | splats | bake | file | 120-frame video from the splats | the field, per frame |",
             "|---|---|---|---|---|---|---|---|---|"]
     for name, e in record["entries"].items():

@@ -1,8 +1,8 @@
 """The README, docs/ and the record (benchmarks/): every relative link and anchor resolves, the README
-stays short, its set-up commands are the ones CI runs, its Python example runs, every figure of its
-Results table equals the JSON record the row cites, the commands the user pages show exist with
-the flags they name, and the user pages carry no record material (long decimals, commit hashes,
-the CPU lock)."""
+stays short, its set-up commands are the ones CI runs, its Python example runs, the records' summaries
+agree with their detail, the commands the user pages show exist with the flags they name, and the user
+pages carry no record material (long decimals, commit hashes, the CPU lock). That the pages' figures
+are the records': tests/unit/test_pages.py."""
 
 from __future__ import annotations
 
@@ -117,62 +117,8 @@ def test_readme_python_example_runs(tmp_path):
         assert proc.returncode == 0, proc.stderr
 
 
-# -- the README's Results table against the records it cites ------------------------------------
-
-# A figure: an optional sign, digits (thousands may be grouped by commas), an optional fraction and
-# exponent; not part of a word (the 1 of "Chamfer-L1") or of a longer number.
-NUMBER = re.compile(r"(?<![\w.])([−+-]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:e([−+-]?\d+))?(?![\w.]*\d)")
-RECORD_LINK = re.compile(r"\]\((benchmarks/[\w.-]+\.json)(?:#([\w-]+))?\)")
-
-
-def figures(text: str) -> list[tuple[float, int]]:
-    """The numbers of ``text`` outside inline code, each as (value, decimals printed)."""
-    out = []
-    for sign, whole, frac, exp in NUMBER.findall(INLINE_CODE.sub("", text)):
-        digits = whole.replace(",", "") + (f".{frac}" if frac else "")
-        value = float(digits + (f"e{exp.replace('−', '-')}" if exp else ""))
-        out.append((-value if sign in ("−", "-") else value, len(frac) if frac and not exp else 0))
-    return out
-
-
-def results_rows(text: str) -> list[list[str]]:
-    """Cells of the rows of the README's "## Results" table (header and rule left out)."""
-    section = re.search(r"^## Results\n(.*?)(?=^## )", text, re.M | re.S).group(1)
-    rows = [line for line in section.splitlines() if line.startswith("|")]
-    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
-
-
-def as_printed(value: float, decimals: int) -> str:
-    text = f"{value:.{decimals}f}"
-    return text[1:] if re.fullmatch(r"-0\.?0*", text) else text
-
-
-def test_figures_parses_signs_ranges_and_words():
-    assert figures("+0.05 dB (25.70 ± 0.12), [−0.10, +0.11], 1.012–1.018 ×0.96, Chamfer-L1 0.00038, 20/20, 3,232 "
-                   "`configs/x2.txt`") == [(0.05, 2), (25.7, 2), (0.12, 2), (-0.1, 2), (0.11, 2), (1.012, 3), (1.018, 3),
-                                           (0.96, 2), (0.00038, 5), (20, 0), (20, 0), (3232, 0)]
-    assert as_printed(-0.001, 2) == "0.00" and as_printed(5.37, 1) == "5.4"
-
-
-def test_readme_results_match_the_records_they_cite():
-    """Every row of the Results table cites one benchmarks/*.json; the numbers of its figure
-    column, in order, are that record's ``summary`` values (``summary[KEY]`` for FILE.json#KEY)
-    rounded to the decimals printed."""
-    rows = results_rows(README.read_text())
-    assert len(rows) >= 10
-    for what, figure, where in rows:
-        links = RECORD_LINK.findall(where)
-        assert len(links) == 1, f"row {what!r} must cite exactly one benchmarks/*.json record"
-        path, key = links[0]
-        record = json.loads((ROOT / path).read_text())
-        assert record.get("command") or all(record[k].get("command") for k in ("fern", "lego")), path
-        assert "2 CPU cores" in record["machine"], path
-        summary = record["summary"][key] if key else record["summary"]
-        printed = figures(figure)
-        assert len(printed) == len(summary), f"{what!r}: {len(printed)} figures printed, {len(summary)} in {path}#{key}"
-        for (name, value), (shown, decimals) in zip(summary.items(), printed):
-            assert as_printed(shown, decimals) == as_printed(value, decimals), \
-                f"{what!r}: README prints {shown}, {path} has {name} = {value}"
+# -- the records behind the pages ---------------------------------------------------------------
+# (that every marked figure and table on the pages is what the records give: tests/unit/test_pages.py)
 
 
 def test_records_are_consistent_with_their_detail():

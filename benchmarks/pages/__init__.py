@@ -1,0 +1,203 @@
+"""Figures on the user pages (README.md, docs/*.md), written from their JSON records (benchmarks/*.json).
+
+A page never types a figure that a record holds: it marks where the figure goes and this package writes it.
+
+    <!-- fig demo:summary.psnr .2f -->25.54<!-- /fig --> dB     an inline figure: RECORD:KEY.PATH [FORMAT]
+    <!-- fig fox_minutes -->13.6<!-- /fig -->                   an inline figure from a named function
+    <!-- table results -->                                      a table from a named function
+    | ... |
+    <!-- /table -->
+
+RECORD is a file stem of benchmarks/ (``demo``: benchmarks/demo.json), KEY.PATH a dotted path into it (list
+items by their index), FORMAT a Python format spec (``.2f``, ``,``, ``+.2f``; negative numbers get a true
+minus sign). Named figures and tables live in ``benchmarks/pages/tables.py``. Whatever sits between a marker
+and its end is replaced.
+
+    python -m benchmarks.pages            # rewrite every page whose marked figures differ from the records
+    python -m benchmarks.pages --check    # write nothing: list the differences and stale records, exit 1 if any
+
+A cited record is *stale* when a commit after the one it measured (its ``commit``) changed a path it
+``depends`` on (benchmarks/README.md, "Figures on the pages"). ``STALE_OK`` names the stale records the pages
+still cite, and why: reruns owed. tests/unit/test_pages.py fails on any other stale record.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from benchmarks.pages import tables  # noqa: F401  (registers the named tables and figures)
+from benchmarks.pages.records import FIGURES, ROOT, TABLES, fmt, lookup, record
+from enerf.atomic import atomic_write_text
+
+__all__ = ["FIG", "STALE_OK", "TABLE", "cited_records", "differences", "pages", "render_page", "stale",
+           "staleness_report", "write_pages"]
+
+FIG = re.compile(r"<!-- fig (?P<name>\S+?)(?: (?P<spec>\S+))? -->(?P<body>.*?)<!-- /fig -->", re.S)
+TABLE = re.compile(r"<!-- table (?P<name>\S+) -->\n(?P<body>.*?)<!-- /table -->", re.S)
+
+# Records the pages cite although code they depend on changed after they were measured: reruns owed
+# (rerun each with its `command` on a quiet machine and write its new `commit`, then take it off this list).
+_NERF = "measured before later commits to the training / rendering code (the redesigns, issue 47's CPU path, the splats)"
+STALE_OK: dict[str, str] = {
+    "demo": f"the README's first command; {_NERF}; the cheapest to rerun (about 3 min)",
+    "fern_cpu": f"3 seeds x 10 min and nerf-pytorch beside seed 0; {_NERF}",
+    "lego_cpu": f"10 min; {_NERF}",
+    "capture_proposal": f"the README's capture rows (fox, boardgame 10 and 30 min, the beer recipe); {_NERF}",
+    "capture_fox": "nerfacto beside the capture config's hierarchical sampler; made with the capture config of its "
+                   "time (its `what` says so) and older code",
+    "conditioning_demo": f"none vs row, 3 seeds x 3,000 steps; {_NERF}",
+    "methods_demo": f"every method, 3 seeds x 500 steps; {_NERF}",
+    "conditioning_real": f"fern 1,500 / lego 300 steps x 3 seeds; {_NERF}",
+    "paper_study": f"the paper's networks, about 2 hours of runs; {_NERF}",
+    "marcher_race": f"grid vs hierarchical race and row's step cost, 3 seeds; {_NERF}",
+    "distributed": f"1 vs 2 processes; {_NERF}",
+    "shapes_targets": "shape networks in 300 s; measured before later commits to enerf/nn, enerf/config, enerf/optim",
+    "shapes_compare": "occupancy networks x 4 modes x 3 seeds; measured before later commits to enerf/nn, enerf/config",
+    "classify_digits": "two later commits touch enerf/nn / enerf/optim (issue 47's CPU path, issue 38's reruns); "
+                       "the study uses only the conditioned layers",
+    "mesh_accuracy": f"800 steps then every mesh method; {_NERF}",
+    "viewer": f"the viewer's frame times; {_NERF}",
+    "kill_resume": "kill -9 trials; measured before later commits to enerf/train (the merges after it)",
+    "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
+    "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
+    "splats": "the one later commit (5fd2902) renames the bake's camera extent in enerf/splats/bake.py; a rerun "
+              "takes about 30 min per capture",
+    "splat_page": "the commit that stored it (7a0eefd) also changed enerf/splats/html.py: a docstring and the "
+                  "preview hook's counters",
+}
+
+
+def pages() -> list[Path]:
+    """The user pages: README.md and docs/*.md."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def render_figure(name: str, spec: str | None) -> str:
+    """Inline figure NAME (``RECORD:KEY.PATH`` or a named figure) as the page shows it."""
+    if ":" in name:
+        return fmt(lookup(*name.split(":", 1)), spec)
+    if name not in FIGURES:
+        raise KeyError(f"no figure named {name!r} in benchmarks/pages/tables.py")
+    return FIGURES[name][1]()
+
+
+def render_table(name: str) -> str:
+    if name not in TABLES:
+        raise KeyError(f"no table named {name!r} in benchmarks/pages/tables.py")
+    return TABLES[name][1]()
+
+
+def render_page(text: str) -> str:
+    """TEXT with every marked figure and table rewritten from the records."""
+    text = TABLE.sub(lambda m: f"<!-- table {m['name']} -->\n{render_table(m['name'])}\n<!-- /table -->", text)
+    return FIG.sub(lambda m: m[0][:m.start("body") - m.start()] + render_figure(m["name"], m["spec"])
+                   + "<!-- /fig -->", text)
+
+
+def cited_records(text: str) -> set[str]:
+    """The record stems TEXT's markers cite."""
+    out: set[str] = set()
+    for m in FIG.finditer(text):
+        out |= {m["name"].split(":", 1)[0]} if ":" in m["name"] else set(FIGURES.get(m["name"], ((), None))[0])
+    for m in TABLE.finditer(text):
+        out |= set(TABLES.get(m["name"], ((), None))[0])
+    return out
+
+
+def differences() -> list[str]:
+    """One line per marker whose text differs from what the records give: page, marker, page's, record's."""
+    lines = []
+    for page in pages():
+        text = page.read_text()
+        for kind, pattern, write in (("fig", FIG, lambda m: render_figure(m["name"], m["spec"])),
+                                     ("table", TABLE, lambda m: render_table(m["name"]) + "\n")):
+            for m in pattern.finditer(text):
+                new = write(m)
+                if new != m["body"]:
+                    lines.append(f"{page.relative_to(ROOT)}: {kind} {m['name']}: the page has "
+                                 f"{m['body'].strip()[:70]!r}, the record gives {new.strip()[:70]!r}")
+    return lines
+
+
+def write_pages() -> list[Path]:
+    """Rewrite (atomically) every page whose marked figures differ from the records; the pages rewritten."""
+    written = []
+    for page in pages():
+        text = page.read_text()
+        new = render_page(text)
+        if new != text:
+            atomic_write_text(page, new)
+            written.append(page)
+    return written
+
+
+def git(*args: str) -> str | None:
+    """``git ARGS`` run in the repository's root: its output, or None without git or when it fails."""
+    try:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def measured_commits(stem: str) -> list[str]:
+    """The commits record STEM says it measured: its ``commit``, else each of its ``entries``' ``commit``."""
+    rec = record(stem)
+    if "commit" in rec:
+        return [rec["commit"]]
+    return [e["commit"] for e in rec.get("entries", {}).values() if isinstance(e, dict) and "commit" in e]
+
+
+def stale(stem: str) -> list[str] | None:
+    """The commits after record STEM's measurement that changed a path it ``depends`` on ([]: fresh);
+    None when git cannot tell (no git, or a commit this checkout does not hold).
+
+    A ``+dirty`` commit measured uncommitted code: the measurement then counts from the first later commit
+    that changed the record (the one that committed that code beside it)."""
+    rec, commits = record(stem), measured_commits(stem)
+    if not commits or not rec.get("depends"):
+        raise KeyError(f"benchmarks/{stem}.json is cited on a page, so it needs 'commit' and 'depends'")
+    if git("rev-parse", "--git-dir") is None:
+        return None
+    found: list[str] = []
+    for commit in commits:
+        base = commit.split("+", 1)[0]
+        if git("cat-file", "-e", f"{base}^{{commit}}") is None:
+            return None
+        if "+" in commit:
+            stored = git("log", "--reverse", "--format=%h", f"{base}..HEAD", "--", f"benchmarks/{stem}.json")
+            base = stored.split()[0] if stored else base
+        log = git("log", "--format=%h %s", f"{base}..HEAD", "--", *rec["depends"]) or ""
+        found += [line for line in log.splitlines() if line not in found]
+    return found
+
+
+def all_cited() -> dict[str, list[str]]:
+    """Every cited record stem -> the pages that cite it."""
+    out: dict[str, list[str]] = {}
+    for page in pages():
+        for stem in sorted(cited_records(page.read_text())):
+            out.setdefault(stem, []).append(str(page.relative_to(ROOT)))
+    return out
+
+
+def staleness_report() -> tuple[list[str], list[str]]:
+    """(problems, notes). Problems: a cited record stale and not in STALE_OK; a STALE_OK entry not stale or
+    not cited. Notes: STALE_OK's entries with their reasons, records whose staleness git cannot tell."""
+    problems, notes, cited = [], [], all_cited()
+    for stem in sorted(cited):
+        commits = stale(stem)
+        if commits is None:
+            notes.append(f"{stem}: staleness unknown (no git, or its commit is not in this checkout)")
+        elif commits and stem not in STALE_OK:
+            problems.append(f"{stem} (cited by {', '.join(cited[stem])}) is stale: {len(commits)} commit(s) since it "
+                            f"was measured changed what it depends on, the last {commits[0][:70]!r}")
+        elif not commits and stem in STALE_OK:
+            problems.append(f"{stem} is in STALE_OK but is not stale: take it out of STALE_OK")
+    for stem, why in STALE_OK.items():
+        if stem not in cited:
+            problems.append(f"{stem} is in STALE_OK but no page cites it: take it out of STALE_OK")
+        notes.append(f"stale, rerun owed: {stem}: {why}")
+    return problems, notes

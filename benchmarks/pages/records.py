@@ -1,0 +1,82 @@
+"""Reading figures out of the records (benchmarks/*.json), and the registry of named figures and tables.
+
+    lookup("demo", "summary.psnr")                  # the value at a dotted key path (list items by index)
+    fill("{demo:summary.psnr:.2f} dB")               # a template's ``{RECORD:KEY.PATH:FORMAT}`` filled in
+    template_table("results", HEADER, ROWS)          # a table of template rows, registered under its name
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["FIGURES", "PLACEHOLDER", "ROOT", "TABLES", "figure", "fill", "fmt", "lookup", "record", "table",
+           "template_records", "template_table"]
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository root
+PLACEHOLDER = re.compile(r"\{(?P<record>\w+):(?P<path>[^:{}]+)(?::(?P<spec>[^{}]*))?\}")
+
+# Named figures and tables: name -> (the record stems they cite, a function of nothing that writes them).
+FIGURES: dict[str, tuple[tuple[str, ...], Callable[[], str]]] = {}
+TABLES: dict[str, tuple[tuple[str, ...], Callable[[], str]]] = {}
+
+
+@lru_cache(maxsize=None)
+def record(stem: str) -> dict:
+    """benchmarks/STEM.json, read once."""
+    path = ROOT / "benchmarks" / f"{stem}.json"
+    if not path.is_file():
+        raise KeyError(f"no record benchmarks/{stem}.json")
+    return json.loads(path.read_text())
+
+
+def lookup(stem: str, path: str):
+    """The value at the dotted PATH of record STEM (a list's items by their index)."""
+    value = record(stem)
+    for key in path.split("."):
+        try:
+            value = value[int(key)] if isinstance(value, list) else value[key]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise KeyError(f"benchmarks/{stem}.json has no {path!r} (stopped at {key!r})") from None
+    return value
+
+
+def fmt(value, spec: str | None = None) -> str:
+    """VALUE formatted with the format SPEC; a negative number with a true minus sign (−)."""
+    text = format(value, spec or "")
+    return "\u2212" + text[1:] if isinstance(value, (int, float)) and text.startswith("-") else text
+
+
+def fill(template: str) -> str:
+    """TEMPLATE with every ``{RECORD:KEY.PATH:FORMAT}`` replaced by the record's value."""
+    return PLACEHOLDER.sub(lambda m: fmt(lookup(m["record"], m["path"].strip()), m["spec"]), template)
+
+
+def template_records(template: str) -> set[str]:
+    """The record stems TEMPLATE's placeholders cite."""
+    return {m["record"] for m in PLACEHOLDER.finditer(template)}
+
+
+def figure(name: str, *records: str):
+    """Register the decorated function as inline figure NAME, derived from RECORDS."""
+    def register(fn: Callable[[], str]) -> Callable[[], str]:
+        FIGURES[name] = (records, fn)
+        return fn
+    return register
+
+
+def table(name: str, *records: str):
+    """Register the decorated function as table NAME (markdown lines, header included), from RECORDS."""
+    def register(fn: Callable[[], str]) -> Callable[[], str]:
+        TABLES[name] = (records, fn)
+        return fn
+    return register
+
+
+def template_table(name: str, header: str, rows: list[str]) -> None:
+    """Register table NAME: a markdown HEADER (its rule line included) and ROWS of templates (see ``fill``)."""
+    TABLES[name] = (tuple(sorted(set().union(*map(template_records, rows)))),
+                    lambda: "\n".join([header, *map(fill, rows)]))
