@@ -69,6 +69,10 @@ class SplatConfig:
     fit_rows: int = option(0, "image rows rendered per fitting step (0: the whole photo)", lo=0)
     fit_downscale: int = option(2, "fit to the photos at 1/N of the training size (N x N blocks averaged)", lo=1)
     fit_lr: float = option(3.0, "learning rates of the fit relative to 3DGS's", lo=0.0, lo_open=True)
+    densify_every: int = option(50, "fitting steps between two densifications (0: the count stays fixed)", lo=0)
+    densify_grow: float = option(0.15, "fraction of the Gaussians cloned or split at each densification (those "
+                                 "with the largest screen-space gradient), until --count", lo=0.0, hi=1.0)
+    densify_until: float = option(0.5, "densify during this fraction of the fitting time", lo=0.0, hi=1.0)
     seed: int = option(0, "seed of the subset and of the fitting order", lo=0)
     frame: MeshFrame = option("world", "world (the capture's own frame: poses_bounds.npy / transforms.json) or scene "
                               "(the normalised frame the run trained in)")

@@ -17,9 +17,11 @@
 2. **Fit** (``fit_splats``): Adam on every parameter (3DGS's learning rates times ``fit_lr``, the
    centres' scaled by the cameras' extent and decaying), for ``bake_seconds``: each step renders
    one training photo (or ``fit_rows`` consecutive rows of it) at 1 / ``fit_downscale`` of its training size
-   (``enerf.splats.rasterize``; gsplat on CUDA renders whole photos) and lowers the L1 distance to
-   the photo. No densification: the count stays fixed; Gaussians whose opacity ends below 1/255
-   are dropped.
+   (``enerf.splats.rasterize``: numba's compiled forward and backward passes on a CPU, gsplat on
+   CUDA) and lowers the L1 distance to the photo. During the first ``densify_until`` of the time,
+   every ``densify_every`` steps the Gaussians with the largest screen-space gradient are cloned
+   or split and the faint ones pruned (``enerf.splats.densify``), up to ``count``; Gaussians whose
+   opacity ends below 1/255 are dropped.
 
 Everything is in the run's scene frame (the normalised frame it trained in); ``enerf.splats.ply``
 writes it in the capture's frame. Forward-facing runs trained in NDC bake in that scene frame
@@ -41,6 +43,7 @@ from ..config import SplatConfig
 from ..errors import ConfigError
 from ..loaded_run import LoadedRun
 from ..progress import progress_bar
+from .densify import Density
 from .gaussians import Splats, rgb_to_sh0
 from .rasterize import SplatCamera, gsplat_available, rasterize
 from .tiles import numba_available
@@ -50,6 +53,7 @@ __all__ = ["BakeReport", "field_candidates", "free_space_violations", "merge_can
 
 # 3DGS's learning rates (train.py / arguments), the centres' relative to the cameras' extent
 LR = {"means": 1.6e-4, "log_scales": 5e-3, "quats": 1e-3, "opacity_logits": 5e-2, "sh0": 2.5e-3, "sh_rest": 2.5e-3 / 20}
+SPLIT_FRACTION = 0.01  # densified Gaussians wider than this x the cameras' extent are split, the others cloned (3DGS)
 LR_MEANS_FINAL = 1.6e-6  # the centres' rate decays exponentially to this over the fit
 
 
@@ -214,6 +218,46 @@ def _camera_extent(run: LoadedRun) -> float:
     return 1.1 * float(np.linalg.norm(centres - centres.mean(0), axis=-1).max()) or 1.0
 
 
+def _leaves(splats: Splats, device) -> dict[str, Tensor]:
+    """The fit's parameters (leaf tensors): the Splats' five, the SH split into band 0 and the rest."""
+    t = {k: v.detach().to(device) for k, v in splats.tensors().items()}
+    sh = t.pop("sh")
+    t["sh0"], t["sh_rest"] = sh[:, :1], sh[:, 1:]
+    return {k: v.clone().requires_grad_(True) for k, v in t.items()}
+
+
+def _as_splats(leaves: dict[str, Tensor]) -> Splats:
+    return Splats(means=leaves["means"], log_scales=leaves["log_scales"], quats=leaves["quats"],
+                  opacity_logits=leaves["opacity_logits"], sh=torch.cat([leaves["sh0"], leaves["sh_rest"]], 1))
+
+
+def _optimizer(leaves: dict[str, Tensor], lr: dict[str, float]) -> torch.optim.Adam:
+    return torch.optim.Adam([{"params": [t], "lr": lr[k], "name": k} for k, t in leaves.items() if t.shape[1:].numel()],
+                            eps=1e-15)
+
+
+def _reindex(opt: torch.optim.Adam, leaves: dict[str, Tensor], src: Tensor, values: dict[str, Tensor],
+             fresh: Tensor) -> dict[str, Tensor]:
+    """New leaves from ``Density.plan`` (row i starts from old row src[i]) with each row's Adam moments
+    carried over (zero where ``fresh``); ``opt``'s groups point at the new leaves."""
+    device = next(iter(leaves.values())).device
+    new = {k: values[k].to(device).requires_grad_(True) for k in leaves}
+    src_d, fresh_d = src.to(device), fresh.to(device)
+    for group in opt.param_groups:
+        old = group["params"][0]
+        name = group["name"]
+        state = opt.state.pop(old, {})
+        for key in ("exp_avg", "exp_avg_sq"):
+            if key in state:
+                moved = state[key][src_d]
+                moved[fresh_d] = 0.0
+                state[key] = moved
+        group["params"] = [new[name]]
+        if state:
+            opt.state[new[name]] = state
+    return new
+
+
 def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool = True) -> tuple[Splats, int, str]:
     """Step 2 of the module docstring: (the fitted Splats, steps taken, backend used)."""
     device = run.device
@@ -223,19 +267,13 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
     targets = fit_targets(run, views, cfg.fit_downscale)
     height = cams[0].height
     bg = run_background(run.cfg.render).to(device)
-    params = {k: t.detach().to(device).clone().requires_grad_(True) for k, t in splats.tensors().items()}
-    sh0 = params["sh"][:, :1].detach().clone().requires_grad_(True)
-    rest = params["sh"][:, 1:].detach().clone().requires_grad_(True)
+    leaves = _leaves(splats, device)
     extent = _camera_extent(run)
     boost = cfg.fit_lr
-    groups = [{"params": [params["means"]], "lr": LR["means"] * extent * boost, "name": "means"},
-              {"params": [params["log_scales"]], "lr": LR["log_scales"] * boost},
-              {"params": [params["quats"]], "lr": LR["quats"] * boost},
-              {"params": [params["opacity_logits"]], "lr": LR["opacity_logits"] * boost},
-              {"params": [sh0], "lr": LR["sh0"] * boost}]
-    if rest.shape[1]:
-        groups.append({"params": [rest], "lr": LR["sh_rest"] * boost})
-    opt = torch.optim.Adam(groups, eps=1e-15)
+    lr = {k: LR[k] * boost for k in LR}
+    lr["means"] *= extent
+    opt = _optimizer(leaves, lr)
+    density = Density(len(splats), cfg.densify_grow, cfg.count, SPLIT_FRACTION * extent)
     backend = "gsplat" if gsplat_available(device) else "numba" if device.type == "cpu" and numba_available() else "torch"
     rows = height if backend == "gsplat" or cfg.fit_rows == 0 else min(cfg.fit_rows, height)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -247,9 +285,8 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
             k = int(torch.randint(len(views), (1,), generator=gen))
             r0 = int(torch.randint(height - rows + 1, (1,), generator=gen))
             target = targets[k][r0:r0 + rows].to(device)
-            current = Splats(means=params["means"], log_scales=params["log_scales"], quats=params["quats"],
-                             opacity_logits=params["opacity_logits"], sh=torch.cat([sh0, rest], 1))
-            out = rasterize(current, cams[k], bg, backend=backend, rows=None if backend == "gsplat" else (r0, r0 + rows))
+            out = rasterize(_as_splats(leaves), cams[k], bg, backend=backend,
+                            rows=None if backend == "gsplat" else (r0, r0 + rows))
             rgb = out["rgb"] if backend != "gsplat" else out["rgb"][r0:r0 + rows]
             loss = (rgb - target).abs().mean()
             opt.zero_grad(set_to_none=True)
@@ -257,14 +294,17 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
             opt.step()
             steps += 1
             frac = min(1.0, elapsed / budget)
+            if out["uv"].grad is not None:
+                density.observe(out["index"].cpu(), out["uv"].grad)
+            if cfg.densify_every and steps % cfg.densify_every == 0 and frac < cfg.densify_until:
+                leaves = _reindex(opt, leaves, *density.plan(leaves, gen))
             opt.param_groups[0]["lr"] = boost * extent * math.exp((1 - frac) * math.log(LR["means"]) + frac * math.log(LR_MEANS_FINAL))
             bar.update(int(time.perf_counter() - tic) - bar.n)
             if steps % 20 == 0:
-                bar.set_postfix_str(f"step {steps}, L1 {float(loss.detach()):.4f}", refresh=False)
+                bar.set_postfix_str(f"step {steps}, {len(leaves['means']):,} splats, L1 {float(loss.detach()):.4f}",
+                                    refresh=False)
     with torch.no_grad():
-        fitted = Splats(means=params["means"], log_scales=params["log_scales"], quats=params["quats"],
-                        opacity_logits=params["opacity_logits"], sh=torch.cat([sh0, rest], 1)).map(
-            lambda t: t.detach().cpu())
+        fitted = _as_splats(leaves).map(lambda t: t.detach().cpu())
         fitted = fitted.select(fitted.opacities >= 1.0 / 255.0)
     return fitted, steps, backend
 

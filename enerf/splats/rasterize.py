@@ -180,12 +180,16 @@ def _rasterize_gsplat(splats: Splats, camera: SplatCamera, background: Tensor) -
     view[:3, 3] = -view[:3, :3] @ c2w[:3, 3]
     K = torch.tensor([[camera.focal, 0.0, 0.5 * camera.width], [0.0, camera.focal, 0.5 * camera.height],
                       [0.0, 0.0, 1.0]], dtype=c2w.dtype, device=c2w.device)
-    img, alpha, _ = rasterization(splats.means, torch.nn.functional.normalize(splats.quats, dim=-1), splats.scales,
+    img, alpha, info = rasterization(splats.means, torch.nn.functional.normalize(splats.quats, dim=-1), splats.scales,
                                   splats.opacities, splats.sh, view[None], K[None], camera.width, camera.height,
                                   near_plane=NEAR, sh_degree=splats.degree, render_mode="RGB+ED",
                                   backgrounds=background[None], packed=False)
     acc = alpha[0, ..., 0]
-    return {"rgb": img[0, ..., :3], "acc": acc, "depth": img[0, ..., 3] * acc}
+    uv = info["means2d"][0]
+    if uv.requires_grad:
+        uv.retain_grad()
+    return {"rgb": img[0, ..., :3], "acc": acc, "depth": img[0, ..., 3] * acc, "uv": uv,
+            "index": torch.arange(len(splats), device=uv.device)}
 
 
 def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = None, backend: str = "auto",
@@ -200,7 +204,9 @@ def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = N
         rows: (r0, r1): render only image rows [r0, r1) (a band; torch backend), e.g. to fit a crop
     Returns:
         dict: rgb [H', W, 3], acc [H', W] (accumulated opacity), depth [H', W] (expected camera z-depth,
-        weighted by the splats' weights, not divided by acc), H' = r1 - r0 (the image height by default)
+        weighted by the splats' weights, not divided by acc), H' = r1 - r0 (the image height by default);
+        index [G] long (the Gaussians drawn) and uv [G, 2] (their pixel positions; after a backward pass its
+        ``.grad`` holds dL/duv)
     """
     device = splats.means.device
     bg = torch.zeros(3, device=device) if background is None else background.to(device, splats.means.dtype)
@@ -220,9 +226,12 @@ def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = N
     uv, conic, dep, op, ex = proj["uv"][idx], proj["conic"][idx], proj["depth"][idx], opacity[idx], ext[idx]
     dirs = torch.nn.functional.normalize(splats.means[idx] - camera.c2w[:3, 3].to(splats.means), dim=-1)
     colors = sh_to_rgb(splats.sh[idx], dirs)
+    if uv.requires_grad:
+        uv.retain_grad()  # the fit's densification reads dL/d(pixel position) of the drawn Gaussians
+    drawn = {"index": idx, "uv": uv}
     if backend == "numba":
         rgb, acc, depth = rasterize_tiles(uv, conic, op, colors, dep, ex, width, (r0, r1), ALPHA_MIN, ALPHA_MAX)
-        return {"rgb": rgb + (1.0 - acc)[..., None] * bg.float(), "acc": acc, "depth": depth}
+        return {"rgb": rgb + (1.0 - acc)[..., None] * bg.float(), "acc": acc, "depth": depth, **drawn}
     with torch.no_grad():  # how many pairs each band of rows holds: split so that one band stays under MAX_PAIRS
         area = (2 * ex[:, 0] + 1).clamp_max(width) * (2 * ex[:, 1] + 1).clamp_max(r1 - r0)
         bands = max(1, math.ceil(float(area.sum()) / MAX_PAIRS))
@@ -236,4 +245,4 @@ def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = N
     rgb, acc, depth = (torch.cat(parts, 0) for parts in zip(*outs))
     h = r1 - r0
     rgb = rgb + (1.0 - acc)[:, None] * bg
-    return {"rgb": rgb.reshape(h, width, 3), "acc": acc.reshape(h, width), "depth": depth.reshape(h, width)}
+    return {"rgb": rgb.reshape(h, width, 3), "acc": acc.reshape(h, width), "depth": depth.reshape(h, width), **drawn}

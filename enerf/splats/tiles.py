@@ -137,7 +137,49 @@ def _kernel():
                             g_pair[k, 3] -= d_power * dx * dy
                             g_pair[k, 4] -= 0.5 * d_power * dy * dy
 
-        _KERNEL = (draw, draw_grad)
+        @numba.njit(cache=True)
+        def touches(u, v, ca, cb, cc, floor, x0, x1, y0, y1):
+            """Whether a pixel centre in [x0, x1] x [y0, y1] can pass alpha_min: the least of the conic's
+            quadratic form over the rectangle (0 inside it, else on one of its edges), -q / 2 >= floor."""
+            dx0, dx1, dy0, dy1 = x0 - u, x1 - u, y0 - v, y1 - v
+            if dx0 <= 0.0 <= dx1 and dy0 <= 0.0 <= dy1:
+                return True
+            least = np.inf
+            for dy in (dy0, dy1):  # horizontal edges: the best dx for this dy, clamped to the edge
+                dx = min(max(-cb * dy / ca, dx0), dx1)
+                least = min(least, ca * dx * dx + 2.0 * cb * dx * dy + cc * dy * dy)
+            for dx in (dx0, dx1):
+                dy = min(max(-cb * dx / cc, dy0), dy1)
+                least = min(least, ca * dx * dx + 2.0 * cb * dx * dy + cc * dy * dy)
+            return -0.5 * least >= floor
+
+        @numba.njit(cache=True)
+        def bin_pairs(per_splat, x0, x1, y0, y1, tile_size, tiles_x, n_tiles, r0):
+            """Each tile's Gaussians in depth order (the Gaussians come sorted): two passes, count then fill."""
+            starts = np.zeros(n_tiles + 1, np.int64)
+            for rep in range(2):
+                if rep == 1:
+                    for t in range(n_tiles):
+                        starts[t + 1] += starts[t]
+                    fill = starts[:-1].copy()
+                    ids = np.empty(starts[n_tiles], np.int64)
+                for g in range(len(x0)):
+                    u, v, ca, cb, cc, floor = per_splat[g, 0], per_splat[g, 1], per_splat[g, 2], per_splat[g, 3], \
+                        per_splat[g, 4], per_splat[g, 5]
+                    for ty in range(y0[g], y1[g]):
+                        for tx in range(x0[g], x1[g]):
+                            if not touches(u, v, ca, cb, cc, floor, tx * tile_size + 0.5, (tx + 1) * tile_size - 0.5,
+                                           r0 + ty * tile_size + 0.5, r0 + (ty + 1) * tile_size - 0.5):
+                                continue
+                            t = ty * tiles_x + tx
+                            if rep == 0:
+                                starts[t + 1] += 1
+                            else:
+                                ids[fill[t]] = g
+                                fill[t] += 1
+            return starts, ids
+
+        _KERNEL = (draw, draw_grad, bin_pairs)
     return _KERNEL
 
 
@@ -145,8 +187,10 @@ def _f32(t: Tensor) -> np.ndarray:
     return np.ascontiguousarray(t.detach().float().numpy())
 
 
-def _bin(uv: Tensor, extent: Tensor, width: int, rows: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Each tile's list of Gaussians in depth order: (starts [tiles + 1], ids [P], tiles_x, tiles_y)."""
+def _bin(per_splat: np.ndarray, uv: Tensor, extent: Tensor, width: int, rows: tuple[int, int]
+         ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each tile's list of Gaussians in depth order: (starts [tiles + 1], ids [P], tiles_x). A Gaussian
+    joins the tiles of its box where some pixel centre can pass alpha_min (its ellipse reaches them)."""
     r0, r1 = rows
     tiles_x, tiles_y = -(-width // TILE), -(-(r1 - r0) // TILE)
     with torch.no_grad():
@@ -154,16 +198,9 @@ def _bin(uv: Tensor, extent: Tensor, width: int, rows: tuple[int, int]) -> tuple
         x1 = torch.floor((uv[:, 0] + extent[:, 0] - 0.5) / TILE).clamp(-1, tiles_x - 1).long() + 1
         y0 = torch.floor((uv[:, 1] - extent[:, 1] - 0.5 - r0) / TILE).clamp(0, tiles_y - 1).long()
         y1 = torch.floor((uv[:, 1] + extent[:, 1] - 0.5 - r0) / TILE).clamp(-1, tiles_y - 1).long() + 1
-        bw, bh = (x1 - x0).clamp_min(0), (y1 - y0).clamp_min(0)
-        count = bw * bh
-        gid = torch.repeat_interleave(torch.arange(len(uv)), count)
-        local = torch.arange(len(gid)) - (torch.cumsum(count, 0) - count)[gid]
-        tile = (y0[gid] + torch.div(local, bw[gid], rounding_mode="floor")) * tiles_x + x0[gid] + local % bw[gid]
-        order = torch.sort(tile, stable=True).indices  # depth order kept within a tile
-    ids = gid[order].numpy().astype(np.int64)
-    starts = np.zeros(tiles_x * tiles_y + 1, np.int64)
-    starts[1:] = np.cumsum(np.bincount(tile.numpy(), minlength=tiles_x * tiles_y))
-    return starts, ids, tiles_x, tiles_y
+    starts, ids = _kernel()[2](per_splat, x0.numpy(), x1.numpy(), y0.numpy(), y1.numpy(), TILE, tiles_x,
+                               tiles_x * tiles_y, r0)
+    return starts, ids, tiles_x
 
 
 class _Tiles(torch.autograd.Function):
@@ -173,7 +210,6 @@ class _Tiles(torch.autograd.Function):
     def forward(ctx, uv, conic, opacity, colors, depth, extent, width, rows, alpha_min, alpha_max):
         r0, r1 = rows
         h = r1 - r0
-        starts, ids, tiles_x, _ = _bin(uv, extent, width, rows)
         rgb = np.zeros((h, width, 3), np.float32)
         acc = np.zeros((h, width), np.float32)
         dep = np.zeros((h, width), np.float32)
@@ -182,6 +218,7 @@ class _Tiles(torch.autograd.Function):
         op = _f32(opacity)
         floor = np.log(alpha_min / np.maximum(op, 1e-30)).astype(np.float32) - 1e-5  # below it alpha < alpha_min
         per_splat = np.concatenate([_f32(uv), _f32(conic), floor[:, None], op[:, None], _f32(depth)[:, None]], 1)
+        starts, ids, tiles_x = _bin(per_splat, uv, extent, width, rows)
         pk, col = per_splat[ids], _f32(colors)[ids]  # one contiguous row a pair, in each tile's walking order
         _kernel()[0](starts, pk, col, TILE, tiles_x, width, r1, r0, alpha_min, alpha_max, T_STOP, rgb, acc, dep, last,
                      final_t)
