@@ -105,12 +105,12 @@ _WRONG_TASK = {
 }
 
 
-def _build_fields(cfg: RunConfig | ShapeRunConfig, fields: dict, device: torch.device) -> dict[str, nn.Module]:
+def _build_fields(cfg: RunConfig | ShapeRunConfig, device: torch.device) -> dict[str, nn.Module]:
     if isinstance(cfg, ShapeRunConfig):
         from .shapes.field import ShapeField  # the shapes application, imported only for its checkpoints
 
         return {"field": ShapeField(cfg.field).to(device)}
-    return build_fields(cfg.field, with_fine="fine" in fields, device=device, render=cfg.render)
+    return build_fields(cfg.field, device, cfg.render)
 
 
 def _load_scene(cfg: RunConfig, payload: dict, data_root: Path, datadir: str | Path | None,
@@ -161,7 +161,7 @@ def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str |
     if task is not None and task != kind:
         raise CheckpointError(_WRONG_TASK[task].format(ckpt=ckpt_path))
     device = select_device(device_name or cfg.train.device)
-    fields = _build_fields(cfg, payload["fields"], device)
+    fields = _build_fields(cfg, device)
     load_weights(fields, payload["fields"], ckpt_path)
     for module in fields.values():
         module.eval()

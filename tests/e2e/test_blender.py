@@ -313,7 +313,7 @@ def test_a_grid_read_off_the_field_uses_the_objects_box(tmp_path):
     _write_scene(tmp_path / "s", size=8)
     scene = load_blender(tmp_path / "s")
     cfg = RenderConfig(renderer="torch_grid", grid_resolution=8)
-    fields = build_fields(FieldConfig(netdepth=1, netwidth=8, view_width=8, multires=2, multires_views=1), False,
+    fields = build_fields(FieldConfig(netdepth=1, netwidth=8, view_width=8, multires=2, multires_views=1),
                           torch.device("cpu"))
     rays = scene.rays(0)
     on_box = build_renderer(cfg, torch.device("cpu"), rays=rays, aabb=scene.aabb, read_off=fields["coarse"])
