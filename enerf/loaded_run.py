@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .checkpoint import load_checkpoint
+from .checkpoint import load_checkpoint, load_weights
 from .config import RunConfig, ShapeRunConfig
 from .data.camera_record import scene_from_cameras
 from .data.loaders import load_scene
@@ -43,19 +43,6 @@ __all__ = [
     "load_weights",
     "renderer_from_checkpoint",
 ]
-
-def load_weights(modules: dict[str, nn.Module], fields: dict, ckpt_path: str | Path) -> None:
-    """Load ``fields[name]`` into each module; CheckpointError (one line) when one is missing or
-    does not fit the network the checkpoint's config describes."""
-    for name, module in modules.items():
-        if name not in fields:
-            raise CheckpointError(f"{ckpt_path}: no weights for the '{name}' network")
-        try:
-            module.load_state_dict(fields[name])
-        except RuntimeError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CheckpointError(f"{ckpt_path}: weights of '{name}' do not fit its config ({first})") from None
-
 
 def renderer_state(extra: dict) -> dict | None:
     """The renderer's state (its estimator's: the occupancy grid) in a checkpoint's ``extra``;

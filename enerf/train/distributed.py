@@ -59,8 +59,12 @@ def rank() -> int:
 
 
 def is_writer() -> bool:
-    """True on the one process that writes files and prints: rank 0."""
-    return rank() == 0
+    """True on the one process that writes files and prints: rank 0 (the one place that decides).
+    Before the process group starts (``process_group``), torchrun's ``RANK`` says which process
+    will be rank 0; without torchrun there is one process, the writer."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    return _env_int("RANK", 0) == 0
 
 
 def _env_int(name: str, default: int) -> int:
