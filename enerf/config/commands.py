@@ -146,8 +146,8 @@ class SynthConfig:
 
 @config_class
 class PoseConfig:
-    """``enerf data video`` and ``enerf data images``: how COLMAP poses the frames / photos and the
-    layout written (``enerf.ingest.colmap.pose_folder``)."""
+    """``enerf data video``, ``enerf data images`` and ``enerf data colmap``: how COLMAP poses the
+    frames / photos and the layout written (``enerf.ingest.colmap.pose_folder``)."""
 
     matcher: PoseMatcher = option("auto", "auto: sequential for video frames, exhaustive for photos; sequential: "
                                   "each image with the --overlap next ones in name order; exhaustive: every pair")
@@ -157,7 +157,8 @@ class PoseConfig:
                                        "the simplest; OPENCV as ns-process-data)")
     layout: PoseLayout = option("nerfstudio", "nerfstudio: transforms.json (z up) as ns-process-data writes it; llff: "
                                 "poses_bounds.npy; blender: transforms.json in COLMAP's frame")
-    factors: tuple[int, ...] = option((2, 4), "also write images_<f>/ downscaled by each factor", lo=2, hi=64)
+    factors: tuple[int, ...] = option((2, 4), "also write images_<f>/ downscaled by each factor (the flag alone: none)",
+                                      lo=2, hi=64, may_be_empty=True)
     seed: int = option(0, "COLMAP's random seed", lo=0, hi=MAX_SEED)
 
     def __post_init__(self) -> None:
