@@ -34,7 +34,7 @@ __all__ = ["Renderer", "shade", "density_fn", "CPU_CHUNK"]  # shade, density_fn:
 CPU_CHUNK = 1024
 
 _COUNTS = ("n_samples", "n_queries", "n_colour_skipped", "loss_terms")
-_COARSE = ("rgb", "depth", "acc")
+_OUTPUTS = ("rgb", "depth", "acc")  # of the final pass
 
 
 class Renderer:
@@ -97,7 +97,7 @@ class Renderer:
         extras = {key: value for key, value in shaded.items() if key not in _COUNTS}
         if train:
             extras["loss_terms"] = samples.losses(out["weights"]) if samples.losses is not None else {}
-        return {**{key: out[key] for key in _COARSE}, "depth_median": out["depth_median"], **extras, "n_samples": n_samples,
+        return {**{key: out[key] for key in _OUTPUTS}, "depth_median": out["depth_median"], **extras, "n_samples": n_samples,
                 "n_queries": samples.n_queries + n_samples,
                 "n_colour_skipped": shaded.get("n_colour_skipped", 0) + skipped}
 
