@@ -27,6 +27,7 @@ __all__ = [
     "load_checkpoint",
     "nonfinite_fields",
     "load_weights",
+    "renderer_state",
 ]
 
 FORMAT = "enerf-checkpoint"
@@ -127,3 +128,9 @@ def load_weights(modules: dict[str, torch.nn.Module], fields: dict, ckpt_path: s
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CheckpointError(f"{ckpt_path}: weights of '{name}' do not fit its config ({first})") from None
+
+
+def renderer_state(extra: dict) -> dict | None:
+    """The renderer's state (its estimator's: the occupancy grid) in a checkpoint's ``extra``;
+    older checkpoints call it ``estimator``."""
+    return extra.get("renderer", extra.get("estimator"))

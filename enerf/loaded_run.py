@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .checkpoint import load_checkpoint, load_weights
+from .checkpoint import load_checkpoint, load_weights, renderer_state
 from .config import RunConfig, ShapeRunConfig
 from .data.camera_record import scene_from_cameras
 from .data.loaders import load_scene
@@ -43,11 +43,6 @@ __all__ = [
     "load_weights",
     "renderer_from_checkpoint",
 ]
-
-def renderer_state(extra: dict) -> dict | None:
-    """The renderer's state (its estimator's: the occupancy grid) in a checkpoint's ``extra``;
-    older checkpoints call it ``estimator``."""
-    return extra.get("renderer", extra.get("estimator"))
 
 
 def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device) -> Renderer | None:

@@ -25,17 +25,17 @@ import torch
 from torch import Tensor
 
 from ..atomic import atomic_write_json
-from ..checkpoint import load_checkpoint
+from ..checkpoint import load_checkpoint, renderer_state
 from ..config import DATA_ROOT, RunConfig
 from ..cameras.normalize import transform_record
 from ..data.camera_record import cameras_record
 from ..data.loaders import load_scene
 from ..data.sampler import RaySampler
 from ..data.scene import Scene
+from ..device import select_device
 from ..errors import CheckpointError
 from ..fields.build import build_fields
 from ..fields.nerf import NeRFField
-from ..loaded_run import renderer_state, select_device
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers
 from ..optim import PreconditionedOptimizer
