@@ -317,7 +317,7 @@ def test_a_grid_read_off_the_field_uses_the_objects_box(tmp_path):
                           torch.device("cpu"))
     rays = scene.rays(0)
     on_box = build_renderer(cfg, torch.device("cpu"), rays=rays, aabb=scene.aabb, read_off=fields["coarse"])
-    np.testing.assert_allclose(on_box.grid.aabb.numpy(), BLENDER_AABB)
+    np.testing.assert_allclose(on_box.estimator.grid.aabb.numpy(), BLENDER_AABB)
     on_rays = build_renderer(cfg, torch.device("cpu"), rays=rays, read_off=fields["coarse"])
     # The box of one view's rays from near 2 to far 6 (cameras at distance ~4.3) is much larger.
-    assert float((on_rays.grid.aabb[3:] - on_rays.grid.aabb[:3]).min()) > 3.0
+    assert float((on_rays.estimator.grid.aabb[3:] - on_rays.estimator.grid.aabb[:3]).min()) > 3.0
