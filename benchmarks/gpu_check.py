@@ -62,7 +62,7 @@ from enerf.errors import EnerfError
 from enerf.render.compositing import exclusive_segment_sum
 from enerf.render.marching import march_rays
 from enerf.render.nerfacc_backend import nerfacc_status
-from enerf.render import Renderer, build_renderer, density_fn
+from enerf.render import Renderer, build_renderer
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import prepare_run
 
@@ -239,7 +239,7 @@ def ambiguous_rays(case: EqualityCase, tie_t: float = TIE_T, tie_depth: float = 
     "kept" (an occupied / empty cell face, the box, near or far), or, with early stop, when a
     sample's optical depth in front of it lies within ``tie_depth`` of ``-log(early_stop_eps)``.
     Elsewhere the algorithms promise the same samples."""
-    rays, grid, step = case.rays, case.renderer.grid, case.cfg.render_step_size
+    rays, grid, step = case.rays, case.renderer.estimator.grid, case.cfg.render_step_size
     o, d = rays.origins.double(), rays.directions.double()
     near, far = rays.near.reshape(-1).double(), rays.far.reshape(-1).double()
     n_steps = int(math.ceil(float((far - near).max()) / step)) + 1
@@ -264,7 +264,7 @@ def ambiguous_rays(case: EqualityCase, tie_t: float = TIE_T, tie_depth: float = 
 @torch.no_grad()
 def samples_per_ray(renderer: Renderer, rays: Rays, fields: dict) -> Tensor:
     """Tensor  # [n_rays] int64: samples ``renderer`` renders on each ray of ``fields`` (eval: no jitter)."""
-    ray_indices = renderer.estimator.sample(rays, density_fn(fields["coarse"]), train=False).ray_indices
+    ray_indices = renderer.estimator.sample(rays, fields, train=False).ray_indices
     return torch.bincount(ray_indices.cpu(), minlength=rays.origins.shape[0])
 
 
@@ -311,7 +311,7 @@ def equality_section(cuda_reason: str, n_rays: int, log) -> list[dict]:
             entry = {
                 "case": case.name, "occupancy": occupancy, "early_stop": early_stop,
                 "early_stop_eps": case.cfg.early_stop_eps, "n_rays": n_rays,
-                "occupied_fraction": float(case.renderer.grid.binaries.float().mean()),
+                "occupied_fraction": float(case.renderer.estimator.grid.binaries.float().mean()),
                 "torch_grid_samples_per_ray": float(counts.double().mean()),
                 "ambiguous_rays": int(ambiguous_rays(case).sum()),
                 "max_abs_diff": None, "max_abs_diff_all_rays": None, "rays_with_different_counts": None,

@@ -26,6 +26,8 @@ __all__ = [
     "save_checkpoint",
     "load_checkpoint",
     "nonfinite_fields",
+    "load_weights",
+    "renderer_state",
 ]
 
 FORMAT = "enerf-checkpoint"
@@ -111,3 +113,24 @@ def load_checkpoint(
         raise CheckpointError(f"{path}: the weights {_some(bad)} hold NaN or inf (a diverged run); use an earlier "
                               "checkpoint or retrain with a lower --lrate")
     return payload, config
+
+
+def load_weights(modules: dict[str, torch.nn.Module], fields: dict, ckpt_path: str | Path) -> None:
+    """Load ``fields[name]`` (a checkpoint's ``fields``) into each module: the one weight loader
+    (``enerf.loaded_run.load_run``, a resumed run's ``train.state.restore_loop_state``);
+    CheckpointError (one line) when one is missing or does not fit the network the checkpoint's
+    config describes."""
+    for name, module in modules.items():
+        if name not in fields:
+            raise CheckpointError(f"{ckpt_path}: no weights for the '{name}' network")
+        try:
+            module.load_state_dict(fields[name])
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(f"{ckpt_path}: weights of '{name}' do not fit its config ({first})") from None
+
+
+def renderer_state(extra: dict) -> dict | None:
+    """The renderer's state (its estimator's: the occupancy grid) in a checkpoint's ``extra``;
+    older checkpoints call it ``estimator``."""
+    return extra.get("renderer", extra.get("estimator"))

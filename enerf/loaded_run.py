@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .checkpoint import load_checkpoint
+from .checkpoint import load_checkpoint, load_weights, renderer_state
 from .config import RunConfig, ShapeRunConfig
 from .data.camera_record import scene_from_cameras
 from .data.loaders import load_scene
@@ -43,24 +43,6 @@ __all__ = [
     "load_weights",
     "renderer_from_checkpoint",
 ]
-
-def load_weights(modules: dict[str, nn.Module], fields: dict, ckpt_path: str | Path) -> None:
-    """Load ``fields[name]`` into each module; CheckpointError (one line) when one is missing or
-    does not fit the network the checkpoint's config describes."""
-    for name, module in modules.items():
-        if name not in fields:
-            raise CheckpointError(f"{ckpt_path}: no weights for the '{name}' network")
-        try:
-            module.load_state_dict(fields[name])
-        except RuntimeError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CheckpointError(f"{ckpt_path}: weights of '{name}' do not fit its config ({first})") from None
-
-
-def renderer_state(extra: dict) -> dict | None:
-    """The renderer's state (its estimator's: the occupancy grid) in a checkpoint's ``extra``;
-    older checkpoints call it ``estimator``."""
-    return extra.get("renderer", extra.get("estimator"))
 
 
 def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device) -> Renderer | None:
@@ -105,12 +87,12 @@ _WRONG_TASK = {
 }
 
 
-def _build_fields(cfg: RunConfig | ShapeRunConfig, fields: dict, device: torch.device) -> dict[str, nn.Module]:
+def _build_fields(cfg: RunConfig | ShapeRunConfig, device: torch.device) -> dict[str, nn.Module]:
     if isinstance(cfg, ShapeRunConfig):
         from .shapes.field import ShapeField  # the shapes application, imported only for its checkpoints
 
         return {"field": ShapeField(cfg.field).to(device)}
-    return build_fields(cfg.field, with_fine="fine" in fields, device=device, render=cfg.render)
+    return build_fields(cfg.field, device, cfg.render)
 
 
 def _load_scene(cfg: RunConfig, payload: dict, data_root: Path, datadir: str | Path | None,
@@ -161,7 +143,7 @@ def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str |
     if task is not None and task != kind:
         raise CheckpointError(_WRONG_TASK[task].format(ckpt=ckpt_path))
     device = select_device(device_name or cfg.train.device)
-    fields = _build_fields(cfg, payload["fields"], device)
+    fields = _build_fields(cfg, device)
     load_weights(fields, payload["fields"], ckpt_path)
     for module in fields.values():
         module.eval()

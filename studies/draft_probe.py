@@ -22,6 +22,7 @@ import torch
 
 from enerf.config import DATA_ROOT
 from enerf.loaded_run import load_run
+from enerf.render.proposal import ProposalEstimator
 from enerf.viewer import draft
 from enerf.viewer.render import render_camera
 
@@ -47,16 +48,17 @@ def main() -> None:
     tic = time.perf_counter()
     exact = render_camera(run, c2w, width, height, focal)
     print(f"exact frame: {time.perf_counter() - tic:.2f} s", flush=True)
-    base = draft.draft_render_config
+    saved = vars(ProposalEstimator)["draft_config"]  # the classmethod, restored below
+    base = ProposalEstimator.draft_config
     try:
         for variant in args.variants:
             intervals, samples = (int(x) for x in variant.split("x"))
 
-            def config(cfg, fraction, intervals=intervals, samples=samples):
+            def config(cls, cfg, fraction, intervals=intervals, samples=samples):
                 return dataclasses.replace(base(cfg, fraction), n_samples=samples,
                                            proposal_samples=tuple(intervals for _ in cfg.proposal_samples))
 
-            draft.draft_render_config = config
+            ProposalEstimator.draft_config = classmethod(config)
             draft._cache.clear()
             render_camera(run, c2w, width, height, focal, draft=0.25)  # build and warm up
             times = []
@@ -68,7 +70,7 @@ def main() -> None:
             print(f"{variant}: {statistics.median(times):.2f} s (min {min(times):.2f}), {psnr:.1f} dB against the exact frame",
                   flush=True)
     finally:
-        draft.draft_render_config = base
+        ProposalEstimator.draft_config = saved
         draft._cache.clear()
     print(f"load average after {load_average()}")
 

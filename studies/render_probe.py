@@ -68,8 +68,7 @@ def model_and_rays(args):
 
     cfg = run_config_from_args(build_train_parser().parse_args(["--config", args.config]))
     torch.manual_seed(args.seed)
-    fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=torch.device("cpu"),
-                          render=cfg.render)
+    fields = build_fields(cfg.field, torch.device("cpu"), cfg.render)
     eye = np.array([0.6, -0.6, 0.5])
     focal = 0.5 * width / math.tan(0.5 * math.radians(60.0))
     rays = make_rays(height, width, focal, _look_at_origin(eye), 0.05, cfg.data.far or 1000.0, False)

@@ -3,10 +3,11 @@
     enerf train [--config FILE] [--scene demo|fern|...] [--conditioning none|row|col|rowcol|wn|ws]
                 [--precond none|bnp] [--weight_decay L --decay_space p|z] [--grad_reg L] ...
     enerf eval --ckpt PATH
-    enerf render --ckpt PATH [--path spiral|orbit|test|train|interp]
-    enerf mesh --ckpt PATH [--resolution R] [--method density|tsdf]
-    enerf export depth --ckpt PATH --out DIR [--cameras test|train|spiral|...]
+    enerf export mesh --ckpt PATH [--resolution R] [--method density|tsdf]      (also: enerf mesh)
     enerf export pointcloud --ckpt PATH --out F.ply [--points N]
+    enerf export depth --ckpt PATH --out DIR [--cameras test|train|spiral|...]
+    enerf export splats --ckpt PATH --out F.ply      enerf export html --splats F.ply --out F.html
+    enerf export video --ckpt PATH [--path spiral|orbit|test|train|interp]     (also: enerf render)
     enerf view --ckpt PATH [--ckpt PATH2] [--host 127.0.0.1 --port 8080]   (the viewer extra)
     enerf compare [--scenes ...] [--modes none row ...] [--seeds 0 1 2] [-- FLAGS OF EVERY RUN]
     enerf data synth --out DIR

@@ -51,7 +51,7 @@ def _flag_kwargs(f: dataclasses.Field) -> dict[str, Any]:
     if kind == "bool":
         kwargs.update(nargs="?", const=True)
     if is_tuple:
-        kwargs["nargs"] = "+"
+        kwargs["nargs"] = "*" if f.metadata.get("may_be_empty") else "+"
     allowed = choices(f)
     kwargs["metavar"] = "{" + ",".join(allowed) + "}" if allowed else (f.metadata.get("flag") or f.name).upper()
     return kwargs

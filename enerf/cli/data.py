@@ -12,15 +12,30 @@ __all__ = ["cmd_data"]
 ACTIONS = ("synth", "colmap", "images", "video")
 
 
+# ``enerf data colmap`` is the older spelling of ``enerf data images`` (the photos as --images DIR);
+# it keeps the output docs/data.md gives it: an LLFF scene with images_4/ and images_8/, every pair
+# matched. Its other flags and defaults are PoseConfig's, as for images and video.
+COLMAP_DEFAULTS = {"layout": "llff", "factors": (4, 8), "matcher": "exhaustive"}
+
+_WHAT = {"images": ("DIR", "folder of photos (png / jpg, one size once upright; other files skipped)",
+                    "Pose a folder of phone photos with COLMAP (EXIF orientation applied) and write a scene."),
+         "colmap": ("DIR", "folder of photos (png / jpg, one size once upright; other files skipped)",
+                    "Pose a folder of photos with COLMAP (pycolmap) and write a scene enerf trains on (LLFF layout "
+                    "unless --layout says otherwise)."),
+         "video": ("FILE", "video file (.mp4 / .mov, H.264 or HEVC; portrait rotation tags honoured)",
+                   "Keep the sharpest frames of a phone video, pose them with COLMAP and write a scene.")}
+
+
 def _capture_args(action: str, argv: list[str]):
-    """The arguments of ``enerf data images|video``: the input, --out, --overwrite, --quiet and the
-    flags of PoseConfig (and FramesConfig for a video). Returns (args, pose config, frames config)."""
-    what = {"images": ("DIR", "folder of photos (png / jpg, one size once upright; other files skipped)",
-                       "Pose a folder of phone photos with COLMAP (EXIF orientation applied) and write a scene."),
-            "video": ("FILE", "video file (.mp4 / .mov, H.264 or HEVC; portrait rotation tags honoured)",
-                      "Keep the sharpest frames of a phone video, pose them with COLMAP and write a scene.")}[action]
-    parser = OneLineParser(prog=f"enerf data {action}", description=what[2])
-    parser.add_argument("source", metavar=what[0], help=what[1])
+    """The arguments of ``enerf data images|colmap|video``: the input (``--images`` for colmap),
+    --out, --overwrite, --quiet and the flags of PoseConfig (and FramesConfig for a video).
+    Returns (args, pose config, frames config)."""
+    metavar, help_text, description = _WHAT[action]
+    parser = OneLineParser(prog=f"enerf data {action}", description=description)
+    if action == "colmap":
+        parser.add_argument("--images", dest="source", metavar=metavar, required=True, help=help_text)
+    else:
+        parser.add_argument("source", metavar=metavar, help=help_text)
     parser.add_argument("--out", required=True, help="scene folder to write (must not exist unless --overwrite)")
     add_config_flags(parser, PoseConfig)
     if action == "video":
@@ -29,16 +44,19 @@ def _capture_args(action: str, argv: list[str]):
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     check_output_dir(args.out, "--out")
-    return args, config_from_args(PoseConfig, args), config_from_args(FramesConfig, args)
+    pose = config_from_args(PoseConfig, args, defaults=COLMAP_DEFAULTS if action == "colmap" else None)
+    return args, pose, config_from_args(FramesConfig, args)
 
 
-def cmd_images(argv: list[str]) -> int:
+def cmd_images(argv: list[str], action: str = "images") -> int:
+    """``enerf data images DIR`` (and ``enerf data colmap --images DIR``): pose the photos, print the
+    summary line; images stops when fewer than half of the photos register."""
     from ..ingest.colmap import colmap_scene, summary_line
 
-    args, pose, _ = _capture_args("images", argv)
+    args, pose, _ = _capture_args(action, argv)
     info = colmap_scene(args.source, args.out, pose.factors, "exhaustive" if pose.matcher == "auto" else pose.matcher,
                         pose.layout, args.overwrite, pose.seed, pose.camera_model, overlap=pose.overlap,
-                        min_share=0.5, progress=not args.quiet)
+                        min_share=0.5 if action == "images" else 0.0, progress=not args.quiet)
     print(summary_line(info))
     return 0
 
@@ -60,9 +78,7 @@ def cmd_data(argv: list[str]) -> int:
     from ..synthetic.scene import synth_main
 
     if argv and argv[0] == "colmap":
-        from ..ingest.colmap import colmap_main
-
-        return colmap_main(argv[1:])
+        return cmd_images(argv[1:], action="colmap")
     if argv and argv[0] in ("images", "video"):
         return {"images": cmd_images, "video": cmd_video}[argv[0]](argv[1:])
     parser = OneLineParser(prog="enerf data", description="Dataset utilities.")

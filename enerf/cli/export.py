@@ -1,7 +1,13 @@
-"""``enerf export depth|pointcloud|splats --ckpt PATH --out OUT``: metric depth maps of a set of cameras, a
-coloured point cloud back-projected from them, or the field baked into Gaussian splats (a 3DGS PLY),
-from a NeRF checkpoint; ``enerf export html --splats F.ply --out OUT [--ckpt PATH]``: a splat file as one
-self-contained web page (with the run's cameras when a checkpoint is given)."""
+"""``enerf export ACTION``, the one door for what a trained run is turned into:
+
+* ``mesh`` (also ``enerf mesh``) and ``video`` (also ``enerf render``): a mesh, novel-view videos;
+  their own parsers (``cli/mesh.py``, ``cli/render.py``: ``--out`` optional, a file in the run folder);
+* ``depth|pointcloud|splats --ckpt PATH --out OUT``: metric depth maps of a set of cameras, a
+  coloured point cloud back-projected from them, or the field baked into Gaussian splats (a 3DGS PLY);
+* ``html --splats F.ply --out OUT [--ckpt PATH]``: a splat file as one self-contained web page (with
+  the run's cameras when a checkpoint is given).
+
+Their options: ``enerf.config.export``."""
 
 from __future__ import annotations
 
@@ -14,8 +20,10 @@ from ..config import DATA_ROOT, DepthExportConfig, HtmlExportConfig, PointCloudC
 from ..errors import ConfigError
 from ..runfolder import check_output_dir, check_output_file, check_parent_exists
 from .common import OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
+from .mesh import cmd_mesh
+from .render import cmd_render
 
-__all__ = ["cmd_export", "ACTIONS", "Action"]
+__all__ = ["cmd_export", "ACTIONS", "Action", "OWN_PARSER", "EXPORTS"]
 
 
 def _depth(run, out: Path, cfg: DepthExportConfig, progress: bool) -> str:
@@ -97,6 +105,12 @@ ACTIONS = {
 }
 
 
+# Exports with a parser of their own (``--out`` optional: a default in the run folder), also reachable
+# under their first names: enerf mesh, enerf render (the same function: they print the same).
+OWN_PARSER: dict[str, Callable[[list[str], str], int]] = {"mesh": cmd_mesh, "video": cmd_render}
+EXPORTS = ("mesh", "pointcloud", "depth", "splats", "html", "video")  # ACTIONS and OWN_PARSER, in the order help lists them
+
+
 def check_out(out: str, action: Action) -> Path:
     """``--out``: its parent folder exists (a missing one is refused, not made) and the shared
     output checks pass (``runfolder.check_output_dir`` / ``check_output_file``: writable, not a
@@ -125,13 +139,16 @@ def check_out(out: str, action: Action) -> Path:
 def cmd_export(argv: list[str]) -> int:
     from ..loaded_run import load_run
 
-    if not argv or argv[0] not in ACTIONS:
+    if not argv or argv[0] not in EXPORTS:
         parser = OneLineParser(prog="enerf export", description="Exports from a NeRF checkpoint or a splat file.")
-        parser.add_argument("action", choices=tuple(ACTIONS), help="depth: depth maps of a set of cameras (depth "
-                            "--help); pointcloud: a point cloud from them (pointcloud --help); splats: the field "
-                            "baked into Gaussian splats (splats --help); html: a splat file as a web page (html "
-                            "--help)")
+        parser.add_argument("action", choices=EXPORTS, help="mesh: a mesh of the density (mesh --help; also enerf "
+                            "mesh); pointcloud: a point cloud from rendered depth (pointcloud --help); depth: depth "
+                            "maps of a set of cameras (depth --help); splats: the field baked into Gaussian splats "
+                            "(splats --help); html: a splat file as a web page (html --help); video: novel-view "
+                            "videos (video --help; also enerf render)")
         parser.parse_args(argv[:1])
+    if argv[0] in OWN_PARSER:
+        return OWN_PARSER[argv[0]](argv[1:], f"enerf export {argv[0]}")
     name = argv[0]
     action = ACTIONS[name]
     parser = OneLineParser(prog=f"enerf export {name}", description=action.description)

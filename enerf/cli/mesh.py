@@ -1,4 +1,5 @@
-"""``enerf mesh --ckpt PATH``: a coloured or textured mesh from a NeRF checkpoint's density."""
+"""``enerf export mesh --ckpt PATH`` (also ``enerf mesh``): a coloured or textured mesh from a NeRF
+checkpoint's density."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ from .common import parse_export_args
 __all__ = ["cmd_mesh"]
 
 
-def cmd_mesh(argv: list[str]) -> int:
+def cmd_mesh(argv: list[str], prog: str = "enerf mesh") -> int:
+    """The mesh export under ``prog``: its two names print the same."""
     import numpy as np
 
     from ..export.mesh_files import companion_files
     from ..export.nerf_mesh import distance_to_true_surfaces, mesh_from_checkpoint
 
-    args, cfg = parse_export_args("enerf mesh", "Extract a coloured or textured mesh from a NeRF checkpoint.",
+    args, cfg = parse_export_args(prog, "Extract a coloured or textured mesh from a NeRF checkpoint.",
                                   "mesh file: .ply (vertex colours), .obj (with .mtl and .png when textured) or .glb "
                                   "(default <run>/mesh.ply, <run>/mesh.glb with --texture)", MeshConfig, argv)
     mesh, path, run = mesh_from_checkpoint(args.ckpt, cfg, DATA_ROOT, args.out, args.device, progress=not args.quiet,

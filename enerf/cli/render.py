@@ -1,5 +1,5 @@
-"""``enerf render --ckpt PATH [--splats F.ply]``: novel-view videos (rgb.mp4, depth.mp4) from a NeRF
-checkpoint, or from splats baked from it."""
+"""``enerf export video --ckpt PATH [--splats F.ply]`` (also ``enerf render``): novel-view videos
+(rgb.mp4, depth.mp4) from a NeRF checkpoint, or from splats baked from it."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from .common import parse_export_args
 __all__ = ["cmd_render"]
 
 
-def cmd_render(argv: list[str]) -> int:
+def cmd_render(argv: list[str], prog: str = "enerf render") -> int:
+    """The video export under ``prog``: its two names print the same."""
     from ..export.video import render_video_from_checkpoint
 
-    args, video = parse_export_args("enerf render", "Render rgb.mp4 / depth.mp4 from a checkpoint (or its splats).",
+    args, video = parse_export_args(prog, "Render rgb.mp4 / depth.mp4 from a checkpoint (or its splats).",
                                     "output folder (default <run>/video_<path>, <run>/video_<path>_splats with "
                                     "--splats)", VideoConfig, argv, splats=True)
     info = render_video_from_checkpoint(args.ckpt, video, DATA_ROOT, args.out, args.device, progress=not args.quiet,

@@ -13,7 +13,6 @@ enerf), chosen by the scene's layout and what its cameras show (forward-facing o
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -187,7 +186,7 @@ def cmd_train(argv: list[str]) -> int:
         if getattr(args, key) is not None:
             print(f"enerf: note: {key} is ignored; the fine network has the coarse network's shape", file=sys.stderr)
     viewer = None
-    if args.viewer and os.environ.get("RANK", "0") == "0":  # torchrun: rank 0 (the one that writes) serves it
+    if args.viewer and is_writer():  # torchrun: rank 0 (the one that writes) serves it
         from ..config import ViewerConfig
         from ..viewer.training import TrainingViewer
 

@@ -7,15 +7,16 @@ itself on construction (``check_config``), so validation lives in one place.
 
     nerf.py      DataConfig, FieldConfig, RenderConfig, TrainConfig, RunConfig (``enerf train``)
     shape.py     ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig, ShapeRunConfig (``enerf shape``)
-    commands.py  VideoConfig, MeshConfig, CompareConfig, SynthConfig, ViewerConfig, PoseConfig, FramesConfig
-                 (render, mesh, compare, data synth, view, data video / images)
-    export.py    DepthExportConfig, PointCloudConfig, SplatConfig, HtmlExportConfig (export depth / pointcloud / splats / html)
+    commands.py  CompareConfig, SynthConfig, ViewerConfig, PoseConfig, FramesConfig
+                 (compare, data synth, view, data video / images / colmap)
+    export.py    MeshConfig, PointCloudConfig, DepthExportConfig, SplatConfig, HtmlExportConfig, VideoConfig
+                 (export mesh / pointcloud / depth / splats / html / video; mesh and render: the same two)
     spec.py      option(), check_config(), Range
 """
 
-from .commands import (CAMERA_PATHS, VIEWER_LAYOUTS, VIEWER_OUTPUTS, XATLAS_MAX_FACES, CompareConfig, FramesConfig,
-                       MeshConfig, PoseConfig, SynthConfig, VideoConfig, ViewerConfig)
-from .export import DepthExportConfig, HtmlExportConfig, PointCloudConfig, SplatConfig
+from .commands import VIEWER_LAYOUTS, VIEWER_OUTPUTS, CompareConfig, FramesConfig, PoseConfig, SynthConfig, ViewerConfig
+from .export import (CAMERA_PATHS, XATLAS_MAX_FACES, DepthExportConfig, HtmlExportConfig, MeshConfig, PointCloudConfig,
+                     SplatConfig, VideoConfig)
 from .nerf import (DATA_ROOT, CONDITIONING_MODES, CONTRACTIONS, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, NERF_PYTORCH_ALIASES,
                    NERF_PYTORCH_IGNORED, OPTIMIZERS, PRECOND_MODES, RENDERERS, SCENE_KINDS, DataConfig, FieldConfig, RenderConfig, RunConfig,
                    TrainConfig, build_config, run_config_from_dict)

@@ -1,24 +1,18 @@
-"""Options of the commands that read a checkpoint or make data: render, mesh, compare, data synth."""
+"""Options of the commands that compare runs, make data or view a run: compare, data synth|images|video|colmap,
+view (the export commands' options: ``export.py``)."""
 
 from __future__ import annotations
 
 from typing import Literal, get_args
 
 from ..errors import ConfigError
-from .spec import MAX_GRID, MAX_SEED, check_box, check_config, config_class, option
+from .spec import MAX_SEED, check_config, config_class, option
 
-__all__ = ["CAMERA_PATHS", "CAMERAS_HELP", "check_cameras", "VideoConfig", "MeshConfig", "CompareConfig", "SynthConfig",
-           "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "VIEWER_MOVING", "PoseConfig", "FramesConfig"]
+__all__ = ["CompareConfig", "SynthConfig", "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "VIEWER_MOVING", "PoseConfig",
+           "FramesConfig"]
 
-CameraPath = Literal["spiral", "orbit", "test", "train", "interp", "ellipse"]
-MeshNetwork = Literal["fine", "coarse"]
-MeshFrame = Literal["world", "scene"]
-MeshMethod = Literal["density", "tsdf"]
-MeshUnwrap = Literal["auto", "xatlas", "pairs"]
-XATLAS_MAX_FACES = 20_000  # --unwrap auto: xatlas's charts up to this many faces, face pairs above
 TaskName = Literal["nerf", "shape"]
 Launcher = Literal["local", "ray"]
-CAMERA_PATHS = get_args(CameraPath)
 ViewerOutput = Literal["rgb", "depth", "accumulation"]  # enerf.viewer.render.OUTPUTS
 ViewerLayout = Literal["side", "split", "a", "b", "difference"]  # two checkpoints: how they share the view
 ViewerMoving = Literal["splats", "draft"]  # what the browser shows while its camera moves (enerf.viewer.splat_layer)
@@ -26,86 +20,6 @@ VIEWER_OUTPUTS, VIEWER_LAYOUTS, VIEWER_MOVING = get_args(ViewerOutput), get_args
 PoseMatcher = Literal["auto", "sequential", "exhaustive"]  # enerf.ingest.colmap.MATCHERS, plus auto
 PoseLayout = Literal["nerfstudio", "llff", "blender"]  # enerf.ingest.colmap.LAYOUTS
 CameraModel = Literal["SIMPLE_RADIAL", "SIMPLE_PINHOLE", "RADIAL", "PINHOLE", "OPENCV", "OPENCV_FISHEYE"]
-CAMERAS_HELP = ("test (held-out views), train, or a camera path of enerf render --path: spiral, orbit, interp, "
-                "ellipse, or a .json file saved by enerf view")
-
-
-def check_cameras(cameras: str) -> None:
-    """``--cameras`` of the commands that render a set of cameras: a name of CAMERA_PATHS or a .json path file."""
-    if cameras not in CAMERA_PATHS and not cameras.lower().endswith(".json"):
-        raise ConfigError(f"cameras must be one of {', '.join(CAMERA_PATHS)} or a .json camera path file, got "
-                          f"{cameras!r}", fields=("cameras",))
-
-
-@config_class
-class VideoConfig:
-    """``enerf render``: camera path, frame count and encoding of the novel-view videos."""
-
-    path: str = option("spiral", "camera path: spiral (LLFF; the orbit on Blender scenes), orbit (Blender: "
-                       "elevation -30 deg, radius 4), test (held-out views), train, interp (through the training "
-                       "cameras), ellipse (around the point the training cameras look at; captures), or a camera "
-                       "path file (.json, saved by enerf view)")
-    frames: int = option(120, "frames of the spiral / interp / ellipse paths (test / train: one per view)", lo=1, hi=100_000)
-    fps: int = option(30, "frames per second of the videos", lo=1, hi=1000)
-    downscale: int = option(1, "render at 1/N of the training image size", lo=1)
-    colormap: str = option("turbo", "matplotlib colormap for depth / disparity")
-    quality: float = option(8.0, "imageio-ffmpeg quality, 0 (worst) .. 10 (best)", lo=0.0, hi=10.0)
-    png: bool = option(False, "also write every frame as PNG")
-    chunk: int = option(0, "rays per forward pass (0: the checkpoint's chunk); bounds the peak memory", lo=0)
-
-    def __post_init__(self) -> None:
-        check_config(self)
-        if self.path not in CAMERA_PATHS and not self.path.lower().endswith(".json"):
-            raise ConfigError(f"path must be one of {', '.join(CAMERA_PATHS)} or a .json file saved by enerf view, "
-                              f"got {self.path!r}", fields=("path",))
-        from matplotlib import colormaps
-
-        if self.colormap not in colormaps:
-            raise ConfigError(f"colormap {self.colormap!r} is not a matplotlib colormap (e.g. turbo, viridis, gray)",
-                              fields=("colormap",))
-
-
-def _positive(name: str, value: int) -> int:
-    """A flag that must be at least 1 where the field's default (0) means "off"."""
-    if value < 1:
-        raise ConfigError(f"{name} must be at least 1, got {value}", fields=(name,))
-    return value
-
-
-@config_class
-class MeshConfig:
-    """``enerf mesh``: density grid, iso-level and clean-up."""
-
-    method: MeshMethod = option("density", "density: marching cubes of the density at --threshold; tsdf: fuse the "
-                                "rendered depth of the training views, or of --cameras (the surface the cameras saw)")
-    resolution: int = option(256, "grid points per axis", lo=8, hi=MAX_GRID)
-    threshold: float = option(10.0, "density iso-level (sigma, in the field's coordinates)")
-    downscale: int = option(1, "tsdf: render the views at 1/N of their size", lo=1)
-    cameras: str = option("train", "tsdf: whose rendered depth is fused: " + CAMERAS_HELP)
-    frames: int = option(120, "tsdf: frames of a camera path (test / train: one per view)", lo=1, hi=100_000)
-    chunk: int = option(65536, "grid points per forward pass", lo=1)
-    min_component: int = option(0, "drop connected components with fewer faces (0: keep all)", lo=0)
-    faces: int = option(0, "simplify to at most N faces (quadric decimation; default: keep all)", lo=0,
-                        from_flag=lambda n: _positive("faces", n))
-    texture: bool = option(False, "unwrap UVs (--unwrap) and bake the field's colour into a texture image "
-                           "(--out .obj or .glb)")
-    texture_size: int = option(2048, "texture width and height in pixels", lo=64, hi=16384)
-    unwrap: MeshUnwrap = option("auto", "--texture's UV layout: xatlas (charts; the mesh extra), pairs (two faces per "
-                                "square cell: fast on any mesh), auto (xatlas up to "
-                                f"{XATLAS_MAX_FACES:,} faces when installed)")
-    bbox: tuple[float, ...] = option((), "xmin ymin zmin xmax ymax zmax in the field's coordinates (NDC for "
-                                     "forward-facing scenes; default: from the scene; a field with --contraction: a cube around "
-                                     "the point the cameras look at)")
-    field: MeshNetwork = option("fine", "fine (if the checkpoint has one) or coarse network")
-    frame: MeshFrame = option("world", "world (poses_bounds.npy frame) or scene (normalised frame)")
-
-    def __post_init__(self) -> None:
-        check_config(self)
-        check_cameras(self.cameras)
-        if self.bbox:
-            check_box("bbox", self.bbox)
-
-
 @config_class
 class CompareConfig:
     """``enerf compare``: the grid of runs and where its table and plots go. A new option of the
@@ -146,8 +60,8 @@ class SynthConfig:
 
 @config_class
 class PoseConfig:
-    """``enerf data video`` and ``enerf data images``: how COLMAP poses the frames / photos and the
-    layout written (``enerf.ingest.colmap.pose_folder``)."""
+    """``enerf data video``, ``enerf data images`` and ``enerf data colmap``: how COLMAP poses the
+    frames / photos and the layout written (``enerf.ingest.colmap.pose_folder``)."""
 
     matcher: PoseMatcher = option("auto", "auto: sequential for video frames, exhaustive for photos; sequential: "
                                   "each image with the --overlap next ones in name order; exhaustive: every pair")
@@ -157,7 +71,8 @@ class PoseConfig:
                                        "the simplest; OPENCV as ns-process-data)")
     layout: PoseLayout = option("nerfstudio", "nerfstudio: transforms.json (z up) as ns-process-data writes it; llff: "
                                 "poses_bounds.npy; blender: transforms.json in COLMAP's frame")
-    factors: tuple[int, ...] = option((2, 4), "also write images_<f>/ downscaled by each factor", lo=2, hi=64)
+    factors: tuple[int, ...] = option((2, 4), "also write images_<f>/ downscaled by each factor (the flag alone: none)",
+                                      lo=2, hi=64, may_be_empty=True)
     seed: int = option(0, "COLMAP's random seed", lo=0, hi=MAX_SEED)
 
     def __post_init__(self) -> None:

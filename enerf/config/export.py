@@ -1,12 +1,103 @@
-"""Options of ``enerf export depth``, ``enerf export pointcloud``, ``enerf export splats`` and ``enerf export html``."""
+"""Options of the exports, ``enerf export mesh|pointcloud|depth|splats|html|video`` (``enerf mesh`` and
+``enerf render`` are the mesh's and the video's other names): one config each."""
 
 from __future__ import annotations
 
-from .commands import CAMERAS_HELP, MeshFrame, check_cameras
-from ..errors import ConfigError
-from .spec import check_box, check_config, config_class, option
+from typing import Literal, get_args
 
-__all__ = ["DepthExportConfig", "PointCloudConfig", "SplatConfig", "HtmlExportConfig"]
+from ..errors import ConfigError
+from .spec import MAX_GRID, check_box, check_config, config_class, option
+
+__all__ = ["CAMERA_PATHS", "CAMERAS_HELP", "XATLAS_MAX_FACES", "check_cameras", "VideoConfig", "MeshConfig",
+           "DepthExportConfig", "PointCloudConfig", "SplatConfig", "HtmlExportConfig"]
+
+CameraPath = Literal["spiral", "orbit", "test", "train", "interp", "ellipse"]
+MeshNetwork = Literal["fine", "coarse"]
+MeshFrame = Literal["world", "scene"]
+MeshMethod = Literal["density", "tsdf"]
+MeshUnwrap = Literal["auto", "xatlas", "pairs"]
+XATLAS_MAX_FACES = 20_000  # --unwrap auto: xatlas's charts up to this many faces, face pairs above
+CAMERA_PATHS = get_args(CameraPath)
+CAMERAS_HELP = ("test (held-out views), train, or a camera path of enerf render --path: spiral, orbit, interp, "
+                "ellipse, or a .json file saved by enerf view")
+
+
+def check_cameras(cameras: str) -> None:
+    """``--cameras`` of the commands that render a set of cameras: a name of CAMERA_PATHS or a .json path file."""
+    if cameras not in CAMERA_PATHS and not cameras.lower().endswith(".json"):
+        raise ConfigError(f"cameras must be one of {', '.join(CAMERA_PATHS)} or a .json camera path file, got "
+                          f"{cameras!r}", fields=("cameras",))
+
+
+@config_class
+class VideoConfig:
+    """``enerf export video`` (``enerf render``): camera path, frame count and encoding of the novel-view videos."""
+
+    path: str = option("spiral", "camera path: spiral (LLFF; the orbit on Blender scenes), orbit (Blender: "
+                       "elevation -30 deg, radius 4), test (held-out views), train, interp (through the training "
+                       "cameras), ellipse (around the point the training cameras look at; captures), or a camera "
+                       "path file (.json, saved by enerf view)")
+    frames: int = option(120, "frames of the spiral / interp / ellipse paths (test / train: one per view)", lo=1, hi=100_000)
+    fps: int = option(30, "frames per second of the videos", lo=1, hi=1000)
+    downscale: int = option(1, "render at 1/N of the training image size", lo=1)
+    colormap: str = option("turbo", "matplotlib colormap for depth / disparity")
+    quality: float = option(8.0, "imageio-ffmpeg quality, 0 (worst) .. 10 (best)", lo=0.0, hi=10.0)
+    png: bool = option(False, "also write every frame as PNG")
+    chunk: int = option(0, "rays per forward pass (0: the checkpoint's chunk); bounds the peak memory", lo=0)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        if self.path not in CAMERA_PATHS and not self.path.lower().endswith(".json"):
+            raise ConfigError(f"path must be one of {', '.join(CAMERA_PATHS)} or a .json file saved by enerf view, "
+                              f"got {self.path!r}", fields=("path",))
+        from matplotlib import colormaps
+
+        if self.colormap not in colormaps:
+            raise ConfigError(f"colormap {self.colormap!r} is not a matplotlib colormap (e.g. turbo, viridis, gray)",
+                              fields=("colormap",))
+
+
+def _positive(name: str, value: int) -> int:
+    """A flag that must be at least 1 where the field's default (0) means "off"."""
+    if value < 1:
+        raise ConfigError(f"{name} must be at least 1, got {value}", fields=(name,))
+    return value
+
+
+@config_class
+class MeshConfig:
+    """``enerf export mesh`` (``enerf mesh``): density grid, iso-level and clean-up."""
+
+    method: MeshMethod = option("density", "density: marching cubes of the density at --threshold; tsdf: fuse the "
+                                "rendered depth of the training views, or of --cameras (the surface the cameras saw)")
+    resolution: int = option(256, "grid points per axis", lo=8, hi=MAX_GRID)
+    threshold: float = option(10.0, "density iso-level (sigma, in the field's coordinates)")
+    downscale: int = option(1, "tsdf: render the views at 1/N of their size", lo=1)
+    cameras: str = option("train", "tsdf: whose rendered depth is fused: " + CAMERAS_HELP)
+    frames: int = option(120, "tsdf: frames of a camera path (test / train: one per view)", lo=1, hi=100_000)
+    chunk: int = option(65536, "grid points per forward pass", lo=1)
+    min_component: int = option(0, "drop connected components with fewer faces (0: keep all)", lo=0)
+    faces: int = option(0, "simplify to at most N faces (quadric decimation; default: keep all)", lo=0,
+                        from_flag=lambda n: _positive("faces", n))
+    texture: bool = option(False, "unwrap UVs (--unwrap) and bake the field's colour into a texture image "
+                           "(--out .obj or .glb)")
+    texture_size: int = option(2048, "texture width and height in pixels", lo=64, hi=16384)
+    unwrap: MeshUnwrap = option("auto", "--texture's UV layout: xatlas (charts; the mesh extra), pairs (two faces per "
+                                "square cell: fast on any mesh), auto (xatlas up to "
+                                f"{XATLAS_MAX_FACES:,} faces when installed)")
+    bbox: tuple[float, ...] = option((), "xmin ymin zmin xmax ymax zmax in the field's coordinates (NDC for "
+                                     "forward-facing scenes; default: from the scene; a field with --contraction: a cube around "
+                                     "the point the cameras look at)")
+    field: MeshNetwork = option("fine", "fine (if the checkpoint has one) or coarse network")
+    frame: MeshFrame = option("world", "world (poses_bounds.npy frame) or scene (normalised frame)")
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        check_cameras(self.cameras)
+        if self.bbox:
+            check_box("bbox", self.bbox)
+
+
 
 
 @config_class

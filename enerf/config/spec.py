@@ -57,16 +57,18 @@ class Range:
 
 def option(default: Any, help: str, *, flag: str | None = None,
            lo: float = -math.inf, hi: float = math.inf, lo_open: bool = False, hi_open: bool = False,
-           cli: bool = True, flag_type: type | None = None, from_flag: Callable[[Any], Any] | None = None):
+           cli: bool = True, flag_type: type | None = None, from_flag: Callable[[Any], Any] | None = None,
+           may_be_empty: bool = False):
     """A dataclass field with its help, flag and allowed values in its metadata.
 
     flag: the command-line name when it is not the field's (``N_rand`` for ``n_rand``); the
     allowed strings of a choice are its ``Literal`` annotation's; lo / hi (lo_open / hi_open): the range of a number or of each number
     of a tuple; cli: False keeps the field off the command line; flag_type / from_flag: a flag
-    that takes another type than the field (``--no_ndc``: a bool, ``use_ndc = not no_ndc``).
+    that takes another type than the field (``--no_ndc``: a bool, ``use_ndc = not no_ndc``);
+    may_be_empty: a tuple whose flag may be given alone, for the empty tuple (``--factors``: none).
     """
     meta = {"help": help, "flag": flag, "range": Range(lo, hi, lo_open, hi_open),
-            "cli": cli, "flag_type": flag_type, "from_flag": from_flag}
+            "cli": cli, "flag_type": flag_type, "from_flag": from_flag, "may_be_empty": may_be_empty}
     return dataclasses.field(default=default, metadata=meta)
 
 

@@ -51,7 +51,7 @@ from ..data.transforms_writer import colmap_camera_fields, transforms_meta, writ
 from .colmap_poses import depth_bounds, llff_pose_from_cam_from_world, opengl_c2w_from_cam_from_world, poses_bounds_rows
 from .photos import MIN_IMAGES, built_beside, check_out, collect_photos, copy_upright
 
-__all__ = ["colmap_scene", "colmap_main", "pose_folder", "check_pose_options", "summary_line", "import_pycolmap",
+__all__ = ["colmap_scene", "pose_folder", "check_pose_options", "summary_line", "import_pycolmap",
            "NERFSTUDIO_APPLIED", "MATCHERS", "LAYOUTS", "CAMERA_MODELS", "LLFF_CAMERA_MODELS"]
 
 MATCHERS = ("exhaustive", "sequential")
@@ -324,36 +324,6 @@ def colmap_scene(
         info = pose_folder(pycolmap, tmp, [p.name for p in photos], (width, height), factors, matcher, layout,
                            camera_model, seed, overlap, min_share, say=say, progress=progress)
     return {**info, "out": out, "photos": len(photos), "seconds": time.perf_counter() - start}
-
-
-def colmap_main(argv: list[str]) -> int:
-    """``enerf data colmap``: parse the flags, build the scene, print the summary line."""
-    import configargparse
-
-    parser = configargparse.ArgumentParser(
-        prog="enerf data colmap",
-        description="Pose a folder of photos with COLMAP (pycolmap) and write a scene enerf trains on.")
-    parser.add_argument("--images", required=True, help="folder of photos (png / jpg, one size; other files skipped)")
-    parser.add_argument("--out", required=True, help="scene folder to write (must not exist unless --overwrite)")
-    parser.add_argument("--factors", type=int, nargs="*", default=[4, 8],
-                        help="write images_<f>/ downscaled by each factor (none: only images/)")
-    parser.add_argument("--matcher", choices=MATCHERS, default="exhaustive",
-                        help="exhaustive: every pair (up to a few hundred photos); sequential: neighbours in name "
-                             "order (video frames, long captures)")
-    parser.add_argument("--layout", choices=LAYOUTS, default="llff",
-                        help="llff: poses_bounds.npy; nerfstudio: transforms.json as ns-process-data writes it "
-                             "(z up); blender: transforms.json in COLMAP's frame. enerf train --datadir reads all "
-                             "three")
-    parser.add_argument("--camera_model", choices=CAMERA_MODELS, default="SIMPLE_RADIAL",
-                        help="COLMAP camera model shared by all photos (OPENCV as ns-process-data; --layout llff "
-                             f"takes {', '.join(LLFF_CAMERA_MODELS)})")
-    parser.add_argument("--seed", type=int, default=0, help="COLMAP's random seed")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    args = parser.parse_args(argv)
-    info = colmap_scene(args.images, args.out, args.factors, args.matcher, args.layout, args.overwrite, args.seed,
-                        camera_model=args.camera_model, progress=True)
-    print(summary_line(info))
-    return 0
 
 
 def summary_line(info: dict) -> str:

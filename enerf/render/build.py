@@ -1,6 +1,6 @@
 """The one way to get a renderer: ``build_renderer`` (and ``resolve_renderer``, which picks it).
 
-``--renderer`` names the estimator:
+``--renderer`` names the estimator (``registry.ESTIMATORS``):
 
 * ``hierarchical``: NeRF's stratified (+ importance) sampling (``hierarchical.py``).
 * ``proposal``: nerfacto's proposal networks and mip-NeRF 360's losses (``proposal.py``), for
@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import Callable
 
@@ -23,14 +22,10 @@ import torch
 
 from ..config import RENDERERS, RenderConfig
 from ..cameras.rays import RayExtent, Rays, flatten_rays, ray_extent
-from ..errors import ConfigError
-from .estimator import RadianceField
-from .grid_estimator import TorchGridEstimator
-from .hierarchical import HierarchicalEstimator
-from .proposal import ProposalEstimator
-from . import nerfacc_backend
+from .estimator import RadianceField, Setup
 from .occupancy_grid import OccupancyGrid
-from .renderer import Renderer, density_fn
+from .registry import estimator_class
+from .renderer import Renderer
 
 __all__ = ["RENDERERS", "resolve_renderer", "build_renderer", "keeps_grid"]
 
@@ -44,31 +39,18 @@ def _warn_once(message: str) -> None:
 
 
 def keeps_grid(name: str) -> bool:
-    """Whether renderer ``name`` (a ``--renderer`` value, ``auto`` included) marches an occupancy
-    grid, whose state a checkpoint then carries."""
-    return name not in ("hierarchical", "proposal")
+    """Whether renderer ``name`` (a ``--renderer`` value, ``auto`` included) keeps state a trained
+    run's checkpoint must carry (an occupancy grid): ``Estimator.stateful``."""
+    return estimator_class(name).stateful
 
 
 def resolve_renderer(name: str, device: torch.device, warn: Callable[[str], None] = _warn_once) -> str:
     """The renderer that ``name`` means on ``device``: hierarchical, torch_grid, proposal or nerfacc.
 
     Raises:
-        ConfigError: ``nerfacc`` was asked for and cannot run here (the message says why).
+        ConfigError: an unknown name, or ``nerfacc`` asked for where it cannot run (the message says why).
     """
-    if name not in RENDERERS:
-        raise ConfigError(f"renderer {name!r} is not one of {', '.join(RENDERERS)}", ("renderer",))
-    if name in ("hierarchical", "torch_grid", "proposal"):
-        return name
-    ok, why = nerfacc_backend.nerfacc_status(device)
-    if name == "nerfacc":
-        if not ok:
-            raise ConfigError(f"renderer nerfacc cannot run: {why}; use renderer torch_grid (the same algorithm in torch) or auto", ("renderer",))
-        return "nerfacc"
-    if ok:
-        return "nerfacc"
-    if device.type == "cuda":  # on a CPU run torch_grid is simply what auto means
-        warn(f"--renderer auto falls back to torch_grid: {why}")
-    return "torch_grid"
+    return estimator_class(name).resolve(device, warn).name
 
 
 def build_renderer(
@@ -83,7 +65,7 @@ def build_renderer(
     grid: OccupancyGrid | None = None,
     fallback: bool = False,
 ) -> Renderer:
-    """The renderer ``cfg.renderer`` resolves to on ``device``.
+    """The renderer ``cfg.renderer`` resolves to on ``device`` (``Estimator.build``).
 
     A grid estimator's occupancy grid comes from, in this order:
 
@@ -105,35 +87,11 @@ def build_renderer(
         ConfigError: a renderer that cannot run here, or settings it cannot honour.
         ValueError: a grid renderer with neither ``grid``, ``state`` nor ``rays``.
     """
-    if fallback and cfg.renderer == "nerfacc" and not nerfacc_backend.nerfacc_status(device)[0]:
-        cfg = dataclasses.replace(cfg, renderer="torch_grid")
-    name = resolve_renderer(cfg.renderer, device)
-    if name == "hierarchical":
-        return Renderer(cfg, HierarchicalEstimator(cfg))
-    if name == "proposal":
-        return Renderer(cfg, ProposalEstimator(cfg))
+    chosen = estimator_class(cfg.renderer).resolve(device, _warn_once, fallback)
     if rays is not None:
         flat = flatten_rays(rays)
 
         def extent() -> RayExtent:
             return ray_extent([flat], flat.origins.shape[0])
-    seen = extent() if extent is not None and state is None else None
-    if grid is None:
-        if state is not None:
-            box = state["grid"]["aabb"]
-        elif aabb is not None and seen is not None:
-            box = torch.tensor(aabb, dtype=torch.float32)
-        elif seen is not None:
-            pad = (seen.hi - seen.lo) * 0.02  # rays_aabb's margin
-            box = torch.cat([seen.lo - pad, seen.hi + pad]).float()
-        else:
-            raise ValueError("a grid renderer needs a saved state or the training rays to size its grid")
-        grid = OccupancyGrid(box, cfg.grid_resolution).to(device)
-    estimator = (nerfacc_backend.NerfaccEstimator if name == "nerfacc" else TorchGridEstimator)(cfg, grid)
-    if state is not None:
-        estimator.load_state_dict(state)
-    elif seen is not None:
-        estimator.occ_scale = seen.mean_direction_norm
-    if read_off is not None:
-        estimator.read_off_field(density_fn(read_off))
-    return Renderer(cfg, estimator)
+    setup = Setup(device, state=state, extent=extent, aabb=aabb, read_off=read_off, grid=grid)
+    return Renderer(cfg, chosen.build(cfg, setup))

@@ -9,7 +9,8 @@ marches it with ``nerfacc.OccGridEstimator`` (CUDA).
 
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Callable, Mapping
 
 import torch
 from torch import Tensor
@@ -17,15 +18,19 @@ from torch import Tensor
 from ..config import RenderConfig
 from ..cameras.rays import Rays
 from ..errors import CheckpointError, ConfigError
-from .estimator import DensityFn, Samples, midpoints
+from ..train.distributed import all_reduce_max_, broadcast_buffers, world_size
+from .estimator import DensityFn, Estimator, RadianceField, Samples, Setup, density_fn, midpoints
 from .marching import lattice_transmittance, march_rays, visibility_mask, visible_front_to_back
 from .occupancy_grid import OccupancyGrid
 
 __all__ = ["OccupancyGridEstimator", "TorchGridEstimator"]
 
 
-class OccupancyGridEstimator:
-    """What the grid estimators share (subclasses implement ``sample`` and ``update``).
+_DRAFT_EARLY_STOP = 1e-3  # a draft ray stops at this transmittance (or the run's, if larger)
+
+
+class OccupancyGridEstimator(Estimator):
+    """What the grid estimators share (subclasses implement ``march`` and ``update_grid``).
 
     Args:
         cfg: step size, grid update rule, early stop, ...
@@ -36,17 +41,67 @@ class OccupancyGridEstimator:
     """
 
     name = "grid"
-    proposes = False
-    density_field = None
+    stateful = True  # a trained run's grid is in its checkpoint
+    batch_by_samples = True  # samples per ray vary with the grid
     culls_occluded = False  # whether ``--cull_occluded`` is implemented
 
     def __init__(self, cfg: RenderConfig, grid: OccupancyGrid, occ_scale: float = 1.0) -> None:
         if cfg.cull_occluded and not self.culls_occluded:  # auto resolved to nerfacc, which does not cull
             raise ConfigError(f"--cull_occluded needs --renderer torch_grid; {self.name} does not cull")
-        self.cfg = cfg
+        super().__init__(cfg)
         self.grid = grid
         self.occ_scale = float(occ_scale)
         self.update_queries = 0  # points sent to the field by grid updates so far
+
+    @classmethod
+    def build(cls, cfg: RenderConfig, setup: Setup) -> "OccupancyGridEstimator":
+        """The grid comes from ``setup.grid`` (shared), else ``setup.state`` (restored), else a new
+        empty grid over ``setup.aabb`` or the box of the rays' [near, far] segments
+        (``setup.extent()``, whose mean |direction| is then ``occ_scale``); ``setup.read_off``
+        fills it from that field alone (``read_off_field``).
+
+        Raises:
+            ValueError: neither ``grid``, ``state`` nor ``extent``.
+        """
+        grid, state = setup.grid, setup.state
+        seen = setup.extent() if setup.extent is not None and state is None else None
+        if grid is None:
+            if state is not None:
+                box = state["grid"]["aabb"]
+            elif setup.aabb is not None and seen is not None:
+                box = torch.tensor(setup.aabb, dtype=torch.float32)
+            elif seen is not None:
+                pad = (seen.hi - seen.lo) * 0.02  # rays_aabb's margin
+                box = torch.cat([seen.lo - pad, seen.hi + pad]).float()
+            else:
+                raise ValueError("a grid renderer needs a saved state or the training rays to size its grid")
+            grid = OccupancyGrid(box, cfg.grid_resolution).to(setup.device)
+        estimator = cls(cfg, grid)
+        if state is not None:
+            estimator.load_state_dict(state)
+        elif seen is not None:
+            estimator.occ_scale = seen.mean_direction_norm
+        if setup.read_off is not None:
+            estimator.read_off_field(density_fn(setup.read_off))
+        return estimator
+
+    @classmethod
+    def draft_config(cls, cfg: RenderConfig, fraction: float) -> RenderConfig:
+        """A marching step ``1 / fraction`` times as long (the same grid: empty space is skipped as
+        in the exact frame), early stop at transmittance ``_DRAFT_EARLY_STOP``."""
+        cfg = super().draft_config(cfg, fraction)
+        return dataclasses.replace(cfg, render_step_size=cfg.render_step_size / fraction,
+                                   early_stop_eps=max(cfg.early_stop_eps, _DRAFT_EARLY_STOP))
+
+    def draft(self, fraction: float) -> "OccupancyGridEstimator":
+        """A cheaper copy marching this one's grid (read, never written)."""
+        return type(self)(self.draft_config(self.cfg, fraction), self.grid, self.occ_scale)
+
+    def record(self, n_rays: int) -> dict:
+        """The fraction of occupied cells, and the points grid updates have sent to the field per
+        training ray so far (not part of ``queries_per_ray``)."""
+        return {"grid_occupied": float(self.grid.binaries.float().mean()),
+                "grid_update_queries_per_ray": self.update_queries / max(n_rays, 1)}
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
@@ -97,19 +152,32 @@ class OccupancyGridEstimator:
         """Whether samples behind the early stop (or below the opacity threshold) are dropped."""
         return self.cfg.early_stop_eps > 0 or self.cfg.alpha_thre > 0
 
-    def sample(self, rays: Rays, density_fn: DensityFn, train: bool,
+    def sample(self, rays: Rays, fields: Mapping[str, RadianceField], train: bool,
                generator: torch.Generator | None = None) -> Samples:
+        """March ``rays`` [n_rays] through the grid, reading the coarse field's density (``march``)."""
+        return self.march(rays, self.density(fields, train), train, generator)
+
+    def march(self, rays: Rays, density_fn: DensityFn, train: bool,
+              generator: torch.Generator | None = None) -> Samples:
         raise NotImplementedError
 
-    def propose(self, rays: Rays, samples: Samples, weights: Tensor, train: bool,
-                generator: torch.Generator | None = None) -> Samples:
-        raise NotImplementedError("grid estimators return their final samples from sample()")
+    @torch.no_grad()
+    def update(self, step: int, fields: Mapping[str, RadianceField], generator: torch.Generator | None = None) -> None:
+        """``update_grid`` from the coarse field's density, with the grid kept the same on every
+        rank of a run on several processes (``enerf.train.distributed``): the visibility the rays
+        of every rank saw is pooled before an update (``--cull_occluded``), and every rank takes
+        rank 0's grid after it (nerfacc draws its update points from each rank's own CUDA generator)."""
+        cfg = self.cfg
+        shared = world_size() > 1 and step % cfg.grid_update_every == 0
+        if shared and cfg.cull_occluded:
+            all_reduce_max_(self.grid.seen)
+        self.update_grid(step, self.density(fields, train=True), generator)
+        if shared and broadcast_buffers(self.grid):
+            self.grid_changed()
 
-    def update(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
+    def update_grid(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
+        """Training step ``step``: the grid's own update rule (every ``grid_update_every`` steps)."""
         raise NotImplementedError
-
-    def loss_terms(self, weights: Tensor) -> dict[str, Tensor]:
-        return {}
 
 
 class TorchGridEstimator(OccupancyGridEstimator):
@@ -124,7 +192,7 @@ class TorchGridEstimator(OccupancyGridEstimator):
     culls_occluded = True
 
     @torch.no_grad()
-    def update(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
+    def update_grid(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
         """Every ``grid_update_every`` steps: re-estimate the grid from the field's density."""
         cfg = self.cfg
         occ_eval_fn = self.occ_eval_fn(density_fn)
@@ -146,8 +214,8 @@ class TorchGridEstimator(OccupancyGridEstimator):
                                               self.cfg.render_step_size, jitter, ray_indices, t_starts, thickness)
         self.grid.record_visibility(points, trans)
 
-    def sample(self, rays: Rays, density_fn: DensityFn, train: bool,
-               generator: torch.Generator | None = None) -> Samples:
+    def march(self, rays: Rays, density_fn: DensityFn, train: bool,
+              generator: torch.Generator | None = None) -> Samples:
         """March ``rays`` [n_rays] through the occupied cells and drop the occluded samples.
 
         Returns:

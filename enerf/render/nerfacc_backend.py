@@ -3,7 +3,7 @@
 nerfacc is imported lazily, inside these functions: its CUDA extension JIT-compiles on first
 use, which needs a CUDA device, the CUDA toolkit (``nvcc`` / ``CUDA_HOME``) and a compiler
 setting nerfacc's sources accept. ``nerfacc_status`` tries that once per process and says
-why it failed; ``build.resolve_renderer`` falls back to ``torch_grid`` under ``auto``.
+why it failed; ``auto`` (``AutoGridEstimator``) falls back to ``torch_grid`` then.
 
 The estimator's state is enerf's ``OccupancyGrid`` itself (same cell layout: one level,
 ``binaries[0, ix, iy, iz]``; nerfacc's estimator holds the grid's tensors), so a grid trained
@@ -17,17 +17,19 @@ Only ``enerf/render/`` imports nerfacc.
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import torch
 from torch import Tensor
 
 from ..config import RenderConfig
 from ..cameras.rays import Rays
+from ..errors import ConfigError
 from .estimator import DensityFn, Samples
-from .grid_estimator import OccupancyGridEstimator
+from .grid_estimator import OccupancyGridEstimator, TorchGridEstimator
 from .occupancy_grid import OccupancyGrid
 
-__all__ = ["nerfacc_status", "NerfaccEstimator"]
+__all__ = ["nerfacc_status", "NerfaccEstimator", "AutoGridEstimator"]
 
 
 def _build_failure_reason(exc: BaseException) -> str:
@@ -84,6 +86,18 @@ class NerfaccEstimator(OccupancyGridEstimator):
 
     name = "nerfacc"
 
+    @classmethod
+    def resolve(cls, device: torch.device, warn: Callable[[str], None], fallback: bool = False) -> type:
+        """This class where nerfacc runs on ``device``; else ``torch_grid`` (the same grid state)
+        with ``fallback`` (a trained checkpoint), a ConfigError saying why without."""
+        ok, why = nerfacc_status(device)
+        if ok:
+            return cls
+        if fallback:
+            return TorchGridEstimator
+        raise ConfigError(f"renderer nerfacc cannot run: {why}; use renderer torch_grid (the same algorithm in torch) "
+                          "or auto", ("renderer",))
+
     def __init__(self, cfg: RenderConfig, grid: OccupancyGrid, occ_scale: float = 1.0) -> None:
         super().__init__(cfg, grid, occ_scale)
         import nerfacc
@@ -100,7 +114,7 @@ class NerfaccEstimator(OccupancyGridEstimator):
         self.estimator.binaries = self.grid.binaries.view(self.estimator.binaries.shape)
 
     @torch.no_grad()
-    def update(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
+    def update_grid(self, step: int, density_fn: DensityFn, generator: torch.Generator | None = None) -> None:
         """``OccGridEstimator.update_every_n_steps`` (random numbers from torch's generator of the
         grid's device, not ``generator``)."""
         cfg = self.cfg
@@ -118,8 +132,8 @@ class NerfaccEstimator(OccupancyGridEstimator):
             self.grid.binaries = self.estimator.binaries.view(self.grid.binaries.shape)
 
     @torch.no_grad()
-    def sample(self, rays: Rays, density_fn: DensityFn, train: bool,
-               generator: torch.Generator | None = None) -> Samples:
+    def march(self, rays: Rays, density_fn: DensityFn, train: bool,
+              generator: torch.Generator | None = None) -> Samples:
         """``OccGridEstimator.sampling`` over each ray's [near, far] (stratified iff ``train and cfg.perturb``).
 
         The density pre-pass (early stop / alpha threshold) queries ``density_fn`` at sample
@@ -155,3 +169,19 @@ class NerfaccEstimator(OccupancyGridEstimator):
             stratified=bool(train and cfg.perturb),
         )
         return Samples(ray_indices=ray_indices.long(), t_starts=t_starts, t_ends=t_ends, n_queries=queried[0])
+
+
+class AutoGridEstimator(OccupancyGridEstimator):
+    """``--renderer auto``: ``nerfacc`` when the run is on CUDA and nerfacc's extension builds,
+    otherwise ``torch_grid`` (one warning line when a CUDA run's build failed, saying why)."""
+
+    name = "auto"
+
+    @classmethod
+    def resolve(cls, device: torch.device, warn: Callable[[str], None], fallback: bool = False) -> type:
+        ok, why = nerfacc_status(device)
+        if ok:
+            return NerfaccEstimator
+        if device.type == "cuda":  # on a CPU run torch_grid is simply what auto means
+            warn(f"--renderer auto falls back to torch_grid: {why}")
+        return TorchGridEstimator

@@ -11,8 +11,8 @@ passes::
     final intervals: n_samples, where the radiance field is queried once
 
 The intervals go to the renderer packed (``Samples.ray_indices``; every ray has ``n_samples``),
-so ``compositing.composite_packed`` weighs them exactly as intervals. While training,
-``loss_terms`` gives the two losses of mip-NeRF 360 (Barron et al., 2022, eqs. 13 and 15):
+so ``compositing.composite_packed`` weighs them exactly as intervals. While training, the
+samples' ``losses`` give the two losses of mip-NeRF 360 (Barron et al., 2022, eqs. 13 and 15):
 
 * ``proposal``: each level's weights must bound the final (detached) weights from above on
   every final interval: mean of max(w - w_outer, 0)^2 / (w + 1e-7) (nerfstudio's
@@ -24,12 +24,15 @@ so ``compositing.composite_packed`` weighs them exactly as intervals. While trai
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+import dataclasses
+from typing import Mapping
 
-from ..config import RenderConfig
+import torch
+from torch import Tensor, nn
+
+from ..config import FieldConfig, RenderConfig
 from ..cameras.rays import Rays
-from .estimator import Samples
+from .estimator import Estimator, Samples, draft_count
 from .sampling import uniform
 
 __all__ = ["ProposalEstimator", "spacing", "sample_intervals", "interval_weights", "outer_weights",
@@ -181,33 +184,37 @@ def anneal_power(step: int, anneal_steps: int) -> float:
     return _ANNEAL_SLOPE * frac / ((_ANNEAL_SLOPE - 1.0) * frac + 1.0)
 
 
-class ProposalEstimator:
+class ProposalEstimator(Estimator):
     """Proposal passes, then ``cfg.n_samples`` intervals per ray (the module docstring).
 
-    ``sample``'s density function is the run's ``ProposalNetworks`` (``fields["proposal"]``,
-    called as ``proposal(level, points)``). While training, the passes' intervals and weights
-    are kept until ``loss_terms`` has read them (nerfacc's ``prop_cache``).
+    ``sample`` reads the run's ``ProposalNetworks`` (``fields["proposal"]``, built by ``networks``,
+    called as ``proposal(level, points)``). While training, the samples carry the losses of
+    their passes (``Samples.losses``: the passes' intervals and weights, kept until then).
     """
 
     name = "proposal"
-    grid = None
-    density_field = "proposal"
-    proposes = False
 
     def __init__(self, cfg: RenderConfig) -> None:
-        self.cfg = cfg
+        super().__init__(cfg)
         self.step = 0
-        self._levels: list[tuple[Tensor, Tensor]] = []  # (s edges, weights) of each proposal pass
-        self._edges: Tensor | None = None  # s edges of the final intervals
 
-    def sample(self, rays: Rays, proposal, train: bool, generator: torch.Generator | None = None) -> Samples:
+    @staticmethod
+    def networks(cfg: RenderConfig, field: FieldConfig, device: torch.device) -> dict[str, nn.Module]:
+        """The proposal networks (``fields["proposal"]``), in the radiance field's box and contraction."""
+        from ..fields.proposal import ProposalNetworks
+
+        return {"proposal": ProposalNetworks(cfg.proposal_resolutions, cfg.proposal_components, field.contraction,
+                                             field.grid_aabb).to(device)}
+
+    def sample(self, rays: Rays, fields: Mapping[str, nn.Module], train: bool,
+               generator: torch.Generator | None = None) -> Samples:
         """Packed intervals of ``rays`` [n_rays], ``cfg.n_samples`` per ray.
 
         Args:
-            proposal: ``ProposalNetworks``: ``proposal(level, points [..., 3]) -> density [...]``.
-            train: jitter, anneal, and keep the passes (with gradients) for ``loss_terms``.
+            fields: ``fields["proposal"]``: ``ProposalNetworks``, ``proposal(level, points [..., 3]) -> density [...]``.
+            train: jitter, anneal, and keep the passes (with gradients) for the samples' ``losses``.
         """
-        cfg = self.cfg
+        cfg, proposal = self.cfg, fields["proposal"]
         n_rays = rays.origins.shape[0]
         s_to_t, _ = spacing(rays.near, rays.far, cfg.lindisp_from, cfg.lindisp)
         dir_norm = rays.directions.norm(dim=-1)
@@ -232,38 +239,38 @@ class ProposalEstimator:
             levels.append((edges, weights))
             resample = weights.detach() ** power if power != 1.0 else weights.detach()
             edges = sample_intervals(edges, resample, n_next, jitter, generator)
-        self._levels, self._edges = (levels, edges) if train else ([], None)
         t = s_to_t(edges)
         ray_indices = torch.arange(n_rays, device=t.device).repeat_interleave(cfg.n_samples)
         return Samples(ray_indices=ray_indices, t_starts=t[:, :-1].reshape(-1), t_ends=t[:, 1:].reshape(-1),
-                       n_queries=n_queries)
+                       n_queries=n_queries, losses=self._losses(levels, edges) if train else None)
 
-    def loss_terms(self, weights: Tensor) -> dict[str, Tensor]:
-        """The losses of the last training ``sample`` call, from the radiance field's compositing
-        ``weights`` on its intervals: Tensor  # [n_rays * n_samples] (packed, ray-major).
+    def _losses(self, levels: list[tuple[Tensor, Tensor]], edges: Tensor):
+        """The losses of one training batch's passes (``levels``: (s edges, weights) of each
+        proposal pass; ``edges``: s edges of the final intervals), from the radiance field's
+        compositing weights on its intervals."""
+        cfg = self.cfg
 
-        Returns:
-            {"proposal": proposal_weight x sum over levels, "distortion": distortion_weight x
-            distortion_loss} (terms of weight 0 left out)
-        """
-        cfg, edges = self.cfg, self._edges
-        if edges is None:
-            return {}
-        w = weights.reshape(edges.shape[0], -1)
-        terms = {}
-        if cfg.proposal_weight > 0:
-            terms["proposal"] = cfg.proposal_weight * sum(proposal_loss(edges, w, e, pw) for e, pw in self._levels)
-        if cfg.distortion_weight > 0:
-            terms["distortion"] = cfg.distortion_weight * distortion_loss(edges, w)
-        self._levels, self._edges = [], None
-        return terms
+        def losses(weights: Tensor) -> dict[str, Tensor]:
+            """weights: Tensor  # [n_rays * n_samples] (packed, ray-major) -> {"proposal": proposal_weight
+            x sum over levels, "distortion": distortion_weight x distortion_loss} (terms of weight 0 left out)."""
+            w = weights.reshape(edges.shape[0], -1)
+            terms = {}
+            if cfg.proposal_weight > 0:
+                terms["proposal"] = cfg.proposal_weight * sum(proposal_loss(edges, w, e, pw) for e, pw in levels)
+            if cfg.distortion_weight > 0:
+                terms["distortion"] = cfg.distortion_weight * distortion_loss(edges, w)
+            return terms
 
-    def update(self, step: int, density_fn=None, generator: torch.Generator | None = None) -> None:
+        return losses
+
+    def update(self, step: int, fields=None, generator: torch.Generator | None = None) -> None:
         """Training step ``step``: sets the annealing of the proposal weights."""
         self.step = step
 
-    def state_dict(self) -> dict | None:
-        return None
-
-    def load_state_dict(self, state: dict | None) -> None:
-        return None
+    @classmethod
+    def draft_config(cls, cfg: RenderConfig, fraction: float) -> RenderConfig:
+        """Fewer final intervals and proposal intervals (the same proposal networks, read on fewer
+        intervals: on a CPU the proposal passes cost more than the field's few samples)."""
+        cfg = super().draft_config(cfg, fraction)
+        return dataclasses.replace(cfg, n_samples=draft_count(cfg.n_samples, fraction),
+                                   proposal_samples=tuple(draft_count(n, fraction) for n in cfg.proposal_samples))

@@ -2,17 +2,15 @@
 
 ``Renderer.render_rays`` reads top to bottom::
 
-    samples = estimator.sample(rays, density_fn, train)     # intervals (density only)
-    if estimator.proposes:                                  # NeRF's coarse pass, a proposal step
-        coarse = shade(samples, coarse field)               #   (its rgb: the coarse loss)
-        samples = estimator.propose(rays, samples, coarse weights)
-    out = shade(samples, fine field or the field)           # the field's colour: here only
+    samples = estimator.sample(rays, fields, train)         # intervals (the estimator's passes)
+    out = shade(samples, fields[samples.field])             # the final pass: the field's colour
+    losses = samples.losses(out["weights"])                 # while training: the estimator's own
 
-``shade`` is the one place the field's colour is queried: density and features at every sample,
-colour where the compositing weight exceeds ``rgb_weight_threshold`` (TensoRF's appearance
-mask; all samples when it is 0), then ``compositing.composite_samples``. Build a renderer with
-``build.build_renderer``; it saves and restores its estimator's state (``state_dict``; the
-occupancy grid of the grid estimators, None for ``hierarchical``).
+``shade`` (``shading.py``) is where a field's colour is queried: density and features at every
+sample, colour where the compositing weight exceeds ``rgb_weight_threshold`` (TensoRF's
+appearance mask; all samples when it is 0), then ``compositing.composite_samples``. Build a
+renderer with ``build.build_renderer``; it saves and restores its estimator's state
+(``state_dict``; the occupancy grid of the grid estimators, None for the others).
 """
 
 from __future__ import annotations
@@ -24,10 +22,10 @@ from torch import Tensor
 
 from ..config import RenderConfig
 from ..cameras.rays import Rays, flatten_rays, index_rays
-from .compositing import composite_samples, sample_weights
-from .estimator import DensityFn, Estimator, RadianceField, Samples
+from .estimator import Estimator, RadianceField, density_fn
+from .shading import shade
 
-__all__ = ["Renderer", "shade", "density_fn", "CPU_CHUNK"]
+__all__ = ["Renderer", "shade", "density_fn", "CPU_CHUNK"]  # shade, density_fn: from shading / estimator
 
 # Rays per pass when a CPU renders whole images, at most (a smaller ``chunk`` is kept): a proposal
 # pass of 1,024 rays reads 131,072 points, whose intermediates stay small enough to be reused from
@@ -36,46 +34,7 @@ __all__ = ["Renderer", "shade", "density_fn", "CPU_CHUNK"]
 CPU_CHUNK = 1024
 
 _COUNTS = ("n_samples", "n_queries", "n_colour_skipped", "loss_terms")
-_COARSE = ("rgb", "depth", "acc")
-
-
-def density_fn(field: RadianceField, noise_std: float = 0.0) -> DensityFn:
-    """The density an estimator sees (no gradients): points [n, 3] -> the field's mean density [n]
-    under noise ``noise_std`` (so a ReLU head gone negative does not empty a grid for good)."""
-
-    @torch.no_grad()
-    def sigma(points: Tensor) -> Tensor:
-        return field.mean_density(points, noise_std)
-
-    return sigma
-
-
-def shade(samples: Samples, rays: Rays, field: RadianceField, noise_std: float, white_bkgd: bool,
-          rgb_weight_threshold: float = 0.0) -> tuple[dict[str, Tensor], int]:
-    """Query ``field`` at ``samples`` of ``rays`` [n_rays] and composite.
-
-    Density (with noise ``noise_std``) and features at every sample; colour at every sample, or
-    with ``rgb_weight_threshold`` > 0 only where the compositing weight exceeds it (0 elsewhere;
-    each skipped sample changes a pixel by less than the threshold).
-
-    Returns:
-        out: rgb [n_rays, 3], depth [n_rays], acc [n_rays], weights ([n_rays, n_samples] or [n])
-        n_colour_skipped: int, the samples whose colour was not computed
-    """
-    points, viewdirs = samples.points(rays)
-    if rgb_weight_threshold <= 0:
-        sigma, features = field.density(points, noise_std)
-        rgb, skipped = field.color(features, viewdirs), 0
-    else:
-        lead = points.shape[:-1]
-        sigma, features = field.density(points.reshape(-1, 3), noise_std)
-        sigma = sigma.reshape(lead)
-        with torch.no_grad():
-            kept = (sample_weights(samples, sigma, rays) > rgb_weight_threshold).reshape(-1).nonzero().squeeze(1)
-        colour = field.color(features[kept], viewdirs.reshape(-1, 3)[kept])
-        rgb = sigma.new_zeros(sigma.numel(), 3).index_put((kept,), colour).reshape(*lead, 3)
-        skipped = sigma.numel() - int(kept.numel())
-    return composite_samples(samples, rgb, sigma, rays, white_bkgd), skipped
+_OUTPUTS = ("rgb", "depth", "acc")  # of the final pass
 
 
 class Renderer:
@@ -84,7 +43,7 @@ class Renderer:
     Args:
         cfg: render settings (``white_bkgd``, ``chunk``, ``raw_noise_std``, ``rgb_weight_threshold``;
             the estimator reads the rest).
-        estimator: hierarchical, torch_grid, nerfacc or proposal (``estimator.Estimator``).
+        estimator: one of ``registry.ESTIMATORS`` (``estimator.Estimator``).
     """
 
     def __init__(self, cfg: RenderConfig, estimator: Estimator) -> None:
@@ -93,27 +52,22 @@ class Renderer:
 
     @property
     def name(self) -> str:
-        """``hierarchical``, ``torch_grid`` or ``nerfacc``: the estimator's name."""
+        """The estimator's name (``hierarchical``, ``torch_grid``, ...; ``auto`` resolved)."""
         return self.estimator.name
-
-    @property
-    def grid(self):
-        """The estimator's ``OccupancyGrid`` (None for ``hierarchical``)."""
-        return self.estimator.grid
-
-    @property
-    def update_queries(self) -> int:
-        """Points the estimator's grid updates have sent to the field so far (0: no grid)."""
-        return int(getattr(self.estimator, "update_queries", 0))
 
     def noise_std(self, train: bool) -> float:
         """Noise on the pre-activation density: ``raw_noise_std`` while training, else 0."""
         return self.cfg.raw_noise_std if train else 0.0
 
     def update(self, step: int, fields: Mapping[str, RadianceField], generator: torch.Generator | None = None) -> None:
-        """Training step ``step``: let the estimator refresh its state from the coarse field's
-        density (the grid's cadence is its own)."""
-        self.estimator.update(step, density_fn(fields["coarse"], self.noise_std(True)), generator)
+        """Training step ``step``: the estimator refreshes its own state (its cadence is its own)."""
+        self.estimator.update(step, fields, generator)
+
+    def draft(self, fraction: float) -> "Renderer":
+        """A cheaper renderer with ``fraction`` (in (0, 1)) of the samples per ray, sharing this
+        one's estimator state (``Estimator.draft``)."""
+        estimator = self.estimator.draft(fraction)
+        return Renderer(estimator.cfg, estimator)
 
     def state_dict(self) -> dict | None:
         return self.estimator.state_dict()
@@ -123,35 +77,29 @@ class Renderer:
 
     def render_rays(self, rays: Rays, fields: Mapping[str, RadianceField], train: bool,
                     generator: torch.Generator | None = None) -> dict:
-        """Render a batch of rays [n_rays] with ``fields`` (``coarse``, and ``fine`` for the
-        hierarchical estimator's final pass when there is one).
+        """Render a batch of rays [n_rays] with ``fields`` (``coarse``; ``fine`` for the
+        hierarchical estimator's final pass when there is one; the estimator's own networks).
 
         Returns:
-            dict with rgb [n_rays, 3], depth [n_rays], acc [n_rays]; after a proposal pass also
-            rgb_coarse, depth_coarse, acc_coarse; while training, loss_terms
-            (the estimator's own named scalar losses: the proposal estimator's, else {}); n_samples (int, points rendered with
-            gradients), n_queries (int, all points sent to the field, the estimator's density
-            queries included) and n_colour_skipped (int, rendered points whose colour
-            ``rgb_weight_threshold`` skipped).
+            dict with rgb [n_rays, 3], depth [n_rays], acc [n_rays]; what the estimator shaded
+            itself (the hierarchical coarse pass: rgb_coarse, depth_coarse, acc_coarse); while
+            training, loss_terms (the estimator's own named scalar losses: the proposal
+            estimator's, else {}); n_samples (int, points rendered with gradients), n_queries
+            (int, all points sent to the field, the estimator's density queries included) and
+            n_colour_skipped (int, rendered points whose colour ``rgb_weight_threshold`` skipped).
         """
-        cfg, noise = self.cfg, self.noise_std(train)
-        field = fields["coarse"]
-        named = self.estimator.density_field  # the proposal networks, for the proposal estimator
-        density = fields[named] if named is not None else density_fn(field, noise)
-        samples = self.estimator.sample(rays, density, train, generator)
-        n_queries, n_samples, skipped, extras = samples.n_queries, 0, 0, {}
-        if self.estimator.proposes:
-            coarse, skipped = shade(samples, rays, field, noise, cfg.white_bkgd, cfg.rgb_weight_threshold)
-            extras = {f"{key}_coarse": coarse[key] for key in _COARSE}
-            n_samples += samples.count
-            samples = self.estimator.propose(rays, samples, coarse["weights"], train, generator)
-            field = fields.get("fine", field)
-        out, skipped_here = shade(samples, rays, field, noise, cfg.white_bkgd, cfg.rgb_weight_threshold)
-        n_samples += samples.count
+        cfg = self.cfg
+        samples = self.estimator.sample(rays, fields, train, generator)
+        shaded = samples.shaded
+        out, skipped = shade(samples, rays, fields[samples.field], self.noise_std(train), cfg.white_bkgd,
+                             cfg.rgb_weight_threshold)
+        n_samples = shaded.get("n_samples", 0) + samples.count
+        extras = {key: value for key, value in shaded.items() if key not in _COUNTS}
         if train:
-            extras["loss_terms"] = self.estimator.loss_terms(out["weights"])
-        return {**{key: out[key] for key in _COARSE}, "depth_median": out["depth_median"], **extras, "n_samples": n_samples,
-                "n_queries": n_queries + n_samples, "n_colour_skipped": skipped + skipped_here}
+            extras["loss_terms"] = samples.losses(out["weights"]) if samples.losses is not None else {}
+        return {**{key: out[key] for key in _OUTPUTS}, "depth_median": out["depth_median"], **extras, "n_samples": n_samples,
+                "n_queries": samples.n_queries + n_samples,
+                "n_colour_skipped": shaded.get("n_colour_skipped", 0) + skipped}
 
     @torch.no_grad()
     def render_image(self, rays: Rays, fields: Mapping[str, RadianceField], chunk: int | None = None,

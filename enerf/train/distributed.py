@@ -14,7 +14,7 @@ them. One step on N processes is one step of a single process with the same glob
   than ``DistributedDataParallel``'s bucket hooks;
 * BNP pools its batch moments over the ranks before it updates its statistics
   (``reduce_batch_moments``): the preconditioner sees the global batch;
-* occupancy grids pool the visibility every rank saw (``all_reduce_max_``) and then take
+* occupancy grids (their update: ``enerf.render.grid_estimator``) pool the visibility every rank saw (``all_reduce_max_``) and then take
   rank 0's grid (``broadcast_buffers``), so every rank marches through the same cells;
 * rank 0 alone writes checkpoints, metrics, TensorBoard and progress (``is_writer``).
 
@@ -38,7 +38,7 @@ from ..errors import ConfigError, EnerfError
 
 __all__ = ["DistributedError", "process_group", "world_size", "rank", "is_writer", "rank_device",
            "shard_bounds", "shard_batch", "rank_generator", "sum_over_ranks", "any_rank", "average_gradients",
-           "reduce_batch_moments", "all_reduce_max_", "broadcast_buffers", "broadcast_parameters", "update_grid"]
+           "reduce_batch_moments", "all_reduce_max_", "broadcast_buffers", "broadcast_parameters"]
 
 
 class DistributedError(EnerfError):
@@ -59,8 +59,12 @@ def rank() -> int:
 
 
 def is_writer() -> bool:
-    """True on the one process that writes files and prints: rank 0."""
-    return rank() == 0
+    """True on the one process that writes files and prints: rank 0 (the one place that decides).
+    Before the process group starts (``process_group``), torchrun's ``RANK`` says which process
+    will be rank 0; without torchrun there is one process, the writer."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    return _env_int("RANK", 0) == 0
 
 
 def _env_int(name: str, default: int) -> int:
@@ -293,17 +297,3 @@ def broadcast_parameters(modules: Iterable[nn.Module]) -> None:
             _collective(dist.broadcast, t, src=0)
             p.copy_(t)
         broadcast_buffers(module)
-
-
-def update_grid(renderer, step: int, fields, generator: torch.Generator) -> None:
-    """``renderer.update`` (an occupancy grid's update, every ``grid_update_every`` steps; what else
-    an estimator refreshes), with the grid kept the same on every rank: the visibility the rays of
-    every rank saw is pooled before an update (``--cull_occluded``), and every rank takes rank 0's
-    grid after it (nerfacc draws its update points from each rank's own CUDA generator)."""
-    grid, cfg = renderer.grid, renderer.cfg
-    due = grid is not None and world_size() > 1 and step % cfg.grid_update_every == 0
-    if due and cfg.cull_occluded:
-        all_reduce_max_(grid.seen)
-    renderer.update(step, fields, generator)
-    if due and broadcast_buffers(grid):
-        renderer.estimator.grid_changed()

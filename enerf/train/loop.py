@@ -23,7 +23,7 @@ cadence, the same for all runs:
   ``tb/``, ``checkpoints/latest.pt``; ``--resume`` continues from the ``LoopState`` the run
   restored from that checkpoint.
 
-Data-parallel: ``writes_outputs`` is the one decision whether this process writes files; the
+Data-parallel: ``distributed.is_writer`` is the one decision whether this process writes files; the
 step does its own collectives (``enerf.train.distributed``).
 """
 
@@ -52,8 +52,7 @@ from .estimate import StepEstimate
 from .state import training_progress
 from .state import LoopState
 
-__all__ = ["TrainingRun", "Evaluation", "StepResult", "Stopwatch", "TrainingBar", "stop_signals", "train_loop",
-           "writes_outputs"]
+__all__ = ["TrainingRun", "Evaluation", "StepResult", "Stopwatch", "TrainingBar", "stop_signals", "train_loop"]
 
 
 @dataclass
@@ -106,12 +105,6 @@ class StepResult(NamedTuple):
     losses: dict[str, Tensor]  # the named loss terms, the optimizer's penalties included
     loss: Tensor  # their sum, the value the backward pass starts from
     lr: float  # the learning rate of this step
-
-
-def writes_outputs() -> bool:
-    """Whether this process writes the run's files (config.json, tb/, checkpoints, metrics): the
-    one place that decides. Data-parallel (``enerf.train.distributed``): rank 0 only."""
-    return is_writer()
 
 
 class Stopwatch:
@@ -224,7 +217,7 @@ def train_loop(run: TrainingRun, out_dir: Path, ckpt_path: Path, progress: bool 
     with the training clock paused and ``run.loop.train_seconds`` the training seconds so far
     (``enerf train --viewer`` renders there); it must not change
     the run (no random numbers from the run's generators, no gradients, the batch untouched)."""
-    if not writes_outputs():  # distributed: rank 0 holds the lock and writes
+    if not is_writer():  # distributed: rank 0 holds the lock and writes
         return _train_locked(run, Path(out_dir), Path(ckpt_path), progress, on_step)
     with RunLock(out_dir, run.command):
         remove_stale_temp_files(out_dir)
@@ -241,116 +234,127 @@ def _interrupted(caught: list[int], step: int, ckpt_path: Path) -> RunInterrupte
 def _train_locked(run: TrainingRun, out_dir: Path, ckpt_path: Path, progress: bool,
                   on_step: StepHook | None = None) -> dict | None:
     cfg, t, state = run.cfg, run.cfg.train, run.loop
-    writes = writes_outputs()
+    writes = is_writer()
     if writes:
         atomic_write_json(out_dir / "config.json", cfg.to_dict())
-    writer = SummaryWriter(log_dir=str(out_dir / "tb")) if writes else _NoWriter()
     named = list(run.named_parameters())
-    guard = FiniteGuard(named, t.lrate, every=guard_every((p for _, p in named), t.log_every))
-    saved_step = state.step if run.resumed else None  # the step of the checkpoint on disk
-    clock = Stopwatch(state.train_seconds)
-
-    def checkpoint(step: int) -> None:
-        nonlocal saved_step
-        guard.flush(ckpt_path, saved_step)  # a diverged run never overwrites its last good checkpoint
-        state.train_seconds = clock.seconds
-        if writes:
-            save_checkpoint(ckpt_path, cfg, step, run.checkpoint_fields(), run.optimizer.state_dict(),
-                            extra={"generator": run.generator.get_state(), "history": state.history,
-                                   "train_seconds": state.train_seconds, "kappa_history": state.kappa_history,
-                                   **run.checkpoint_extras()})
-        saved_step = step
-
+    session = _Session(run=run, ckpt_path=ckpt_path, writes=writes, on_step=on_step,
+                       writer=SummaryWriter(log_dir=str(out_dir / "tb")) if writes else _NoWriter(),
+                       guard=FiniteGuard(named, t.lrate, every=guard_every((p for _, p in named), t.log_every)),
+                       clock=Stopwatch(state.train_seconds),
+                       saved_step=state.step if run.resumed else None)
     tic = time.perf_counter()
     try:
         with stop_signals() as caught:
-            _steps(run, state, clock, writer, guard, checkpoint, lambda: saved_step, caught, progress and writes,
-                   ckpt_path, on_step)
+            session.steps(caught, progress and writes)
     except RunInterrupted:
-        writer.close()  # the scalars logged so far stay in tb/
+        session.writer.close()  # the scalars logged so far stay in tb/
         raise
-    clock.stop()
-    checkpoint(state.step)
+    session.clock.stop()
+    session.checkpoint(state.step)
     state.wall_seconds = time.perf_counter() - tic
     if not writes:  # distributed: rank 0 evaluates and writes metrics.json
         return None
     metrics = run.finish(state, out_dir, ckpt_path)
     tag, key = run.final_scalar
-    writer.add_scalar(tag, metrics[key], state.step)
-    writer.close()
+    session.writer.add_scalar(tag, metrics[key], state.step)
+    session.writer.close()
     return metrics
 
 
-def _steps(run: TrainingRun, state: LoopState, clock: Stopwatch, writer, guard: FiniteGuard,
-           checkpoint: Callable[[int], None], saved_step: Callable[[], int | None], caught: list[int], show: bool,
-           ckpt_path: Path, on_step: StepHook | None) -> None:
-    """The steps from ``state.step`` to the last (or the time budget's end), with their cadences; a caught
-    signal (``stop_signals``) writes the checkpoint after the current step and raises RunInterrupted."""
-    cfg, t, writes = run.cfg, run.cfg.train, writes_outputs()
-    bar = TrainingBar(t.iters, t.time_budget, state.step, clock.seconds, cfg.expname, show)
-    say = bar.write if writes else (lambda line: None)
-    estimate = StepEstimate(t.iters, t.time_budget)  # one line, after the first few timed steps
-    cooldown = t.lrate_cooldown
-    last_saved = clock.seconds  # training seconds at the last checkpoint (or the start)
-    try:
-        for step in range(state.step, t.iters):
-            _step(run, state, step, clock, writer, guard, bar, say, estimate, cooldown, saved_step(), ckpt_path)
-            done = state.step
-            if done < t.iters and ((t.ckpt_every > 0 and done % t.ckpt_every == 0) or (
-                    t.ckpt_every_seconds > 0 and clock.seconds - last_saved >= t.ckpt_every_seconds)):
-                with clock.paused():
-                    checkpoint(done)
-                last_saved = clock.seconds
-            if on_step is not None and writes:
-                with clock.paused():
-                    state.train_seconds = clock.seconds  # what the hook reads as the training time so far
-                    on_step(run, done)
-            if any_rank(bool(caught)):  # distributed: every rank stops at the same step
-                with clock.paused():
-                    checkpoint(done)
-                raise _interrupted(caught, done, ckpt_path)
-            if t.time_budget > 0 and any_rank(clock.seconds >= t.time_budget):  # distributed: all stop at one step
-                say(f"time budget of {t.time_budget:.0f} s reached at step {done}")
-                break
-    finally:
-        bar.close()
+@dataclass
+class _Session:
+    """What the steps of one training session share: the run, where and whether it writes, its
+    divergence guard and training clock, and the step of the checkpoint on disk."""
 
+    run: TrainingRun
+    ckpt_path: Path
+    writes: bool  # this process writes the run's files (``distributed.is_writer``)
+    on_step: StepHook | None
+    writer: SummaryWriter | _NoWriter  # TensorBoard (a no-op in a process that does not write)
+    guard: FiniteGuard
+    clock: Stopwatch
+    saved_step: int | None  # the step of the checkpoint on disk (None: none yet)
 
-def _step(run: TrainingRun, state: LoopState, step: int, clock: Stopwatch, writer, guard: FiniteGuard,
-          bar: TrainingBar, say: Callable[[str], None], estimate: StepEstimate, cooldown: float,
-          saved_step: int | None, ckpt_path: Path) -> None:
-    """Step ``step`` with its logging, condition numbers and periodic evaluation (in the process
-    that writes outputs)."""
-    t, writes = run.cfg.train, writes_outputs()
-    progress = 0.0  # how far the run is, for the learning rate's cooldown (state.py)
-    if cooldown > 0:  # distributed: the furthest rank's clock, so that all ranks share one rate
-        progress = max_over_ranks(training_progress(step, t.iters, clock.seconds, t.time_budget))
-    result = run.step(step, progress)
-    done = state.step = step + 1
-    guard.check(done, result.loss, ckpt_path, saved_step)
-    bar.advance(done, clock.seconds)
-    line = estimate.after_step(done, clock.seconds)
-    if line:
-        say(line)
-    if writes and (done % t.log_every == 0 or done == t.iters):
-        postfix, scalars = run.log(done, result.losses, result.loss)
-        bar.set_postfix(**postfix)
-        for name, value in result.losses.items():
-            writer.add_scalar(f"train/{name}", value.item(), done)
-        for tag, value in {**scalars, "train/lr": result.lr}.items():
-            writer.add_scalar(tag, value, done)
-    if writes and t.kappa_every > 0 and (done % t.kappa_every == 0 or done == 1):
-        kappas = condition_numbers(run.kappa_module())
-        state.kappa_history.append({"step": done, "layers": {k: json_safe(v) for k, v in kappas.items()}})
-        for layer, (kappa_w, kappa_ew) in kappas.items():
-            writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
-            writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
-    if t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters:
-        guard.flush(ckpt_path, saved_step)  # on every rank: all stop at the same step
-    if writes and t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters:
-        with clock.paused():
-            evaluation = run.evaluate(done)
-            state.history.append({"step": done, "train_seconds": clock.seconds, **evaluation.record})
-            for tag, value in evaluation.scalars.items():
+    def checkpoint(self, step: int) -> None:
+        """Write the checkpoint of ``step`` (in the process that writes; a diverged run never
+        overwrites its last good checkpoint)."""
+        run, state = self.run, self.run.loop
+        self.guard.flush(self.ckpt_path, self.saved_step)
+        state.train_seconds = self.clock.seconds
+        if self.writes:
+            save_checkpoint(self.ckpt_path, run.cfg, step, run.checkpoint_fields(), run.optimizer.state_dict(),
+                            extra={"generator": run.generator.get_state(), "history": state.history,
+                                   "train_seconds": state.train_seconds, "kappa_history": state.kappa_history,
+                                   **run.checkpoint_extras()})
+        self.saved_step = step
+
+    def steps(self, caught: list[int], show: bool) -> None:
+        """The steps from ``state.step`` to the last (or the time budget's end), with their cadences; a caught
+        signal (``stop_signals``) writes the checkpoint after the current step and raises RunInterrupted."""
+        run, state, clock = self.run, self.run.loop, self.clock
+        t = run.cfg.train
+        bar = TrainingBar(t.iters, t.time_budget, state.step, clock.seconds, run.cfg.expname, show)
+        say = bar.write if self.writes else (lambda line: None)
+        estimate = StepEstimate(t.iters, t.time_budget)  # one line, after the first few timed steps
+        last_saved = clock.seconds  # training seconds at the last checkpoint (or the start)
+        try:
+            for step in range(state.step, t.iters):
+                self.step(step, bar, say, estimate)
+                done = state.step
+                if done < t.iters and ((t.ckpt_every > 0 and done % t.ckpt_every == 0) or (
+                        t.ckpt_every_seconds > 0 and clock.seconds - last_saved >= t.ckpt_every_seconds)):
+                    with clock.paused():
+                        self.checkpoint(done)
+                    last_saved = clock.seconds
+                if self.on_step is not None and self.writes:
+                    with clock.paused():
+                        state.train_seconds = clock.seconds  # what the hook reads as the training time so far
+                        self.on_step(run, done)
+                if any_rank(bool(caught)):  # distributed: every rank stops at the same step
+                    with clock.paused():
+                        self.checkpoint(done)
+                    raise _interrupted(caught, done, self.ckpt_path)
+                if t.time_budget > 0 and any_rank(clock.seconds >= t.time_budget):  # distributed: all stop at one step
+                    say(f"time budget of {t.time_budget:.0f} s reached at step {done}")
+                    break
+        finally:
+            bar.close()
+
+    def step(self, step: int, bar: TrainingBar, say: Callable[[str], None], estimate: StepEstimate) -> None:
+        """Step ``step`` with its logging, condition numbers and periodic evaluation (in the process
+        that writes outputs)."""
+        run, state, clock, writer, writes = self.run, self.run.loop, self.clock, self.writer, self.writes
+        t = run.cfg.train
+        progress = 0.0  # how far the run is, for the learning rate's cooldown (state.py)
+        if t.lrate_cooldown > 0:  # distributed: the furthest rank's clock, so that all ranks share one rate
+            progress = max_over_ranks(training_progress(step, t.iters, clock.seconds, t.time_budget))
+        result = run.step(step, progress)
+        done = state.step = step + 1
+        self.guard.check(done, result.loss, self.ckpt_path, self.saved_step)
+        bar.advance(done, clock.seconds)
+        line = estimate.after_step(done, clock.seconds)
+        if line:
+            say(line)
+        if writes and (done % t.log_every == 0 or done == t.iters):
+            postfix, scalars = run.log(done, result.losses, result.loss)
+            bar.set_postfix(**postfix)
+            for name, value in result.losses.items():
+                writer.add_scalar(f"train/{name}", value.item(), done)
+            for tag, value in {**scalars, "train/lr": result.lr}.items():
                 writer.add_scalar(tag, value, done)
-            say(f"step {done}: {evaluation.message}")
+        if writes and t.kappa_every > 0 and (done % t.kappa_every == 0 or done == 1):
+            kappas = condition_numbers(run.kappa_module())
+            state.kappa_history.append({"step": done, "layers": {k: json_safe(v) for k, v in kappas.items()}})
+            for layer, (kappa_w, kappa_ew) in kappas.items():
+                writer.add_scalar(f"kappa_W/{layer}", kappa_w, done)
+                writer.add_scalar(f"kappa_EW/{layer}", kappa_ew, done)
+        if t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters:
+            self.guard.flush(self.ckpt_path, self.saved_step)  # on every rank: all stop at the same step
+        if writes and t.eval_every > 0 and done % t.eval_every == 0 and done < t.iters:
+            with clock.paused():
+                evaluation = run.evaluate(done)
+                state.history.append({"step": done, "train_seconds": clock.seconds, **evaluation.record})
+                for tag, value in evaluation.scalars.items():
+                    writer.add_scalar(tag, value, done)
+                say(f"step {done}: {evaluation.message}")

@@ -25,17 +25,17 @@ import torch
 from torch import Tensor
 
 from ..atomic import atomic_write_json
-from ..checkpoint import load_checkpoint
+from ..checkpoint import load_checkpoint, renderer_state
 from ..config import DATA_ROOT, RunConfig
 from ..cameras.normalize import transform_record
 from ..data.camera_record import cameras_record
 from ..data.loaders import load_scene
 from ..data.sampler import RaySampler
 from ..data.scene import Scene
+from ..device import select_device
 from ..errors import CheckpointError
 from ..fields.build import build_fields
 from ..fields.nerf import NeRFField
-from ..loaded_run import renderer_state, select_device
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers
 from ..optim import PreconditionedOptimizer
@@ -44,7 +44,7 @@ from ..rng import seed_everything
 from ..runfolder import check_output_dir, config_run_folder
 from .divergence import black_level_psnr, black_warning
 from .distributed import (average_gradients, broadcast_parameters, process_group, rank_device, rank_generator,
-                          shard_batch, sum_over_ranks, update_grid)
+                          shard_batch, sum_over_ranks)
 from .evaluate import evaluate_views, summarize
 from .short_run import capped_stride, render_rate, stride_line
 from .loop import Evaluation, StepResult, train_loop
@@ -81,13 +81,10 @@ def work_record(rays_per_step: RaysPerStep) -> dict:
 
 
 def grid_record(renderer, rays_per_step: RaysPerStep) -> dict:
-    """For grid renderers: the fraction of occupied cells and the points grid updates have sent
-    to the field per training ray so far (not part of ``queries_per_ray``); {} otherwise."""
-    grid = renderer.grid
-    if grid is None:
-        return {}
-    return {"grid_occupied": float(grid.binaries.float().mean()),
-            "grid_update_queries_per_ray": renderer.update_queries / max(rays_per_step.rays, 1)}
+    """The estimator's own figures per training ray so far (``Estimator.record``; grid renderers:
+    the fraction of occupied cells and the points grid updates have sent to the field per
+    training ray, not part of ``queries_per_ray``); {} for the others."""
+    return renderer.estimator.record(rays_per_step.rays)
 
 
 @dataclass
@@ -127,8 +124,8 @@ class NerfRun:
         train, renderer, optimizer = self.cfg.train, self.renderer, self.optimizer
         # 1. the learning rate of every parameter group (state.learning_rate)
         lr = set_learning_rates(optimizer, train, step, progress)
-        # 2. grid renderers: the occupancy grid's update, every grid_update_every steps
-        update_grid(renderer, step, self.fields, self.generator)
+        # 2. the estimator's own update (an occupancy grid's, every grid_update_every steps)
+        renderer.update(step, self.fields, self.generator)
         # 3. the batch: rays_per_step.n_rays random training pixels (this rank's share of them)
         self.sampler.n_rays = n_rays = self.rays_per_step.n_rays
         rays, target = shard_batch(*self.sampler.sample(center_only=step < train.precrop_iters))
@@ -255,7 +252,7 @@ def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | Non
     device = rank_device(select_device(cfg.train.device))  # distributed: cuda:LOCAL_RANK
     generator = seed_everything(cfg.train.seed)
     scene = load_scene(cfg.data, data_root, cfg.render.white_bkgd)
-    fields = build_fields(cfg.field, with_fine=cfg.render.n_importance > 0, device=device, render=cfg.render)
+    fields = build_fields(cfg.field, device, cfg.render)
     optimizer = optimizer_from_config(fields.values(), cfg.train)
     loop = restore_loop_state(payload, fields, optimizer, generator)
     broadcast_parameters(fields.values())  # distributed: every rank starts from rank 0's weights
@@ -267,7 +264,7 @@ def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | Non
     saved_extra = payload["extra"] if payload is not None else {}
     renderer = build_renderer(cfg.render, device, state=renderer_state(saved_extra), extent=sampler.extent,
                               aabb=scene.aabb)
-    rays_per_step = RaysPerStep.for_run(cfg, len(sampler), renderer.grid is not None)
+    rays_per_step = RaysPerStep.for_run(cfg, len(sampler), renderer.estimator.batch_by_samples)
     rays_per_step.load_state_dict(saved_extra.get("rays_per_step", saved_extra.get("ray_batch")))  # older: ray_batch
     return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, renderer, rays_per_step,
                    list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"),

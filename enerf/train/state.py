@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable
 
 import torch
 from torch import nn
 
+from ..checkpoint import load_weights
 from ..optim import BNP_UNDER_ADAM, PreconditionedOptimizer, build_optimizer
 from ..rng import restore_rng_state
 from .distributed import is_writer, reduce_batch_moments
@@ -104,15 +106,16 @@ class LoopState:
     wall_seconds: float = 0.0  # wall-clock seconds of the loop in this process (steps, evaluations, checkpoints)
 
 
-def restore_loop_state(payload: dict | None, fields: dict[str, nn.Module], optimizer, generator: torch.Generator) -> LoopState:
-    """Load weights, optimizer, RNG and the loop's records from a checkpoint payload (None: a fresh start).
+def restore_loop_state(payload: dict | None, fields: dict[str, nn.Module], optimizer, generator: torch.Generator,
+                       ckpt_path: str | Path = "the checkpoint") -> LoopState:
+    """Load weights (``checkpoint.load_weights``), optimizer, RNG and the loop's records from a
+    checkpoint payload read from ``ckpt_path`` (None: a fresh start).
 
     ``fields`` maps the payload's ``fields`` keys to the modules to fill.
     """
     if payload is None:
         return LoopState()
-    for name, module in fields.items():
-        module.load_state_dict(payload["fields"][name])
+    load_weights(fields, payload["fields"], ckpt_path)
     optimizer.load_state_dict(payload["optimizer"])
     restore_rng_state(payload["rng"])
     generator.set_state(payload["extra"]["generator"])

@@ -3,7 +3,8 @@ shows before the exact one (the previews after a camera move, the doubling width
 at the resolution cap); the exact frame (every sample of the checkpoint's renderer, the pixels
 ``enerf render`` gives) follows while the camera rests.
 
-``draft_render_config`` scales the sample counts by ``fraction``:
+``draft_render_config`` scales the sample counts by ``fraction`` (each estimator's
+``draft_config``; ``Renderer.draft`` builds the draft renderer):
 
 * ``hierarchical``: ``n_samples`` and ``n_importance`` (the same stratified / importance sampling);
 * ``proposal``: the final ``n_samples`` and every proposal pass's intervals (the same proposal
@@ -19,56 +20,39 @@ renderer built beside the run's (sharing its occupancy grid, never writing it).
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 
 from ..config import RenderConfig
 from ..loaded_run import LoadedRun
-from ..render import Renderer, build_renderer
+from ..render import Renderer, estimator_class
+from ..render.estimator import DRAFT_MIN_SAMPLES
 
 __all__ = ["draft_render_config", "draft_renderer", "DRAFT_MIN_SAMPLES"]
 
-DRAFT_MIN_SAMPLES = 8  # never fewer samples (or proposal intervals) per ray than this
-_DRAFT_EARLY_STOP = 1e-3  # grid renderers: a draft ray stops at this transmittance (or the run's, if larger)
-_DRAFT_RGB_THRESHOLD = 1e-3  # colour only where the compositing weight exceeds this (or the run's threshold)
 _cache: "weakref.WeakKeyDictionary[Renderer, tuple[float, Renderer]]" = weakref.WeakKeyDictionary()  # by exact renderer
 
 
-def _scaled(n: int, fraction: float) -> int:
-    return max(min(DRAFT_MIN_SAMPLES, n), int(round(n * fraction)))
-
-
 def draft_render_config(cfg: RenderConfig, fraction: float) -> RenderConfig:
-    """``cfg`` with ``fraction`` (in (0, 1]) of its samples per ray (the module docstring); 1: ``cfg``."""
+    """``cfg`` with ``fraction`` (in (0, 1]) of its samples per ray (its estimator's
+    ``draft_config``, the module docstring); 1: ``cfg``."""
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     if fraction == 1.0:
         return cfg
-    name = cfg.renderer
-    cfg = dataclasses.replace(cfg, rgb_weight_threshold=max(cfg.rgb_weight_threshold, _DRAFT_RGB_THRESHOLD))
-    if name == "hierarchical":
-        return dataclasses.replace(cfg, n_samples=_scaled(cfg.n_samples, fraction),
-                                   n_importance=_scaled(cfg.n_importance, fraction) if cfg.n_importance else 0)
-    if name == "proposal":
-        return dataclasses.replace(cfg, n_samples=_scaled(cfg.n_samples, fraction),
-                                   proposal_samples=tuple(_scaled(n, fraction) for n in cfg.proposal_samples))
-    return dataclasses.replace(cfg, render_step_size=cfg.render_step_size / fraction,
-                               early_stop_eps=max(cfg.early_stop_eps, _DRAFT_EARLY_STOP))
+    return estimator_class(cfg.renderer).draft_config(cfg, fraction)
 
 
 def draft_renderer(run: LoadedRun, fraction: float) -> Renderer | None:
-    """The renderer of ``run``'s draft frames (built once per run and fraction); None where the
-    draft is the exact renderer (``fraction`` 1, or a grid run without a trained grid)."""
+    """The renderer of ``run``'s draft frames (built once per run and fraction: ``Renderer.draft``,
+    which shares the run's estimator state); None where the draft is the exact renderer
+    (``fraction`` 1, or a grid run without a trained grid)."""
     if fraction >= 1.0 or run.renderer is None:
         return None
     cached = _cache.get(run.renderer)
     if cached is not None and cached[0] == fraction:
         return cached[1]
-    cfg = draft_render_config(run.renderer.cfg, fraction)
-    grid = run.renderer.grid
-    renderer = build_renderer(cfg, run.device, grid=grid, fallback=True) if grid is not None else \
-        build_renderer(cfg, run.device)
-    if grid is not None:
-        renderer.estimator.occ_scale = getattr(run.renderer.estimator, "occ_scale", 1.0)
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    renderer = run.renderer.draft(fraction)
     _cache[run.renderer] = (fraction, renderer)
     return renderer

@@ -313,11 +313,11 @@ def test_a_grid_read_off_the_field_uses_the_objects_box(tmp_path):
     _write_scene(tmp_path / "s", size=8)
     scene = load_blender(tmp_path / "s")
     cfg = RenderConfig(renderer="torch_grid", grid_resolution=8)
-    fields = build_fields(FieldConfig(netdepth=1, netwidth=8, view_width=8, multires=2, multires_views=1), False,
+    fields = build_fields(FieldConfig(netdepth=1, netwidth=8, view_width=8, multires=2, multires_views=1),
                           torch.device("cpu"))
     rays = scene.rays(0)
     on_box = build_renderer(cfg, torch.device("cpu"), rays=rays, aabb=scene.aabb, read_off=fields["coarse"])
-    np.testing.assert_allclose(on_box.grid.aabb.numpy(), BLENDER_AABB)
+    np.testing.assert_allclose(on_box.estimator.grid.aabb.numpy(), BLENDER_AABB)
     on_rays = build_renderer(cfg, torch.device("cpu"), rays=rays, read_off=fields["coarse"])
     # The box of one view's rays from near 2 to far 6 (cameras at distance ~4.3) is much larger.
-    assert float((on_rays.grid.aabb[3:] - on_rays.grid.aabb[:3]).min()) > 3.0
+    assert float((on_rays.estimator.grid.aabb[3:] - on_rays.estimator.grid.aabb[:3]).min()) > 3.0

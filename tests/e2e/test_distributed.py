@@ -48,7 +48,7 @@ def _config(scene: Path, basedir: Path, mode: str) -> RunConfig:
 def _state(run) -> dict:
     """Weights of every field and the occupancy grid (if any), as CPU tensors."""
     state = {f"{name}.{k}": v.detach().clone() for name, f in run.fields.items() for k, v in f.state_dict().items()}
-    grid = getattr(run.renderer, "grid", None)
+    grid = getattr(run.renderer.estimator, "grid", None)
     if grid is not None:
         state.update({"grid.occs": grid.occs.clone(), "grid.binaries": grid.binaries.clone()})
     state["n_rays"] = torch.tensor(run.rays_per_step.n_rays)

@@ -273,10 +273,19 @@ def test_a_checkpoint_renders_meshes_and_exports_without_its_scene_folder(scene_
     ckpt = "runs/r/checkpoints/latest.pt"
     scene.rename(tmp_path / "moved")
     capsys.readouterr()
-    assert main(["render", "--ckpt", ckpt, "--frames", "2", "--quiet", "--out", "video"]) == 0
+    video = ["--ckpt", ckpt, "--frames", "2", "--quiet", "--out", "video"]
+    assert main(["render", *video]) == 0
+    said = capsys.readouterr().out
+    assert main(["export", "video", *video]) == 0  # the one door: enerf render is its other name
+    assert capsys.readouterr().out == said and "wrote 2 frames" in said
     assert main(["export", "depth", "--ckpt", ckpt, "--out", "depth", "--quiet"]) == 0
     assert main(["export", "pointcloud", "--ckpt", ckpt, "--out", "cloud.ply", "--min_acc", "0.01", "--quiet"]) == 0
-    assert main(["mesh", "--ckpt", ckpt, "--method", "tsdf", "--resolution", "16", "--out", "m.ply", "--quiet"]) == 0
+    mesh = ["--ckpt", ckpt, "--method", "tsdf", "--resolution", "16", "--out", "m.ply", "--quiet"]
+    capsys.readouterr()
+    assert main(["mesh", *mesh]) == 0
+    said, written = capsys.readouterr().out, (tmp_path / "m.ply").read_bytes()
+    assert main(["export", "mesh", *mesh]) == 0  # enerf mesh is the same export
+    assert capsys.readouterr().out == said and (tmp_path / "m.ply").read_bytes() == written
     assert len(list((tmp_path / "depth").glob("test_*_z.npy"))) == 2
     assert len(trimesh.load(tmp_path / "cloud.ply").vertices) > 0
     capsys.readouterr()

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 
-from enerf.render import density_fn
 
 from enerf.synthetic.scene import make_synthetic_scene
 
@@ -92,7 +91,7 @@ def test_the_comparison_finds_exactly_the_rays_through_a_cell_the_other_renderer
     torch_grid stand-in for nerfacc whose grid lacks one occupied cell: the rays whose counts
     differ are exactly those with a sample in that cell, found here from the sample midpoints."""
     case = gpu_check.equality_case("half", False, n_rays=512)
-    samples = case.renderer.estimator.sample(case.rays, density_fn(case.field), train=False)
+    samples = case.renderer.estimator.sample(case.rays, {"coarse": case.field}, train=False)
     ray_indices, t_starts, t_ends = samples.ray_indices, samples.t_starts, samples.t_ends
     mids = case.rays.origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * case.rays.directions[ray_indices]
     cells = np.floor((mids.numpy().astype(np.float64) + 1.0) / 2.0 * gpu_check.GRID_RESOLUTION).astype(int)
@@ -106,7 +105,7 @@ def test_the_comparison_finds_exactly_the_rays_through_a_cell_the_other_renderer
     def stand_in(case, device, use_nerfacc):
         renderer = real(case, device, False)
         if use_nerfacc:
-            renderer.grid.binaries[tuple(cell)] = False
+            renderer.estimator.grid.binaries[tuple(cell)] = False
         return renderer
 
     monkeypatch.setattr(gpu_check, "_renderer_on", stand_in)

@@ -130,14 +130,14 @@ def test_grid_travels_in_the_checkpoint_and_resume_is_exact(scene_dir, tmp_path,
     assert torch.equal(a["extra"]["renderer"]["grid"]["binaries"], b["extra"]["renderer"]["grid"]["binaries"])
     # Evaluation renders with the restored grid: the same PSNR as the trainer's own evaluation.
     scene = load_scene(cfg.data, Path("data"))
-    fields = build_fields(cfg.field, with_fine=False, device=CPU)
+    fields = build_fields(cfg.field, CPU)
     fields["coarse"].load_state_dict(b["fields"]["coarse"])
     renderer = renderer_from_checkpoint(b, cfg, CPU)
-    assert renderer.name == "torch_grid" and torch.equal(renderer.grid.binaries, b["extra"]["renderer"]["grid"]["binaries"])
+    assert renderer.name == "torch_grid" and torch.equal(renderer.estimator.grid.binaries, b["extra"]["renderer"]["grid"]["binaries"])
     # A run trained with nerfacc (same grid state) renders on a CPU through torch_grid.
     as_nerfacc = dataclasses.replace(cfg, render=dataclasses.replace(cfg.render, renderer="nerfacc"))
     fallback = renderer_from_checkpoint(b, as_nerfacc, CPU)
-    assert fallback.name == "torch_grid" and torch.equal(fallback.grid.binaries, renderer.grid.binaries)
+    assert fallback.name == "torch_grid" and torch.equal(fallback.estimator.grid.binaries, renderer.estimator.grid.binaries)
     from skimage.metrics import peak_signal_noise_ratio
 
     view = resumed["per_image"][0]["view"]

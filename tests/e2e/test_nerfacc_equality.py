@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 
-from enerf.render import density_fn
 
 from enerf.cameras.rays import Rays
 from enerf.render import nerfacc_backend
@@ -45,7 +44,7 @@ def test_equality_grid_is_partly_occupied_where_numpy_says(occupancy):
     assert low < expected.mean() < high
     for early_stop in (False, True):
         case = gpu_check.equality_case(occupancy, early_stop, n_rays=256)
-        grid = case.renderer.grid
+        grid = case.renderer.estimator.grid
         assert grid.aabb.tolist() == list(gpu_check.BOX) and tuple(grid.binaries.shape) == expected.shape
         np.testing.assert_array_equal(grid.binaries.numpy(), expected)
 
@@ -184,7 +183,7 @@ def _nerfacc_march(o: np.ndarray, d: np.ndarray, near: float, far: float, binari
 def _nerfacc_samples(case) -> list[list[float]]:
     """Every ray's kept t_starts as nerfacc would keep them: the re-enacted march, then (early stop)
     ``render_visibility_from_density``: float32 exclusive sums of sigma * |d| * (t_end - t_start)."""
-    rays, grid = case.rays, case.renderer.grid
+    rays, grid = case.rays, case.renderer.estimator.grid
     binaries, aabb = grid.binaries.numpy(), grid.aabb.numpy()
     out = []
     for r in range(rays.origins.shape[0]):
@@ -206,7 +205,7 @@ def test_reenacted_nerfacc_march_keeps_torch_grids_samples_on_every_promised_ray
     nerfacc's marching (re-enacted in float32 from its kernel) keeps the same samples as
     torch_grid, at the same t within nerfacc's float32 drift."""
     case = gpu_check.equality_case(occupancy, early_stop, n_rays=192)
-    samples = case.renderer.estimator.sample(case.rays, density_fn(case.field), train=False)
+    samples = case.renderer.estimator.sample(case.rays, {"coarse": case.field}, train=False)
     ray_indices, t_starts = samples.ray_indices, samples.t_starts
     theirs = _nerfacc_samples(case)
     promised = ~gpu_check.ambiguous_rays(case)
@@ -248,7 +247,7 @@ def test_nerfacc_and_torch_grid_render_the_same_image(occupancy, early_stop):
     optical depth within 1e-3 of -log(eps), can land on either side; those rays (a few per
     cent, counted) are excluded from the exact checks, and all others must agree."""
     case = gpu_check.equality_case(occupancy, early_stop)
-    assert 0 < float(case.renderer.grid.binaries.float().mean()) < 1
+    assert 0 < float(case.renderer.estimator.grid.binaries.float().mean()) < 1
     out = gpu_check.compare_with_nerfacc(case, torch.device("cuda"))
     assert gpu_check.ambiguous_rays(case).float().mean() < 0.05
     assert out["different_counts_on_promised_rays"] == 0, out

@@ -229,7 +229,7 @@ def test_chunked_rendering_with_a_bar_is_the_renderers_own(scene_dir):
     scene = load_scene(dataclasses.replace(RunConfig().data, datadir=str(scene_dir), factor=1, llffhold=4), Path("."))
     torch.manual_seed(0)
     fields = build_fields(FieldConfig(netdepth=2, netwidth=16, view_width=8, multires=2, multires_views=1),
-                          with_fine=True, device=cpu)
+                          cpu, RenderConfig(n_importance=4))
     cfg = RenderConfig(n_samples=8, n_importance=4, chunk=500)
     rays = scene.rays(0)
     for f in fields.values():

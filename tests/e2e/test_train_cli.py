@@ -44,7 +44,7 @@ def test_train_writes_metrics_that_match_an_independent_psnr(scene_dir, tmp_path
     payload, cfg = load_checkpoint(tmp_path / "run" / "checkpoints" / "latest.pt")
     assert cfg.field.conditioning == "row" and payload["step"] == 10
     scene = load_scene(cfg.data, Path("data"))
-    fields = build_fields(cfg.field, with_fine=True, device=torch.device("cpu"))
+    fields = build_fields(cfg.field, torch.device("cpu"), cfg.render)
     for name, field in fields.items():
         field.load_state_dict(payload["fields"][name])
     for entry in metrics["per_image"]:

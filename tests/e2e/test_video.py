@@ -78,7 +78,7 @@ def test_video_uses_the_checkpoints_occupancy_grid(tmp_path):
     ckpt = tmp_path / "g" / "checkpoints" / "latest.pt"
     run = load_run(ckpt, Path("data"))
     payload = torch.load(ckpt, weights_only=False)
-    assert torch.equal(run.renderer.grid.binaries.cpu(), payload["extra"]["renderer"]["grid"]["binaries"].cpu())
+    assert torch.equal(run.renderer.estimator.grid.binaries.cpu(), payload["extra"]["renderer"]["grid"]["binaries"].cpu())
     # Two copies that differ only in the stored grid: all cells occupied / all empty. Frames read the
     # grid off the field would be the same for both; through the stored grid the empty one is black.
     grid = payload["extra"]["renderer"]["grid"]

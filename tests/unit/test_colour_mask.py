@@ -11,7 +11,7 @@ from enerf.config import FieldConfig
 
 from enerf.config import RenderConfig
 from enerf.fields.nerf import NeRFField
-from enerf.render import build_renderer, density_fn
+from enerf.render import build_renderer
 
 CPU = torch.device("cpu")
 
@@ -68,7 +68,7 @@ def test_dense_colour_is_computed_only_where_the_weight_exceeds_the_threshold(ra
     calls.clear()
     masked = masked_renderer.render_rays(rays, fns, train=False)
 
-    samples = masked_renderer.estimator.sample(rays, density_fn(fns["coarse"]), train=False)
+    samples = masked_renderer.estimator.sample(rays, fns, train=False)
     points = (rays.origins[:, None] + samples.t[..., None] * rays.directions[:, None]).double().numpy()
     sigma = 40.0 * np.exp(-(points ** 2).sum(-1) / 0.05)
     weights = _numpy_weights(sigma, samples.t.double().numpy(), rays.directions.double().numpy())

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from enerf.config import RenderConfig
-from enerf.render import build_renderer, density_fn
+from enerf.render import build_renderer
 from enerf.render.compositing import composite_packed, exclusive_segment_sum, packed_transmittance
 
 CPU = torch.device("cpu")
@@ -51,7 +51,7 @@ def test_packed_rendering_equals_dense_batched_rendering_of_the_same_samples(ran
     grid = random_grid(16, 0.4, seed=2)
     renderer = build_renderer(RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=0.0), CPU, grid=grid)
     fns = smooth_field()
-    samples = renderer.estimator.sample(rays, density_fn(fns["coarse"]), train=False)
+    samples = renderer.estimator.sample(rays, fns, train=False)
     ray_indices, t_starts, t_ends = samples.ray_indices, samples.t_starts, samples.t_ends
     counts = torch.bincount(ray_indices, minlength=64)
     assert (counts == 0).any() and counts.max() > 5  # empty rays and long ones are both covered

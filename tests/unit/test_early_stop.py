@@ -11,7 +11,7 @@ from enerf.config import FieldConfig
 from enerf.config import RenderConfig
 from enerf.fields.nerf import NeRFField
 from enerf.fields import AnalyticField
-from enerf.render import build_renderer, density_fn
+from enerf.render import build_renderer
 from enerf.render.compositing import packed_transmittance
 from enerf.render.marching import march_rays, visibility_mask, visible_front_to_back
 
@@ -34,7 +34,7 @@ def test_early_stop_drops_samples_behind_opaque_ones_and_counts_queries(random_r
     assert calls[0] == marched and out["n_queries"] == marched + out["n_samples"]
     # Each ray keeps its samples up to the first one whose preceding transmittance < 1e-4:
     # with sigma * delta = 200 * 2/64 * |d| > 6, that is one sample past z = 0.
-    samples = build_renderer(cfg, CPU, grid=grid).estimator.sample(rays, density_fn(fns["coarse"]), train=False)
+    samples = build_renderer(cfg, CPU, grid=grid).estimator.sample(rays, fns, train=False)
     r_idx, ts = samples.ray_indices, samples.t_starts
     z_mid = rays.origins[r_idx, 2] + (ts + 1 / 128) * rays.directions[r_idx, 2]
     behind = torch.bincount(r_idx[z_mid > 0], minlength=32)

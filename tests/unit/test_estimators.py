@@ -7,7 +7,7 @@ import torch
 
 from enerf.config import RenderConfig
 from enerf.errors import ConfigError
-from enerf.render import NerfaccEstimator, Samples, build_renderer, density_fn
+from enerf.render import NerfaccEstimator, Samples, build_renderer
 from enerf.render.compositing import composite, composite_packed
 
 CPU = torch.device("cpu")
@@ -39,7 +39,7 @@ def test_renderer_composites_the_estimators_samples_and_images_equal_batches(ren
     rays, fields = random_rays(60, seed=4), smooth_field()
     built = build_renderer(cfg, CPU, grid=random_grid(8, 0.6, seed=5)) if renderer == "torch_grid" else build_renderer(cfg, CPU)
     out = built.render_rays(rays, fields, train=False)
-    samples: Samples = built.estimator.sample(rays, density_fn(fields["coarse"]), train=False)
+    samples: Samples = built.estimator.sample(rays, fields, train=False)
     assert samples.packed == (renderer == "torch_grid") and samples.count > 60
     if samples.packed:
         t_mid = 0.5 * (samples.t_starts + samples.t_ends)
@@ -76,7 +76,7 @@ def test_nerfacc_estimator_updates_its_one_grid_as_nerfacc_does():
 
     for step in range(7):
         torch.manual_seed(step)
-        estimator.update(step, density)
+        estimator.update_grid(step, density)
         torch.manual_seed(step)
         reference.update_every_n_steps(step, lambda x: (density(x) * cfg.render_step_size).reshape(-1, 1),
                                        occ_thre=cfg.occ_thre, ema_decay=cfg.grid_ema_decay, warmup_steps=3, n=2)

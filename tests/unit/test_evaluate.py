@@ -25,8 +25,8 @@ def _scene(height: int = 40, width: int = 31) -> Scene:
 
 def test_a_strided_evaluation_scores_every_sth_pixel_of_the_full_rendering(tmp_path):
     torch.manual_seed(0)
-    scene, fields = _scene(), build_fields(FieldConfig(netdepth=2, netwidth=16, multires=2), with_fine=False,
-                                          device=torch.device("cpu"))
+    scene, fields = _scene(), build_fields(FieldConfig(netdepth=2, netwidth=16, multires=2),
+                                          torch.device("cpu"))
     cfg = RenderConfig(n_samples=16, perturb=False)
     (full,) = evaluate_views(scene, [1], fields, cfg, torch.device("cpu"), image_dir=tmp_path / "full", progress=False)
     (strided,) = evaluate_views(scene, [1], fields, cfg, torch.device("cpu"), image_dir=tmp_path / "s3",

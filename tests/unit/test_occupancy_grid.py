@@ -97,15 +97,15 @@ def test_occlusion_culling_empties_the_cells_behind_an_opaque_wall():
         wall["density"] = 1000.0
         renderer.render_rays(rays, fns, train=True, generator=torch.Generator().manual_seed(0))
         renderer.update(0, fns, torch.Generator().manual_seed(1))
-        occupied = renderer.grid.binaries  # [x, y, z]
+        occupied = renderer.estimator.grid.binaries  # [x, y, z]
         assert bool(occupied[:, :, ~behind].all())  # in front of the wall and its first cell: reached
         assert bool((~occupied[:, :, behind]).all()) if cull else bool(occupied.all())
         renderer.update(16, fns, torch.Generator().manual_seed(2))  # no render in between: verdict kept
-        assert bool((~renderer.grid.binaries[:, :, behind]).all()) if cull else bool(renderer.grid.binaries.all())
+        assert bool((~renderer.estimator.grid.binaries[:, :, behind]).all()) if cull else bool(renderer.estimator.grid.binaries.all())
         wall["density"] = 1.0  # the wall is gone: rays reach the space behind it again
         renderer.render_rays(rays, fns, train=True, generator=torch.Generator().manual_seed(3))
         renderer.update(32, fns, torch.Generator().manual_seed(4))
-        assert bool(renderer.grid.binaries.all())
+        assert bool(renderer.estimator.grid.binaries.all())
 
 
 def test_cull_occluded_needs_torch_grid_with_early_stop(random_grid):

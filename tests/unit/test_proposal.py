@@ -139,7 +139,7 @@ def test_the_estimator_puts_the_final_intervals_where_the_proposal_density_is():
     cfg = RenderConfig(renderer="proposal", n_samples=32, proposal_samples=(256,), proposal_resolutions=(16,),
                        lindisp_from=1.0, perturb=False)
     renderer = build_renderer(cfg, CPU)
-    samples = renderer.estimator.sample(rays, _Slab(), train=False)
+    samples = renderer.estimator.sample(rays, {"proposal": _Slab()}, train=False)
     assert samples.packed and samples.count == n * 32
     assert torch.equal(samples.ray_indices, torch.arange(n).repeat_interleave(32))
     mids = 0.5 * (samples.t_starts + samples.t_ends)

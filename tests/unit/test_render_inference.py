@@ -72,7 +72,7 @@ def _capture_model():
     render = RenderConfig(renderer="proposal", n_samples=16, proposal_samples=(32,), proposal_resolutions=(16,),
                           proposal_components=8, lindisp_from=1.0, rgb_weight_threshold=1e-4, chunk=8192)
     torch.manual_seed(3)
-    fields = build_fields(field, with_fine=False, device=CPU, render=render)
+    fields = build_fields(field, CPU, render)
     with torch.no_grad():  # density that varies in space, so that the image is not flat
         for planes in fields["coarse"].pos_encoding.planes:
             planes.mul_(3.0)
