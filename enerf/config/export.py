@@ -145,7 +145,7 @@ class SplatConfig:
     count: int = option(300_000, "Gaussians at most (the starting ones: one per rendered pixel, a random subset "
                          "when there are more)", lo=1, hi=50_000_000)
     sh_degree: int = option(1, "SH degree of the colours (0: one colour per Gaussian; 3: as 3DGS)", lo=0, hi=3)
-    bake_seconds: float = option(180.0, "seconds of fitting the splats to the training photos (0: the field's "
+    bake_seconds: float = option(210.0, "seconds of fitting the splats to the training photos (0: the field's "
                                  "starting splats as they are)", lo=0.0)
     init_downscale: int = option(4, "render the training views at 1/N of their size for the starting splats", lo=1)
     init_min_acc: float = option(0.5, "a pixel starts a Gaussian when its accumulated opacity is at least this",
@@ -158,9 +158,9 @@ class SplatConfig:
     init_flatness: float = option(0.2, "a starting Gaussian's thickness along its surface normal, relative to its "
                                   "width", lo=0.0, hi=1.0, lo_open=True)
     fit_rows: int = option(0, "image rows rendered per fitting step (0: the whole photo)", lo=0)
-    fit_downscale: int = option(2, "fit to the photos at 1/N of the training size (N x N blocks averaged)", lo=1)
+    fit_downscale: int = option(1, "fit to the photos at 1/N of the training size (N x N blocks averaged)", lo=1)
     fit_lr: float = option(3.0, "learning rates of the fit relative to 3DGS's", lo=0.0, lo_open=True)
-    densify_every: int = option(50, "fitting steps between two densifications (0: the count stays fixed)", lo=0)
+    densify_every: int = option(0, "fitting steps between two densifications (0: none, the count stays fixed)", lo=0)
     densify_grow: float = option(0.15, "fraction of the Gaussians cloned or split at each densification (those "
                                  "with the largest screen-space gradient), until --count", lo=0.0, hi=1.0)
     densify_until: float = option(0.5, "densify during this fraction of the fitting time", lo=0.0, hi=1.0)

@@ -46,7 +46,7 @@ from ..progress import progress_bar
 from .densify import Density
 from .gaussians import Splats, rgb_to_sh0
 from .rasterize import SplatCamera, gsplat_available, rasterize
-from .tiles import numba_available
+from .tiles import numba_available, warm_up
 from .source import run_background
 
 __all__ = ["BakeReport", "field_candidates", "free_space_violations", "merge_candidates", "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake", "scene_cameras"]
@@ -277,6 +277,8 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
     backend = "gsplat" if gsplat_available(device) else "numba" if device.type == "cpu" and numba_available() else "torch"
     rows = height if backend == "gsplat" or cfg.fit_rows == 0 else min(cfg.fit_rows, height)
     gen = torch.Generator().manual_seed(cfg.seed)
+    if backend == "numba":
+        warm_up()  # numba's first compilation is not fitting time
     tic = time.perf_counter()
     steps = 0
     budget = float(cfg.bake_seconds)
