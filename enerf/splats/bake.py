@@ -15,7 +15,8 @@
    give far, large Gaussians. When there are more cells than ``count``, a random subset is kept and
    widened by sqrt(cells / count).
 2. **Fit** (``fit_splats``): Adam on every parameter (3DGS's learning rates times ``fit_lr``, the
-   centres' scaled by the cameras' extent and decaying), for ``bake_seconds``: each step renders
+   centres' scaled by the cameras' extent and decaying), for what is left of ``bake_seconds`` after
+   step 1 (at least a quarter of it): each step renders
    one training photo (or ``fit_rows`` consecutive rows of it) at 1 / ``fit_downscale`` of its training size
    (``enerf.splats.rasterize``: numba's compiled forward and backward passes on a CPU, gsplat on
    CUDA) and lowers the L1 distance to the photo. During the first ``densify_until`` of the time,
@@ -258,8 +259,9 @@ def _reindex(opt: torch.optim.Adam, leaves: dict[str, Tensor], src: Tensor, valu
     return new
 
 
-def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool = True) -> tuple[Splats, int, str]:
-    """Step 2 of the module docstring: (the fitted Splats, steps taken, backend used)."""
+def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float, progress: bool = True
+               ) -> tuple[Splats, int, str]:
+    """Step 2 of the module docstring for ``seconds``: (the fitted Splats, steps taken, backend used)."""
     device = run.device
     scene = run.scene
     views = [int(i) for i in scene.i_train]
@@ -281,7 +283,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
         warm_up()  # numba's first compilation is not fitting time
     tic = time.perf_counter()
     steps = 0
-    budget = float(cfg.bake_seconds)
+    budget = float(seconds)
     with progress_bar(int(budget), "splats: fit to the photos", progress, unit="s") as bar:
         while (elapsed := time.perf_counter() - tic) < budget:
             k = int(torch.randint(len(views), (1,), generator=gen))
@@ -296,10 +298,10 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, progress: bool 
             opt.step()
             steps += 1
             frac = min(1.0, elapsed / budget)
-            if out["uv"].grad is not None:
+            if cfg.densify_every and out["uv"].grad is not None:
                 density.observe(out["index"].cpu(), out["uv"].grad)
-            if cfg.densify_every and steps % cfg.densify_every == 0 and frac < cfg.densify_until:
-                leaves = _reindex(opt, leaves, *density.plan(leaves, gen))
+                if steps % cfg.densify_every == 0 and frac < cfg.densify_until:
+                    leaves = _reindex(opt, leaves, *density.plan(leaves, gen))
             opt.param_groups[0]["lr"] = boost * extent * math.exp((1 - frac) * math.log(LR["means"]) + frac * math.log(LR_MEANS_FINAL))
             bar.update(int(time.perf_counter() - tic) - bar.n)
             if steps % 20 == 0:
@@ -318,6 +320,7 @@ def bake(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splat
     tic = time.perf_counter()
     start, candidates = init_splats(run, cfg, progress)
     init_seconds = time.perf_counter() - tic
-    fitted, steps, backend = fit_splats(run, start, cfg, progress) if cfg.bake_seconds > 0 else (start, 0, "none")
+    fit_seconds = max(cfg.bake_seconds - init_seconds, 0.25 * cfg.bake_seconds)
+    fitted, steps, backend = fit_splats(run, start, cfg, fit_seconds, progress) if cfg.bake_seconds > 0 else (start, 0, "none")
     report = BakeReport(candidates, len(fitted), init_seconds, time.perf_counter() - tic - init_seconds, steps, backend)
     return fitted, report
