@@ -37,6 +37,10 @@ RESULTS = [
     "| {capture_proposal:beer.registered} frames kept and registered; held-out {capture_proposal:beer.psnr:.2f} dB; "
     "{capture_proposal:summary.beer.total_minutes} min wall in all "
     f"| [data](docs/data.md#from-a-phone-video-enerf-data-video) · [record]({R}capture_proposal.json) |",
+    "| the fox's field baked into Gaussian splats (`enerf export splats`, defaults), against the field "
+    "| {splats:entries.fox.splats.psnr:.2f} dB against {splats:entries.fox.field.psnr:.2f} dB; bake "
+    "{splats:entries.fox.bake.seconds:.0f} s; a 120-frame video from the splats {splats:entries.fox.video_splats.seconds:.0f} s "
+    f"| [splats](docs/splats.md) · [record]({R}splats.json) |",
     "| row vs vanilla, demo, 3 seeds × 3,000 steps | {conditioning_demo:summary.delta_row:+.2f} dB "
     "({conditioning_demo:summary.row_mean:.2f} ± {conditioning_demo:summary.row_std:.2f} vs "
     "{conditioning_demo:summary.none_mean:.2f} ± {conditioning_demo:summary.none_std:.2f}) "

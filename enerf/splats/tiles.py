@@ -43,7 +43,8 @@ def numba_available() -> bool:
 
 
 def _kernel():
-    """The compiled per-tile loop (compiled on first use, cached on disk where numba can write)."""
+    """The compiled kernels (draw, its backward, the binning), compiled on first use and cached on disk where
+    numba can write."""
     global _KERNEL
     if _KERNEL is None:
         import numba
@@ -184,6 +185,7 @@ def _kernel():
 
 
 def _f32(t: Tensor) -> np.ndarray:
+    """A contiguous float32 numpy view / copy of ``t`` (no gradient)."""
     return np.ascontiguousarray(t.detach().float().numpy())
 
 
