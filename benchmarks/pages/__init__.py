@@ -62,8 +62,6 @@ STALE_OK: dict[str, str] = {
     "kill_resume": "kill -9 trials; measured before later commits to enerf/train (the merges after it)",
     "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
-    "splats": "the one later commit (5fd2902) renames the bake's camera extent in enerf/splats/bake.py; a rerun "
-              "takes about 30 min per capture",
     "colmap_fern": "enerf data colmap's parser regenerated from PoseConfig (issue 49: the same defaults, kept by "
                    "cli/data.py COLMAP_DEFAULTS); the posing code it measured is unchanged",
     "splat_page": "the commit that stored it (7a0eefd) also changed enerf/splats/html.py: a docstring and the "
