@@ -41,7 +41,6 @@ TABLE = re.compile(r"<!-- table (?P<name>\S+) -->\n(?P<body>.*?)<!-- /table -->"
 # (rerun each with its `command` on a quiet machine and write its new `commit`, then take it off this list).
 _NERF = "measured before later commits to the training / rendering code (the redesigns, issue 47's CPU path, the splats)"
 STALE_OK: dict[str, str] = {
-    "demo": f"the README's first command; {_NERF}; the cheapest to rerun (about 3 min)",
     "fern_cpu": f"3 seeds x 10 min and nerf-pytorch beside seed 0; {_NERF}",
     "lego_cpu": f"10 min; {_NERF}",
     "capture_proposal": f"the README's capture rows (fox, boardgame 10 and 30 min, the beer recipe); {_NERF}",
