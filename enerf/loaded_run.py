@@ -5,10 +5,10 @@ start here.
 
 Where the scene comes from (``load_run``'s ``datadir`` is the commands' ``--datadir``):
 
-* ``datadir`` given: that folder, loaded (images and cameras).
 * a checkpoint that carries its cameras (``enerf.data.camera_record``, written by training), for a
   command that needs no images (``images=False``: render, mesh, export, view): the cameras; the
-  folder is not read.
+  folder is not read, even when ``datadir`` names it (reading a capture's photos takes seconds).
+* ``datadir`` given: that folder, loaded (images and cameras).
 * otherwise the folder recorded at training (``cfg.data``), when it is there; else (``images``
   None) the checkpoint's cameras. A command that needs the images (``images=True``: eval) and
   does not find the folder says so in one line naming ``--datadir``. Old checkpoints without
@@ -101,7 +101,7 @@ def _load_scene(cfg: RunConfig, payload: dict, data_root: Path, datadir: str | P
     record = (payload.get("extra") or {}).get("cameras")
     data = dataclasses.replace(cfg.data, datadir=str(datadir)) if datadir else cfg.data
     folder = find_scene_dir(data.scene, data.datadir, data_root)
-    if record is not None and not datadir and (images is False or (images is None and folder is None)):
+    if record is not None and (images is False or (images is None and folder is None and not datadir)):
         return scene_from_cameras(record), folder
     if folder is None and record is not None and not datadir:
         where = data.datadir or f"scene {data.scene!r} under {data_root}"

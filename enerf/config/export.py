@@ -145,7 +145,7 @@ class SplatConfig:
     count: int = option(300_000, "Gaussians at most (the starting ones: one per rendered pixel, a random subset "
                          "when there are more)", lo=1, hi=50_000_000)
     sh_degree: int = option(1, "SH degree of the colours (0: one colour per Gaussian; 3: as 3DGS)", lo=0, hi=3)
-    bake_seconds: float = option(270.0, "seconds the bake takes: the splats started from the field, then fitted to "
+    bake_seconds: float = option(255.0, "seconds the bake takes: the splats started from the field, then fitted to "
                                  "the training photos for the time left (at least a quarter of it; 0: no fit, the "
                                  "starting splats as they are)", lo=0.0)
     init_downscale: int = option(4, "render the training views at 1/N of their size for the starting splats", lo=1)
