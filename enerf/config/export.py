@@ -149,6 +149,8 @@ class SplatConfig:
                                  "the training photos for the time left (at least a quarter of it; 0: no fit, the "
                                  "starting splats as they are)", lo=0.0)
     init_downscale: int = option(4, "render the training views at 1/N of their size for the starting splats", lo=1)
+    init_views: int = option(48, "training views rendered for the starting splats at most, evenly spread over the "
+                             "capture (0: all)", lo=0)
     init_min_acc: float = option(0.5, "a pixel starts a Gaussian when its accumulated opacity is at least this",
                                  lo=0.0, hi=1.0, lo_open=True)
     init_max_violations: int = option(2, "a starting point is dropped when more training views than this see through "

@@ -1,7 +1,7 @@
 """Bake a trained field into Gaussian splats: start them from the field, then fit them to the photos.
 
 1. **Start from the field** (``field_candidates``, ``merge_candidates``, ``splats_from_candidates``):
-   render every training camera at 1 / ``init_downscale`` of its size (``enerf.export.views.render_views``,
+   render the training cameras (at most ``init_views`` of them, evenly spread) at 1 / ``init_downscale`` of their size (``enerf.export.views.render_views``,
    the renderer of evaluation). Each pixel whose accumulated opacity is at least ``init_min_acc``
    gives a candidate at the ray's median termination depth (where its cumulative weight reaches half
    its opacity: floaters in front and weight left at the far end do not pull it, as they pull the
@@ -32,6 +32,7 @@ with a perspective camera, so they need no NDC.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -110,6 +111,9 @@ def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True) ->
     from ..export.views import render_views, select_cameras
 
     cams = select_cameras(run.scene, "train", 1, cfg.init_downscale)
+    if 0 < cfg.init_views < len(cams.poses):  # evenly spread: a capture's neighbouring frames see the same surfaces
+        pick = np.linspace(0, len(cams.poses) - 1, cfg.init_views).round().astype(int)
+        cams = dataclasses.replace(cams, poses=cams.poses[pick], names=[cams.names[i] for i in pick])
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint")}
     depths = []
     for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field",
