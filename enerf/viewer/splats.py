@@ -108,17 +108,33 @@ def read_viewer_splats(path: str | Path, scene=None) -> ViewerSplats:
     return viewer_splats(splats, str(path), how)
 
 
-def splat_view(centers: np.ndarray, fov: float = math.radians(50.0)) -> dict:
-    """Where the camera starts without a run: looking at the splats' median centre along +y,
-    from where the middle 90 % of them about fill the view, z up (``position``, ``look_at``,
-    ``up``, ``fov`` in radians)."""
+def splat_view(centers: np.ndarray, fov: float = math.radians(50.0), elevation: float = math.radians(30.0)) -> dict:
+    """Where the camera starts without a run (``position``, ``look_at``, ``up``, ``fov`` in radians).
+
+    The splats of a capture mostly spread along a floor, a table or a wall: the axis along which the
+    middle 90 % of the centres spread least (the smallest principal axis, turned toward +z) is taken
+    as up, and the camera looks at their median centre from ``elevation`` above the plane of the
+    other two, across the middle axis (so the widest spread runs across the picture), from where the
+    middle 90 % about fill the view. A straight look along the plane would see a flat capture edge-on.
+
+    Args:
+        centers: [N, 3] the splats' centres
+    """
     centers = np.asarray(centers, np.float64)
     middle = np.median(centers, axis=0)
     lo, hi = np.percentile(centers, [5, 95], axis=0)
     radius = max(0.5 * float(np.linalg.norm(hi - lo)), 1e-3)
     dist = radius / math.tan(0.5 * fov) + radius
-    return {"position": middle + np.array([0.0, -dist, 0.0]), "look_at": middle, "up": np.array([0.0, 0.0, 1.0]),
-            "fov": fov}
+    inner = centers[np.all((centers >= lo) & (centers <= hi), axis=1)]
+    inner = inner if len(inner) >= 3 else centers
+    if len(inner) >= 3:
+        axes = np.linalg.eigh(np.cov((inner - middle).T))[1]  # columns by increasing spread
+        up, across = axes[:, 0], axes[:, 1]
+    else:
+        up, across = np.array([0.0, 0.0, 1.0]), np.array([0.0, 1.0, 0.0])
+    up = up if up[2] >= 0 else -up
+    back = math.cos(elevation) * -across + math.sin(elevation) * up  # from the centre toward the camera
+    return {"position": middle + dist * back, "look_at": middle, "up": up, "fov": fov}
 
 
 def default_splats_file(run_folder: str | Path) -> Path:

@@ -128,6 +128,26 @@ def test_first_view_without_a_run_sees_the_splats():
     angle = np.arccos(np.clip(rel @ forward / np.linalg.norm(rel, axis=1), -1, 1))
     assert np.mean(angle < 0.5 * view["fov"]) > 0.9 and np.all(rel @ forward > 0)
     np.testing.assert_allclose(view["look_at"], np.median(centers, axis=0))
+    # up: the axis of least spread (z here, 0.5 against 1 and 2), seen from 30 degrees above the x-y plane,
+    # across the middle axis (x), so the widest spread (y) runs across the picture
+    np.testing.assert_allclose(view["up"], [0.0, 0.0, 1.0], atol=0.05)
+    assert np.degrees(np.arcsin(-forward[2])) == pytest.approx(30.0, abs=3.0)
+    assert abs(forward[1]) < 0.1
+
+
+def test_first_view_of_a_tilted_flat_capture_looks_down_onto_its_plane():
+    """A flat layer of splats in a frame whose up is not z (a rotation about x by 70 degrees): the start
+    looks down onto the layer from 30 degrees above it, not along it."""
+    rng = np.random.default_rng(2)
+    flat = rng.normal(size=(2000, 3)) * [2.0, 1.5, 0.05]
+    c, s_ = np.cos(np.radians(70)), np.sin(np.radians(70))
+    rot = np.array([[1, 0, 0], [0, c, -s_], [0, s_, c]])
+    view = splat_view(flat @ rot.T)
+    normal = rot @ [0.0, 0.0, 1.0]
+    forward = view["look_at"] - view["position"]
+    forward /= np.linalg.norm(forward)
+    assert abs(view["up"] @ normal) > 0.99
+    assert np.degrees(np.arcsin(abs(forward @ normal))) == pytest.approx(30.0, abs=3.0)
 
 
 # ----------------------------------------------------------------------------- what each browser shows
