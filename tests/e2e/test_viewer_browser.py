@@ -38,6 +38,7 @@ from enerf.loaded_run import load_run  # noqa: E402
 from enerf.viewer.app import open_view  # noqa: E402
 from enerf.viewer.render import fov_from_focal, render_camera  # noqa: E402
 from enerf.viewer.scene import viser_from_c2w  # noqa: E402
+from browser_frames import as_shown, fills  # noqa: E402
 
 WINDOW = (560, 360)  # headless Chromium's canvas is then 560 x ~220 pixels
 GIZMO = 80  # the axes gizmo in the canvas' bottom-left corner, left out of comparisons
@@ -97,29 +98,6 @@ def _screenshot(driver, hide_panel: bool = True) -> np.ndarray:
     return iio.imread(driver.get_screenshot_as_png())[..., :3].astype(np.float32) / 255.0
 
 
-def _as_shown(expected: np.ndarray, driver, shape: tuple[int, ...]) -> np.ndarray:
-    """``expected`` (a frame as the viewer sent it, [h, w, 3]) as the page shows it in a screenshot
-    of ``shape``: the frame is stretched over the canvas' drawing buffer, which viser makes smaller
-    than the page when frames come slowly (a loaded machine, software WebGL), and the browser
-    scales the buffer up to the page; both resamplings are bilinear. The viewer asks for frames of
-    the buffer's size, so a frame may be smaller than the page."""
-    from skimage.transform import resize
-
-    bw, bh = driver.execute_script("const c = [...document.querySelectorAll('canvas')].find(c => c.width > 0);"
-                                   "return [c.width, c.height];")
-    out = expected
-    for size in ((bh, bw), tuple(shape[:2])):
-        if out.shape[:2] != size:
-            out = resize(out, (*size, 3), order=1, anti_aliasing=False).astype(np.float32)
-    return out
-
-
-def _fills(info, shot: np.ndarray) -> bool:
-    """The frame has the page's aspect (to a pixel) and is no larger than the page."""
-    h, w = shot.shape[:2]
-    return info.width <= w and abs(info.width * h - info.height * w) <= w
-
-
 def _show(viewer, driver, c2w: np.ndarray, cameras: bool):
     """Point the browser's camera at ``c2w`` and wait for the finest frame of that camera. The page's
     own first camera may reach the server after ours and replace it: the camera is set again
@@ -169,14 +147,14 @@ def test_browser_frame_equals_offline_render(runs, browser, tmp_path):
         pose = scene.poses[int(scene.i_test[0])]
         info = _show(viewer, browser, pose, cameras=False)
         shot = _screenshot(browser)
-        assert _fills(info, shot)  # the finest frame fills the canvas (1:1 unless viser lowered its resolution)
+        assert fills(info.width, info.height, shot.shape)  # the finest frame fills the canvas (1:1 unless viser lowered its resolution)
         # the panel's keyframe buttons: this view as a one-keyframe camera path, rendered by enerf render
         viewer.add_keyframe(next(iter(viewer.browsers().values())).client.camera)
         saved = viewer.save_path("browser_view.json", frames=1)
         assert saved == runs["vanilla"].parent.parent / "camera_paths" / "browser_view.json"
         expected = _offline(runs["vanilla"], info, tmp_path, saved)
         assert expected.shape[:2] == (info.height, info.width)
-        expected = _as_shown(expected, browser, shot.shape)
+        expected = as_shown(expected, browser, shot.shape)
         keep = np.ones(shot.shape[:2], bool)
         keep[-GIZMO:, :GIZMO] = False
         assert shot[keep].std() > 0.01  # a picture, not a blank page
@@ -184,7 +162,7 @@ def test_browser_frame_equals_offline_render(runs, browser, tmp_path):
         assert matched >= 35.0
         # the other run's field from the same camera does not match: the comparison can tell fields apart
         other = load_run(runs["row"], Path("data"), task="nerf")
-        control = _as_shown(render_camera(other, info.c2w, info.width, info.height, info.focal), browser, shot.shape)
+        control = as_shown(render_camera(other, info.c2w, info.width, info.height, info.focal), browser, shot.shape)
         assert psnr(shot[keep], control[keep]) < matched - 3.0
     finally:
         viewer.close()
@@ -221,9 +199,9 @@ def test_split_view_shows_two_fields(runs, browser):
         info = _show(viewer, browser, pose, cameras=False)
         shot = _screenshot(browser)
         _keep("split.png", shot)
-        assert _fills(info, shot)
-        img_a = _as_shown(render_camera(a, info.c2w, info.width, info.height, info.focal), browser, shot.shape)
-        img_b = _as_shown(render_camera(b, info.c2w, info.width, info.height, info.focal), browser, shot.shape)
+        assert fills(info.width, info.height, shot.shape)
+        img_a = as_shown(render_camera(a, info.c2w, info.width, info.height, info.focal), browser, shot.shape)
+        img_b = as_shown(render_camera(b, info.c2w, info.width, info.height, info.focal), browser, shot.shape)
         h, w = shot.shape[:2]
         cut = w // 2
         rows = slice(20, h - GIZMO)  # below the labels, above the gizmo

@@ -42,6 +42,7 @@ from enerf.splats.gaussians import SH_C0  # noqa: E402
 from enerf.viewer.app import open_view  # noqa: E402
 from enerf.viewer.render import focal_from_fov, render_camera  # noqa: E402
 from enerf.viewer.scene import viser_from_c2w  # noqa: E402
+from browser_frames import as_shown, fills  # noqa: E402
 from viewer_splat_files import splat_modules, write_3dgs_ply  # noqa: E402
 
 PAGE = (640, 480)  # the page's size in CSS pixels (the canvas fills it)
@@ -238,8 +239,6 @@ def test_run_with_splats_shows_splats_then_the_exact_frame(tmp_path, monkeypatch
     red one where its centre projects), once the camera rests the field's exact frame replaces
     them (PSNR >= 35 dB against the run's rendering of that camera; a page with splats on it would
     fail that)."""
-    from skimage.transform import resize
-
     from enerf.synthetic.scene import make_synthetic_scene
 
     splat_modules(monkeypatch)
@@ -294,15 +293,8 @@ def test_run_with_splats_shows_splats_then_the_exact_frame(tmp_path, monkeypatch
             shot = _shot(driver)
             assert not browser.showing_splats and not browser.splats.visible
             expected = render_camera(run, info.c2w, info.width, info.height, info.focal)
-            bw, bh = driver.execute_script("const c = [...document.querySelectorAll('canvas')].find(c => c.width > 0);"
-                                           "return [c.width, c.height];")
-            # the frame is stretched over the canvas' drawing buffer, which viser makes smaller than the page
-            # when frames come slowly (and the viewer then asks for frames of the buffer's size); the browser
-            # scales the buffer up to the page: both bilinear
-            for size in ((bh, bw), (h, w)):
-                if expected.shape[:2] != size:
-                    expected = resize(expected, (*size, 3), order=1)
-            assert info.width <= w and abs(info.width * h - info.height * w) <= w  # the page's aspect, to a pixel
+            expected = as_shown(expected, driver, shot.shape)  # a frame at the canvas' lowered resolution too
+            assert fills(info.width, info.height, shot.shape)
             assert info.focal == pytest.approx(focal_from_fov(fov, info.height), rel=1e-3)
             keep = np.ones((h, w), bool)
             keep[-80:, :80] = False  # the axes gizmo
