@@ -9,7 +9,9 @@ defines:
   ``composite_packed``, nerfacc's ``rendering`` in torch: per-ray transmittance is an exclusive
   segment sum of ``sigma * delta`` (``torch.cumsum`` minus each ray's offset, found with
   ``torch.bincount``), colour, opacity and depth are segment sums (``index_add_``), depth at
-  the interval midpoints.
+  the interval midpoints. Packed samples in rows (``Samples.per_ray`` k > 0: ray r owns samples
+  r k .. r k + k - 1, the proposal sampler's) give the same sums as rows of [n_rays, k]
+  (``composite_rows``: cumulative sums along each row, no gathers or scatters).
 
 Both scale intervals by ``|directions|`` (so NDC rays give the same alpha in both) and, with
 ``white_bkgd``, add ``1 - acc``. ``composite_samples`` picks the one a ``Samples`` needs.
@@ -26,6 +28,7 @@ from .estimator import Samples
 __all__ = [
     "composite",
     "composite_packed",
+    "composite_rows",
     "composite_samples",
     "dense_weights",
     "sample_weights",
@@ -85,6 +88,10 @@ def dense_weights(sigma: Tensor, t: Tensor, directions: Tensor) -> Tensor:
 def sample_weights(samples: Samples, sigma: Tensor, rays: Rays) -> Tensor:
     """Compositing weights of ``samples`` of ``rays`` with density ``sigma``, as
     ``composite_samples`` would weigh them: Tensor  # [n_rays, n_samples] (dense) or [n] (packed)."""
+    if samples.per_ray:
+        trans, alphas = row_transmittance(samples.t_starts, samples.t_ends, sigma, samples.per_ray,
+                                          rays.directions.norm(dim=-1))
+        return trans * alphas
     if samples.packed:
         trans, alphas = packed_transmittance(samples.t_starts, samples.t_ends, sigma, samples.ray_indices,
                                              rays.origins.shape[0], rays.directions.norm(dim=-1))
@@ -185,6 +192,52 @@ def composite_packed(
             "depth_median": median}
 
 
+def row_transmittance(t_starts: Tensor, t_ends: Tensor, sigma: Tensor, per_ray: int, dir_norm: Tensor
+                      ) -> tuple[Tensor, Tensor]:
+    """``packed_transmittance`` of packed samples in rows of ``per_ray`` (``Samples.per_ray``).
+
+    Args:
+        t_starts, t_ends, sigma: Tensor  # [n_rays * per_ray]
+        dir_norm: Tensor  # [n_rays]
+
+    Returns:
+        trans, alphas: Tensor  # [n_rays * per_ray]
+    """
+    sigma_delta = (sigma * (t_ends - t_starts)).view(-1, per_ray) * dir_norm[:, None]
+    before = torch.cumsum(sigma_delta, dim=1) - sigma_delta
+    return torch.exp(-before).view(-1), (1.0 - torch.exp(-sigma_delta)).view(-1)
+
+
+def composite_rows(rgb: Tensor, sigma: Tensor, t_starts: Tensor, t_ends: Tensor, per_ray: int, dir_norm: Tensor,
+                   white_bkgd: bool = False) -> dict[str, Tensor]:
+    """``composite_packed`` of packed samples in rows of ``per_ray`` (``Samples.per_ray``): the same
+    sums, along rows of [n_rays, per_ray] (to float rounding).
+
+    Args:
+        rgb: Tensor  # [n_rays * per_ray, 3]
+        sigma, t_starts, t_ends: Tensor  # [n_rays * per_ray]
+        dir_norm: Tensor  # [n_rays]
+
+    Returns:
+        dict as ``composite_packed``'s.
+    """
+    trans, alphas = row_transmittance(t_starts, t_ends, sigma, per_ray, dir_norm)
+    weights = trans * alphas
+    rows = weights.view(-1, per_ray)
+    t_mid = (0.5 * (t_starts + t_ends)).view(-1, per_ray)
+    color = (rows[..., None] * rgb.view(-1, per_ray, 3)).sum(dim=1)
+    acc = rows.sum(dim=1)
+    if white_bkgd:
+        color = color + (1.0 - acc[:, None])
+    before = torch.cumsum(rows, dim=1) - rows
+    half = 0.5 * acc[:, None]
+    crossing = (before < half) & (before + rows >= half)
+    first = crossing.to(torch.uint8).argmax(dim=1, keepdim=True)
+    median = torch.where(crossing.any(dim=1), t_mid.gather(1, first)[:, 0], torch.zeros_like(acc))
+    return {"rgb": color, "depth": (rows * t_mid).sum(dim=1), "acc": acc, "weights": weights, "trans": trans,
+            "alphas": alphas, "depth_median": median}
+
+
 def composite_samples(samples: Samples, rgb: Tensor, sigma: Tensor, rays: Rays, white_bkgd: bool = False) -> dict[str, Tensor]:
     """Composite the field's values at ``samples`` of ``rays`` [n_rays] (dense or packed).
 
@@ -195,6 +248,9 @@ def composite_samples(samples: Samples, rgb: Tensor, sigma: Tensor, rays: Rays, 
     Returns:
         dict with rgb [n_rays, 3], depth [n_rays], acc [n_rays] and per-sample weights.
     """
+    if samples.per_ray:
+        return composite_rows(rgb, sigma, samples.t_starts, samples.t_ends, samples.per_ray,
+                              rays.directions.norm(dim=-1), white_bkgd)
     if samples.packed:
         dir_norm = rays.directions.norm(dim=-1)
         return composite_packed(rgb, sigma, samples.t_starts, samples.t_ends, samples.ray_indices,

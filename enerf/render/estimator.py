@@ -60,6 +60,9 @@ class Samples:
     Packed (the grid estimators; ``ray_indices`` set): the field is queried at the midpoints.
         ray_indices: Tensor  # [n] int64, non-decreasing
         t_starts, t_ends: Tensor  # [n] sorted within each ray
+    per_ray: k > 0 when packed samples come in rows: every ray has exactly k, ray r's are
+        r k .. r k + k - 1 (the proposal sampler's); points and compositing then use rows of
+        [n_rays, k] instead of gathers by ``ray_indices`` (``compositing.composite_rows``).
     n_queries: points the estimator itself sent to its density functions (a density pre-pass,
         front-to-back rounds, proposal passes), not counting the points it shaded.
     field: the name of the field in ``fields`` the renderer shades them with.
@@ -74,6 +77,7 @@ class Samples:
     ray_indices: Tensor | None = None
     t_starts: Tensor | None = None
     t_ends: Tensor | None = None
+    per_ray: int = 0
     n_queries: int = 0
     field: str = "coarse"
     shaded: dict = dataclasses.field(default_factory=dict)
@@ -95,6 +99,11 @@ class Samples:
         Returns:
             points, viewdirs: Tensor  # [n, 3] (packed: interval midpoints) or [n_rays, n_samples, 3]
         """
+        if self.per_ray:
+            k = self.per_ray
+            t_mid = (0.5 * (self.t_starts + self.t_ends)).view(-1, k, 1)
+            points = rays.origins[:, None, :] + t_mid * rays.directions[:, None, :]
+            return points.view(-1, 3), rays.viewdirs[:, None, :].expand(-1, k, 3).reshape(-1, 3)
         if self.packed:
             return midpoints(rays, self.ray_indices, self.t_starts, self.t_ends), rays.viewdirs[self.ray_indices]
         points = rays.origins[:, None, :] + rays.directions[:, None, :] * self.t[..., None]

@@ -10,8 +10,8 @@ passes::
         s edges = P_{i+1} + 1 edges drawn from w_i (inverse CDF; w_i ** anneal while training)
     final intervals: n_samples, where the radiance field is queried once
 
-The intervals go to the renderer packed (``Samples.ray_indices``; every ray has ``n_samples``),
-so ``compositing.composite_packed`` weighs them exactly as intervals. While training, the
+The intervals go to the renderer packed (``Samples.ray_indices``), in rows (``Samples.per_ray``:
+every ray has ``n_samples``), so ``compositing.composite_rows`` weighs them exactly as intervals. While training, the
 samples' ``losses`` give the two losses of mip-NeRF 360 (Barron et al., 2022, eqs. 13 and 15):
 
 * ``proposal``: each level's weights must bound the final (detached) weights from above on
@@ -242,7 +242,8 @@ class ProposalEstimator(Estimator):
         t = s_to_t(edges)
         ray_indices = torch.arange(n_rays, device=t.device).repeat_interleave(cfg.n_samples)
         return Samples(ray_indices=ray_indices, t_starts=t[:, :-1].reshape(-1), t_ends=t[:, 1:].reshape(-1),
-                       n_queries=n_queries, losses=self._losses(levels, edges) if train else None)
+                       per_ray=cfg.n_samples, n_queries=n_queries,
+                       losses=self._losses(levels, edges) if train else None)
 
     def _losses(self, levels: list[tuple[Tensor, Tensor]], edges: Tensor):
         """The losses of one training batch's passes (``levels``: (s edges, weights) of each

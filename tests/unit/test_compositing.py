@@ -10,7 +10,7 @@ import torch
 
 from enerf.config import RenderConfig
 from enerf.render import build_renderer
-from enerf.render.compositing import composite_packed, exclusive_segment_sum, packed_transmittance
+from enerf.render.compositing import composite_packed, composite_rows, exclusive_segment_sum, packed_transmittance
 
 CPU = torch.device("cpu")
 
@@ -79,3 +79,29 @@ def test_packed_rendering_equals_dense_batched_rendering_of_the_same_samples(ran
     out = composite_packed(rgb_p, sigma_p, t_starts, t_ends, ray_indices, n, norm[:, 0])
     np.testing.assert_allclose(out["weights"].numpy(), weights[ray_indices, slot].numpy(), atol=1e-5)
     assert packed["n_samples"] == ray_indices.numel()
+
+
+@pytest.mark.parametrize("white_bkgd", [False, True])
+def test_rows_equal_packed_compositing(white_bkgd):
+    """Samples in rows of k (``composite_rows``, the proposal sampler's layout) against
+    ``composite_packed`` of the same samples with their ray indices: every output and the
+    gradients of the colour with respect to density and colour, to float rounding; a ray with no
+    density has depth_median 0 in both."""
+    gen = torch.Generator().manual_seed(4)
+    n_rays, k = 37, 11
+    edges = torch.sort(torch.rand(n_rays, k + 1, generator=gen) * 5.0 + 0.1, dim=1).values
+    t_starts, t_ends = edges[:, :-1].reshape(-1), edges[:, 1:].reshape(-1)
+    sigma = (torch.rand(n_rays * k, generator=gen) * 4.0).requires_grad_()
+    with torch.no_grad():
+        sigma[:k] = 0.0  # ray 0 is empty
+    rgb = torch.rand(n_rays * k, 3, generator=gen).requires_grad_()
+    dir_norm = torch.rand(n_rays, generator=gen) + 0.5
+    ray_indices = torch.arange(n_rays).repeat_interleave(k)
+    rows = composite_rows(rgb, sigma, t_starts, t_ends, k, dir_norm, white_bkgd)
+    packed = composite_packed(rgb, sigma, t_starts, t_ends, ray_indices, n_rays, dir_norm, white_bkgd)
+    for key in ("rgb", "depth", "acc", "weights", "trans", "alphas", "depth_median"):
+        torch.testing.assert_close(rows[key], packed[key], rtol=1e-5, atol=1e-6)
+    assert float(rows["depth_median"][0]) == 0.0 and bool((rows["depth_median"][1:] > 0).all())
+    grads = [torch.autograd.grad(out["rgb"].sum(), (sigma, rgb)) for out in (rows, packed)]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)

@@ -1,6 +1,6 @@
-"""Rendering's own shortcuts on a CPU give the image of the plain path: the triplane look-ups as
-embedding bags (``enerf.nn.triplane.bag_features``, used without autograd from 16 channels on) and
-whole images rendered at most ``CPU_CHUNK`` rays a pass (``Renderer.render_image``)."""
+"""Rendering's own shortcuts on a CPU give the image of the plain path: the triplane look-ups and the
+proposal levels' baked tables compiled (``enerf.nn.compiled``, used without autograd), and whole
+images rendered at most ``CPU_CHUNK`` rays a pass (``Renderer.render_image``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ import torch
 from enerf.cameras.rays import Rays, flatten_rays, make_rays
 from enerf.config import FieldConfig, RenderConfig
 from enerf.fields.build import build_fields
-from enerf.nn import triplane
+import pytest
+
+from enerf.fields.proposal import ProposalField
+from enerf.nn import compiled
 from enerf.nn.triplane import TriPlaneEncoding
 from enerf.render.build import build_renderer
 from enerf.render.renderer import CPU_CHUNK
@@ -38,7 +41,11 @@ def _numpy_features(planes: np.ndarray, lines: np.ndarray, t: np.ndarray) -> np.
     return np.concatenate(out)
 
 
-def test_bag_lookups_equal_grid_sample_and_the_definition(monkeypatch):
+needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba does not import")
+
+
+@needs_numba
+def test_compiled_lookups_equal_grid_sample_and_the_definition(monkeypatch):
     torch.manual_seed(0)
     aabb = np.array([-2.0, -1.0, -0.5, 2.0, 3.0, 1.5])
     enc = TriPlaneEncoding((2, 5, 9), components=16, aabb=tuple(aabb))
@@ -47,11 +54,11 @@ def test_bag_lookups_equal_grid_sample_and_the_definition(monkeypatch):
     points[:3] = [aabb[:3], aabb[3:], [aabb[3], aabb[1], 0.25]]  # the box's corners and a face: the far border
     x = torch.tensor(points, dtype=torch.float32)
     calls = []
-    real = triplane.bag_features
-    monkeypatch.setattr(triplane, "bag_features", lambda *a: calls.append(1) or real(*a))
+    real = compiled.triplane_level
+    monkeypatch.setattr(compiled, "triplane_level", lambda *a: calls.append(1) or real(*a))
     with torch.no_grad():
         bags = enc(x)
-    assert len(calls) == 3  # one per level: the bag path ran
+    assert len(calls) == 3  # one per level: the compiled path ran
     reference = enc(x).detach()  # with autograd: F.grid_sample
     torch.testing.assert_close(bags, reference, atol=1e-7, rtol=0)
     t = (points - aabb[:3]) / (aabb[3:] - aabb[:3])
@@ -62,6 +69,39 @@ def test_bag_lookups_equal_grid_sample_and_the_definition(monkeypatch):
         np.testing.assert_allclose(bags[i].numpy(), expected, rtol=1e-5, atol=1e-7)
     with torch.no_grad():  # leading dimensions are kept
         assert torch.equal(enc(x.view(10, 30, 3)), bags.view(10, 30, -1))
+    with torch.no_grad():  # new weights: the channels-last tables are made again
+        enc.planes[1].mul_(-2.0)
+        moved = enc(x)
+    torch.testing.assert_close(moved, enc(x).detach(), atol=1e-6, rtol=0)
+    assert not torch.allclose(moved, bags)
+
+
+@needs_numba
+@pytest.mark.parametrize("contraction", ["linf", "mipnerf360", "none"])
+def test_baked_proposal_density_equals_the_network(contraction):
+    """A proposal level read from its baked table (no autograd) against the level's own network
+    (autograd on: F.grid_sample, the MLP in torch), inside and outside the box; a table made again
+    after the weights change; torch's thread count left as it was."""
+    torch.manual_seed(1)
+    level = ProposalField(9, 8, contraction, aabb=(-1.0, -2.0, -0.5, 1.5, 1.0, 0.5))
+    with torch.no_grad():  # densities across several decades
+        for table in [*level.pos_encoding.planes, *level.pos_encoding.lines]:
+            table.mul_(10.0)
+        level.mlp[0].weight.mul_(10.0)
+        level.mlp[2].weight.mul_(3.0)
+    x = torch.randn(4000, 3) * 1.5
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        fast = level(x)
+    assert torch.get_num_threads() == 1
+    reference = level(x).detach()
+    assert float(reference.max()) / float(reference.min()) > 1e5
+    torch.testing.assert_close(fast, reference, rtol=2e-5, atol=0)
+    with torch.no_grad():
+        level.mlp[0].bias.add_(0.5)
+        again = level(x)
+    torch.testing.assert_close(again, level(x).detach(), rtol=2e-5, atol=0)
+    assert not torch.allclose(again, fast)
 
 
 def _capture_model():
@@ -83,8 +123,8 @@ def _capture_model():
 
 
 def test_render_image_equals_the_plain_path_to_float_rounding():
-    """A 48 x 30 view (1,440 rays: two CPU passes) through ``render_image`` (no autograd: bag
-    look-ups, 1,024 rays a pass) against ``render_rays`` on all rays at once with autograd on
+    """A 48 x 30 view (1,440 rays: two CPU passes) through ``render_image`` (no autograd: compiled
+    look-ups and baked proposal, 1,024 rays a pass) against ``render_rays`` on all rays at once with autograd on
     (F.grid_sample, one pass): the same image within 1e-5 and the same PSNR to 2 decimals."""
     fields, render = _capture_model()
     renderer = build_renderer(render, CPU)
