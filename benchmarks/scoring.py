@@ -4,6 +4,8 @@ code and, beside it, another checkout of the code (the same views, the same pixe
     git worktree add /tmp/before <commit>
     python -m benchmarks.scoring --capture fox=runs/fox/checkpoints/latest.pt=../shared/data/nerfstudio/fox \\
         --before /tmp/before --repeats 2 --record benchmarks/scoring.json
+    enerf train --datadir ../shared/data/captures/boardgame --basedir runs/zero_config   # 10 minutes, no config
+    python -m benchmarks.scoring --run boardgame=runs/zero_config/boardgame --record benchmarks/scoring.json
 
 Each measurement is a fresh process started in the code's folder (so that ``import enerf`` reads
 that checkout): it loads the run and its scene (not timed), then renders and scores every held-out
@@ -11,7 +13,8 @@ view as ``enerf eval`` does (``enerf.train.evaluate.evaluate_views``, full resol
 default threads: all cores), timed in wall and CPU seconds. The two checkouts alternate,
 ``--repeats`` times each per capture; the minimum is the figure. The record keeps every run, each
 view's PSNR under both (the two codes must render the same images: the largest difference is
-recorded) and the load averages before and after each run.
+recorded) and the load averages before and after each run. ``--run`` adds a finished training run's
+wall times: how much of a 10-minute run its final evaluation and its periodic checks take.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ import sys
 from pathlib import Path
 
 from benchmarks.harness import ROOT, command_line, git_commit, load_average, machine, write_record
+
+# what the figures depend on (benchmarks/pages: a later commit to these makes the record stale)
+DEPENDS = ["enerf/render", "enerf/fields", "enerf/nn", "enerf/train/evaluate.py", "enerf/metrics.py",
+           "enerf/loaded_run.py"]
 
 # Run in the checkout's folder: loads the run, then times the scoring of its held-out views.
 _CHILD = r"""
@@ -73,21 +80,38 @@ def summarize(runs: dict[str, list[dict]]) -> dict:
     return out
 
 
+def run_share(folder: Path) -> dict:
+    """A training run's wall times (metrics.json ``wall_seconds``: load, the training loop with its
+    periodic evaluations, the final evaluation), its training seconds, and the final evaluation's
+    share of the training time; the periodic evaluations' share from the loop's wall time less the
+    training seconds (checkpoint writing included)."""
+    metrics = json.loads((folder / "metrics.json").read_text())
+    wall, train = metrics["wall_seconds"], metrics["train_seconds"]
+    return {"folder": str(folder), "steps": metrics["steps"], "psnr": metrics["psnr"], "train_seconds": train,
+            "wall_seconds": wall, "final_evaluation_share": wall["eval"] / train,
+            "periodic_evaluations_and_checkpoints_share": (wall["train"] - train) / train,
+            "evaluations": len(metrics["history"])}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--capture", action="append", required=True, metavar="NAME=CKPT=DATADIR",
+    parser.add_argument("--capture", action="append", default=[], metavar="NAME=CKPT=DATADIR",
                         help="a trained capture: its name, checkpoint and scene folder (repeatable)")
     parser.add_argument("--before", default="", help="another checkout of the code to time beside this one "
                         "(e.g. a git worktree of an earlier commit)")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each code per capture, alternating")
-    parser.add_argument("--record", default="", help="write the record here (JSON)")
+    parser.add_argument("--run", action="append", default=[], metavar="NAME=RUN_FOLDER",
+                        help="a finished training run whose metrics.json's wall times go into the record: "
+                        "the final evaluation's and the training loop's seconds, and the evaluation's share")
+    parser.add_argument("--record", default="", help="write the record here (JSON); with --run and no --capture, "
+                        "add the runs to the record already there")
     args = parser.parse_args(argv)
     codes = {"after": ROOT, **({"before": Path(args.before).resolve()} if args.before else {})}
     record = {"what": "wall seconds to render and score every held-out view of a trained capture at full "
                       "resolution (enerf eval's evaluate_views, torch's default threads), load excluded; "
                       "'before' is another checkout run alternately on the same machine",
-              "command": command_line(), "machine": machine(), "commit": git_commit(),
+              "depends": DEPENDS, "command": command_line(), "machine": machine(), "commit": git_commit(),
               "before_commit": git_commit(codes["before"]) if "before" in codes else None, "summary": {}}
     for spec in args.capture:
         name, ckpt, datadir = spec.split("=", 2)
@@ -100,6 +124,12 @@ def main(argv: list[str] | None = None) -> None:
         record[name] = runs
         record["summary"][name] = summarize(runs)
         print(json.dumps({name: record["summary"][name]}), flush=True)
+    if not args.capture and args.record and Path(args.record).is_file():
+        record = {**json.loads(Path(args.record).read_text()), "runs_command": command_line()}
+    for spec in args.run:
+        name, folder = spec.split("=", 1)
+        record.setdefault("runs", {})[name] = run_share(Path(folder))
+        print(json.dumps({name: record["runs"][name]}), flush=True)
     if args.record:
         write_record(args.record, record)
 

@@ -120,6 +120,19 @@ def beer_wall() -> str:
         f"| in all | {beer['total_seconds'] / 60:.1f} min |"])
 
 
+@table("scoring", "scoring")
+def scoring() -> str:
+    """docs/train.md's table: scoring every held-out view of a trained capture, this code and the one before."""
+    rec = record("scoring")
+    rows = ["| capture | held-out views × pixels | scoring (render + metrics) | per view | the code before | "
+            "PSNR, this / before |", "|---|---|---|---|---|---|"]
+    for name, s in rec["summary"].items():
+        rows.append(f"| {name} | {s['views']} × {s['width']} × {s['height']} | {s['seconds']:.0f} s "
+                    f"| {s['seconds_per_view']:.1f} s | {s['before_seconds']:.0f} s ({s['speedup']:.1f}× as long) "
+                    f"| {s['psnr']:.2f} / {s['before_psnr']:.2f} dB |")
+    return "\n".join(rows)
+
+
 @table("colmap_fern", "colmap_fern")
 def colmap_fern() -> str:
     """docs/data.md's table: fern's photos posed by ``enerf data colmap`` against the release, per seed."""

@@ -1,9 +1,10 @@
 """Bake a trained field into Gaussian splats: start them from the field, then fit them to the photos.
 
 1. **Start from the field** (``field_candidates``, ``merge_candidates``, ``splats_from_candidates``):
-   render the training cameras (at most ``init_views`` of them, evenly spread) at 1 / ``init_downscale`` of their size (``enerf.export.views.render_views``,
-   the renderer of evaluation). Each pixel whose accumulated opacity is at least ``init_min_acc``
-   gives a candidate at the ray's median termination depth (where its cumulative weight reaches half
+   render the training cameras (at most ``init_views`` of them, evenly spread) at 1 / ``init_downscale``
+   of their size (``enerf.export.views.render_views``, the renderer of evaluation). Each pixel whose
+   accumulated opacity is at least ``init_min_acc`` gives a candidate at the ray's median termination
+   depth (where its cumulative weight reaches half
    its opacity: floaters in front and weight left at the far end do not pull it, as they pull the
    expected depth), with the rendered colour and the depth map's normal, unless more than
    ``init_max_violations`` other views see through it (their surface at its pixel lies well beyond

@@ -50,8 +50,8 @@ def numba_available() -> bool:
 
 
 def _kernel():
-    """The compiled kernels (draw, its backward, the binning), compiled on first use and cached on disk where
-    numba can write."""
+    """The compiled kernels (draw, its backward, the binning, the per-pair gradient sums, the pair gather),
+    compiled on first use and cached on disk where numba can write."""
     global _KERNEL
     if _KERNEL is None:
         import numba
