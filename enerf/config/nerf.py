@@ -27,6 +27,7 @@ DATA_ROOT = Path("data")
 # The choices of the config's string fields (each field is annotated with its Literal).
 DatasetType = Literal["auto", "llff", "blender", "nerfstudio"]  # enerf.data.loaders.LOADERS
 SceneKind = Literal["auto", "forward", "walkaround"]  # enerf.cameras.scene_kind: what the cameras show
+Holdout = Literal["every", "far"]  # enerf.data.loaders.far_split: which views are held out
 Encoding = Literal["frequency", "triplane"]  # enerf.fields.nerf: how positions enter the MLP
 ContractionKind = Literal["none", "mipnerf360", "linf"]  # enerf.nn.contraction: unbounded scenes
 Conditioning = Literal["none", "row", "col", "rowcol", "rowcol_indep", "wn", "ws"]  # enerf.nn.conditioning.CONDITIONERS
@@ -43,6 +44,7 @@ DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SP
                           ContractionKind))
 OPTIMIZERS = get_args(OptimizerName)
 SCENE_KINDS = get_args(SceneKind)
+HOLDOUTS = get_args(Holdout)
 
 # nerf-pytorch config keys read under another name here (key -> field).
 NERF_PYTORCH_ALIASES = {"N_iters": "iters", "i_print": "log_every", "i_weights": "ckpt_every", "random_seed": "seed"}
@@ -70,6 +72,9 @@ class DataConfig:
     testskip: int = option(1, "Blender (and transforms_test.json of photos): keep every N-th test frame", lo=1)
     llffhold: int = option(8, "hold out every N-th image for testing (0: none; Blender: when there is no "
                            "transforms_test.json)", lo=0)
+    holdout: Holdout = option("every", "which views are held out: every (the loader's split: every --llffhold-th "
+                              "view, or the layout's test frames) or far (as many views, those whose cameras stand "
+                              "farthest from the point the cameras look at: views away from the path walked)")
     scene_kind: SceneKind = option("auto", "what the cameras show: forward (forward-facing; NDC rays, as "
                                    "configs/fern_cpu.txt) or walkaround (around the scene; world-space rays for a "
                                    "contraction, as configs/capture_cpu.txt); auto: enerf train without --config "

@@ -8,6 +8,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..cameras.scene_kind import look_at_point
 from ..config import DataConfig
 from ..errors import ConfigError, DataError
 from .blender import blender_cameras, frames_have_alpha, load_blender
@@ -17,7 +18,8 @@ from .resolve import resolve_scene_dir
 from .scene import Scene
 from .transforms_reader import parse_frames, read_capture_transforms
 
-__all__ = ["LOADERS", "dataset_type_of", "blender_style_capture", "scene_cameras", "load_scene", "with_far"]
+__all__ = ["LOADERS", "dataset_type_of", "blender_style_capture", "scene_cameras", "load_scene", "with_far",
+           "far_split"]
 
 
 def _load_llff(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
@@ -110,7 +112,32 @@ def load_scene(cfg: DataConfig, data_root: Path, white_bkgd: bool = False) -> Sc
         raise ConfigError(f"dataset_type {cfg.dataset_type!r} is not one of auto, {', '.join(LOADERS)}")
     scene_dir = resolve_scene_dir(cfg.scene, cfg.datadir, data_root)
     scene = LOADERS[dataset_type_of(scene_dir, cfg.dataset_type)](cfg, scene_dir, white_bkgd)
+    if cfg.holdout == "far":
+        scene = far_split(scene)
     return with_far(scene, cfg.far)
+
+
+def far_split(scene: Scene) -> Scene:
+    """``scene`` with as many held-out views as its split has, now those whose camera centres stand
+    farthest from the centre of the capture (``--holdout far``): the point nearest to all optical
+    axes (``enerf.cameras.scene_kind.look_at_point``), or the mean camera centre where the axes
+    meet behind the cameras or not at all. Ties go to the lower index; both lists stay sorted.
+
+    Raises:
+        ConfigError: the scene holds no held-out view to move (``--llffhold 0``).
+    """
+    n_test = len(scene.i_test)
+    if n_test == 0:
+        raise ConfigError("--holdout far holds out as many views as the split has, and it has none "
+                          "(--llffhold 0); set --llffhold N", ("holdout",))
+    views = np.union1d(scene.i_train, scene.i_test)
+    poses = np.asarray(scene.poses, np.float64)[views]
+    centre = look_at_point(poses)
+    if centre is None:
+        centre = poses[:, :3, 3].mean(0)
+    distance = np.linalg.norm(poses[:, :3, 3] - centre, axis=1)
+    far = views[np.sort(np.argsort(-distance, kind="stable")[:n_test])]
+    return dataclasses.replace(scene, i_train=np.setdiff1d(views, far).astype(np.int64), i_test=far.astype(np.int64))
 
 
 def with_far(scene: Scene, far: float) -> Scene:

@@ -24,10 +24,9 @@ once per set of weights, where it stays within ``BAKE_MAX_VALUES``.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor, nn
-
-import numpy as np
 
 from ..nn import compiled
 from ..nn.contraction import CONTRACTED_BOX, Contraction
