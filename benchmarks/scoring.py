@@ -107,6 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record", default="", help="write the record here (JSON); with --run and no --capture, "
                         "add the runs to the record already there")
     args = parser.parse_args(argv)
+    if not args.capture and not args.run:
+        parser.error("nothing to measure: give --capture NAME=CKPT=DATADIR or --run NAME=RUN_FOLDER")
+    for spec, parts in [(c, 3) for c in args.capture] + [(r, 2) for r in args.run]:
+        if len(spec.split("=", parts - 1)) != parts:
+            parser.error(f"{spec!r} is not NAME=CKPT=DATADIR (--capture) or NAME=RUN_FOLDER (--run)")
     codes = {"after": ROOT, **({"before": Path(args.before).resolve()} if args.before else {})}
     record = {"what": "wall seconds to render and score every held-out view of a trained capture at full "
                       "resolution (enerf eval's evaluate_views, torch's default threads), load excluded; "
