@@ -66,7 +66,7 @@ def test_far_split_of_parallel_cameras_uses_their_mean_centre():
     np.testing.assert_array_equal(split.i_test, [0, 2, 6, 8])
 
 
-def test_far_split_needs_held_out_views(tmp_path):
+def test_far_split_needs_held_out_views():
     poses = np.tile(np.eye(4)[:3], (3, 1, 1))
     with pytest.raises(ConfigError, match="--llffhold 0"):
         far_split(_scene(poses, np.zeros(0, np.int64)))
