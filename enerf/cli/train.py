@@ -153,6 +153,10 @@ def print_metrics(metrics: dict, where: Path) -> None:
         f"held-out PSNR {fmt(metrics['psnr'], '.2f')} dB  SSIM {fmt(metrics['ssim'], '.4f')}"
         f"  LPIPS {fmt(metrics['lpips'], '.4f')}  ({len(metrics['per_image'])} views, {metrics['steps']} steps) -> {where}"
     )
+    if metrics.get("psnr_fit_right") is not None:
+        model = (metrics.get("appearance") or {}).get("model", "none")
+        print(f"appearance {model}: PSNR on the field's own colours (the training photos' mean appearance); "
+              f"{metrics['psnr_fit_right']:.2f} dB on the right halves after an affine colour fit on the left (NeRF-W)")
     if metrics["lpips"] is None and metrics.get("lpips_error"):
         print(f"LPIPS unavailable: {metrics['lpips_error']}")
     for warning in metrics.get("warnings") or []:

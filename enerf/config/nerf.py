@@ -38,6 +38,7 @@ OptimizerName = Literal["adam", "sgd"]  # enerf.optim.build_optimizer
 DecaySpace = Literal["p", "z"]  # where weight_decay / grad_reg regularize (enerf.optim.regularization)
 Device = Literal["auto", "cpu", "cuda", "mps"]  # enerf.device.choose_device
 # after training: none, auto (enerf.cameras.paths.default_path) or one of enerf render's --path names
+AppearanceModel = Literal["none", "affine"]  # enerf.fields.appearance: per-image colour transforms
 FinalVideo = Literal["none", "auto", "spiral", "orbit", "test", "train", "interp", "ellipse"]
 DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SPACES, DEVICES, CONTRACTIONS = (
     get_args(t) for t in (DatasetType, Encoding, Conditioning, RendererName, Precond, DecaySpace, Device,
@@ -273,6 +274,13 @@ class TrainConfig(Cadence, Regularization):
     lrate_scale: float = option(1.0, "multiplies lrate and encoding_lrate (what enerf compare's COND*S modes set, "
                                 "for learning-rate sweeps)", lo=0.0, lo_open=True)
     tv_weight: float = option(0.0, "weight of the total-variation loss on triplane grids (0: off)", lo=0.0)
+    robust_trim: float = option(0.0, "robust photometric loss (RobustNeRF's trimmed loss, per ray): the fraction of "
+                                "each batch's rays with the largest errors left out of the loss, for passers-by and "
+                                "other things that move between photos (0: off)", lo=0.0, hi=1.0, hi_open=True)
+    appearance: AppearanceModel = option("none", "per-image appearance: none, or affine (a colour matrix and offset "
+                                         "learned per training photo for its exposure and white balance, their mean "
+                                         "the identity; held-out views are scored on the mean appearance, "
+                                         "enerf.fields.appearance)")
     seed: int = option(0, "random seed (weights, ray batches, jitter)", lo=0, hi=MAX_SEED)
     precrop_iters: int = option(0, "steps that sample rays from the central crop only", lo=0)
     precrop_frac: float = option(0.5, "side of that central crop, as a fraction of the image", lo=0.0, hi=1.0,

@@ -139,6 +139,12 @@ class RaySampler:
         """One batch: (Rays [n_rays], rgb [n_rays, 3])."""
         return self.batch(self.draw(center_only))
 
+    def sample_views(self, center_only: bool = False) -> tuple[Rays, Tensor, Tensor]:
+        """One batch and the training view of each ray: (Rays [n_rays], rgb [n_rays, 3], views: Tensor
+        # [n_rays] int64, 0 .. len(views) - 1 in the order of ``views``); the same draws as ``sample``."""
+        idx = self.draw(center_only)
+        return *self.batch(idx), self.pixels(idx)[0]
+
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
         """Where the draws are: the generator state the current epoch's permutation came from, the

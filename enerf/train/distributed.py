@@ -140,17 +140,17 @@ def shard_bounds(n: int, size: int | None = None, index: int | None = None) -> t
     return n * index // size, n * (index + 1) // size
 
 
-def shard_batch(rays, target: Tensor):
-    """This rank's share of a global batch: ``rays`` (a named tuple of [n, c] tensors) and
-    ``target`` [n, 3] -> the same for [n_rank] rows. Unchanged on one process."""
+def shard_batch(rays, target: Tensor, *more: Tensor):
+    """This rank's share of a global batch: ``rays`` (a named tuple of [n, c] tensors), ``target``
+    [n, 3] and any ``more`` [n, ...] -> the same for [n_rank] rows. Unchanged on one process."""
     size = world_size()
     if size == 1:
-        return rays, target
+        return rays, target, *more
     n = target.shape[0]
     if n < size:
         raise ConfigError(f"a ray batch of {n} rays cannot be shared by {size} processes; raise --N_rand")
     start, stop = shard_bounds(n, size)
-    return type(rays)(*(field[start:stop] for field in rays)), target[start:stop]
+    return type(rays)(*(field[start:stop] for field in rays)), target[start:stop], *(t[start:stop] for t in more)
 
 
 def rank_generator(generator: torch.Generator) -> torch.Generator:

@@ -15,6 +15,7 @@ from ..atomic import atomic_write_bytes, atomic_write_json
 from ..config import RenderConfig
 from ..data.scene import Scene
 from ..errors import ConfigError
+from ..fields.appearance import APPEARANCE_PROTOCOL, right_half_psnr
 from ..fields.nerf import NeRFField
 from ..metrics import LPIPS_MIN_SIZE, SSIM_WINDOW, image_metrics, make_lpips
 from ..progress import progress_bar, stderr_is_terminal
@@ -55,7 +56,8 @@ def evaluate_views(
     report: bool = False,
     source: ImageSource | None = None,
 ) -> list[dict]:
-    """Per-view metrics; optionally saves each rendering as ``image_dir/view_NNN.png``.
+    """Per-view metrics (``image_metrics``, and ``psnr_fit_right``: NeRF-W's protocol,
+    ``enerf.fields.appearance``); optionally saves each rendering as ``image_dir/view_NNN.png``.
 
     ``stride``: s > 1 renders and scores every s-th row and column of each view only (s² times
     fewer rays; PSNR is then the mean over that regular subset of the pixels, SSIM and LPIPS are
@@ -77,7 +79,8 @@ def evaluate_views(
         for k, index in enumerate(views):
             bar.set_postfix_str(f"view {k + 1}/{len(views)}", refresh=False)
             pred = source(PinholeView.of_scene(scene, int(index), stride), bar)["rgb"].clamp(0.0, 1.0).cpu().numpy()
-            scores = image_metrics(pred, scene.image(int(index), stride), lpips_metric)
+            target = scene.image(int(index), stride)
+            scores = {**image_metrics(pred, target, lpips_metric), "psnr_fit_right": right_half_psnr(pred, target)}
             per_image.append({"view": int(index), **scores})
             if lines is not None:
                 lines.view_done(k + 1, scores["psnr"])
@@ -109,6 +112,7 @@ def summarize(per_image: list[dict], lpips_error: str | None) -> dict:
     """Means over views; ``lpips`` is None (with ``lpips_error``) when it could not be computed."""
     summary = {
         "psnr": float(np.mean([p["psnr"] for p in per_image])),
+        "psnr_fit_right": float(np.mean([p["psnr_fit_right"] for p in per_image])),
         "ssim": float(np.mean([p["ssim"] for p in per_image])),
         "ssim_window": SSIM_WINDOW,
         "lpips": None,
@@ -177,6 +181,7 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
             "per_image": per_image,
             "steps": run.step,
             "eval_stride": cfg.train.eval_stride,
+            "appearance": {"model": cfg.train.appearance, **APPEARANCE_PROTOCOL},
             "conditioning": cfg.field.conditioning,
             "conditioned_layers": cfg.field.conditioned_layers,
             "checkpoint": str(run.ckpt_path),

@@ -35,6 +35,7 @@ from ..data.scene import Scene
 from ..device import select_device
 from ..errors import CheckpointError
 from ..fields.build import build_fields
+from ..fields.appearance import APPEARANCE_PROTOCOL, Appearance
 from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers
@@ -51,20 +52,37 @@ from .loop import Evaluation, StepResult, train_loop
 from .rays_per_step import RaysPerStep
 from .state import LoopState, optimizer_from_config, restore_loop_state, set_learning_rates
 
-__all__ = ["train_nerf", "NerfRun", "prepare_run", "nerf_losses", "grid_record"]
+__all__ = ["train_nerf", "NerfRun", "prepare_run", "nerf_losses", "photometric_mse", "grid_record", "trained_modules"]
 
 
-def nerf_losses(out: dict, target: Tensor, fields: dict | None = None, tv_weight: float = 0.0) -> dict[str, Tensor]:
-    """The named loss terms of a step: photometric MSE of the final pass and of the coarse pass if any, and
-    ``tv_weight`` x the total variation of every field's learned position encoding (triplane).
+def photometric_mse(rgb: Tensor, target: Tensor, trim: float = 0.0) -> Tensor:
+    """Mean squared error of rendered colours; with ``trim`` > 0 (RobustNeRF's trimmed loss, per ray)
+    the ``trim`` fraction of the rays with the largest errors is left out (the threshold, the batch's
+    1 - trim quantile of the per-ray errors, is no part of the gradient).
 
     Args:
-        out: the renderer's output, rgb: Tensor  # [n_rays, 3] (+ rgb_coarse)
+        rgb, target: Tensor  # [n_rays, 3]
+    """
+    if trim <= 0:
+        return torch.mean((rgb - target) ** 2)
+    per_ray = torch.mean((rgb - target) ** 2, dim=-1)  # [n_rays]
+    keep = per_ray <= torch.quantile(per_ray.detach(), 1.0 - trim)
+    return per_ray[keep].mean()
+
+
+def nerf_losses(out: dict, target: Tensor, fields: dict | None = None, tv_weight: float = 0.0,
+                trim: float = 0.0) -> dict[str, Tensor]:
+    """The named loss terms of a step: photometric MSE of the final pass and of the coarse pass if any
+    (``photometric_mse``, ``trim``: the robust loss), the renderer's own terms, and ``tv_weight`` x the
+    total variation of every field's learned position encoding (triplane).
+
+    Args:
+        out: the renderer's output, rgb: Tensor  # [n_rays, 3] (+ rgb_coarse), each as the ray's photo sees it
         target: Tensor  # [n_rays, 3]
     """
-    losses = {"mse": torch.mean((out["rgb"] - target) ** 2)}
+    losses = {"mse": photometric_mse(out["rgb"], target, trim)}
     if "rgb_coarse" in out:
-        losses["mse_coarse"] = torch.mean((out["rgb_coarse"] - target) ** 2)
+        losses["mse_coarse"] = photometric_mse(out["rgb_coarse"], target, trim)
     losses.update(out.get("loss_terms") or {})  # the renderer's own (proposal sampler: proposal, distortion)
     if tv_weight > 0 and fields:
         encodings = [f.pos_encoding for f in fields.values()
@@ -108,6 +126,7 @@ class NerfRun:
     progress: bool = True  # progress bars of the evaluations (on a terminal; --quiet: off)
     logged_psnr: list[float] = field(default_factory=list)  # training PSNRs logged since the last evaluation
     load_seconds: float = 0.0  # wall-clock seconds prepare_run took (scene, fields, renderer)
+    appearance: Appearance | None = None  # --appearance affine: the training photos' colour transforms
 
     command = "enerf train"
     final_scalar = ("test/psnr", "psnr")
@@ -126,16 +145,18 @@ class NerfRun:
         lr = set_learning_rates(optimizer, train, step, progress)
         # 2. the estimator's own update (an occupancy grid's, every grid_update_every steps)
         renderer.update(step, self.fields, self.generator)
-        # 3. the batch: rays_per_step.n_rays random training pixels (this rank's share of them)
+        # 3. the batch: rays_per_step.n_rays random training pixels (this rank's share of them) and their photos
         self.sampler.n_rays = n_rays = self.rays_per_step.n_rays
-        rays, target = shard_batch(*self.sampler.sample(center_only=step < train.precrop_iters))
-        # 4. render (jitter from this rank's own generator)
+        rays, target, views = shard_batch(*self.sampler.sample_views(center_only=step < train.precrop_iters))
+        # 4. render (jitter from this rank's own generator); each colour as its photo sees it (--appearance)
         out = renderer.render_rays(rays, self.fields, train=True, generator=rank_generator(self.generator))
+        if self.appearance is not None:
+            out.update({k: self.appearance(out[k], views) for k in ("rgb", "rgb_coarse") if k in out})
         # 5. record the work (summed over ranks); it sizes the next batch for the target samples per step
         self.rays_per_step.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
                                                   out["n_colour_skipped"]))
         # 6. the named loss terms: photometric, the renderer's own, total variation, the optimizer's penalties
-        losses = {**nerf_losses(out, target, self.fields, train.tv_weight), **optimizer.penalties()}
+        losses = {**nerf_losses(out, target, self.fields, train.tv_weight, train.robust_trim), **optimizer.penalties()}
         loss = sum(losses.values())
         del out  # what the loss does not hold is freed before the backward pass
         # 7. the one backward pass; the gradient of the global batch, each rank weighted by its share
@@ -175,7 +196,9 @@ class NerfRun:
         return Evaluation(record, {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB")
 
     def checkpoint_fields(self) -> dict[str, dict]:
-        return {name: f.state_dict() for name, f in self.fields.items()}
+        """The weights of every field, and of the photos' colour transforms under ``--appearance``
+        (``appearance``: loaded back on ``--resume`` only; the field alone renders the mean appearance)."""
+        return {name: m.state_dict() for name, m in trained_modules(self.fields, self.appearance).items()}
 
     def checkpoint_extras(self) -> dict:
         return {"sampler": self.sampler.state_dict(), "renderer": self.renderer.state_dict(),
@@ -224,6 +247,7 @@ class NerfRun:
             "eval_stride": stride,  # cfg.train.eval_stride, or larger for a short run (enerf.train.short_run)
             # held-out rays rendered and scored per wall second of the final evaluation
             "eval_rays_per_second": scored / wall["eval"] if scored and wall["eval"] > 0 else None,
+            "appearance": {"model": cfg.train.appearance, **APPEARANCE_PROTOCOL},  # how held-out views are scored
             "conditioning": cfg.field.conditioning,
             "precond": cfg.train.precond,
             "conditioned_layers": cfg.field.conditioned_layers,
@@ -245,6 +269,11 @@ class NerfRun:
         return metrics
 
 
+def trained_modules(fields: dict[str, NeRFField], appearance: Appearance | None) -> dict[str, torch.nn.Module]:
+    """What a run optimises and checkpoints, by checkpoint name: the fields, then ``appearance``."""
+    return {**fields, "appearance": appearance} if appearance is not None else dict(fields)
+
+
 def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | None = None) -> NerfRun:
     """Seed, load the scene, build fields, optimizer, ray sampler, renderer (and its grid) and
     ray batch for ``cfg``; restored from a checkpoint ``payload`` when given."""
@@ -253,9 +282,11 @@ def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | Non
     generator = seed_everything(cfg.train.seed)
     scene = load_scene(cfg.data, data_root, cfg.render.white_bkgd)
     fields = build_fields(cfg.field, device, cfg.render)
-    optimizer = optimizer_from_config(fields.values(), cfg.train)
-    loop = restore_loop_state(payload, fields, optimizer, generator)
-    broadcast_parameters(fields.values())  # distributed: every rank starts from rank 0's weights
+    appearance = Appearance(len(scene.i_train)).to(device) if cfg.train.appearance == "affine" else None
+    modules = trained_modules(fields, appearance)
+    optimizer = optimizer_from_config(modules.values(), cfg.train)
+    loop = restore_loop_state(payload, modules, optimizer, generator)
+    broadcast_parameters(modules.values())  # distributed: every rank starts from rank 0's weights
     sampler = RaySampler(scene, scene.i_train, cfg.train.n_rand, generator, device, cfg.train.precrop_frac)
     if payload is not None:
         sampler.load_state_dict(payload["extra"]["sampler"])
@@ -268,7 +299,7 @@ def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | Non
     rays_per_step.load_state_dict(saved_extra.get("rays_per_step", saved_extra.get("ray_batch")))  # older: ray_batch
     return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, renderer, rays_per_step,
                    list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"),
-                   load_seconds=time.perf_counter() - tic)
+                   load_seconds=time.perf_counter() - tic, appearance=appearance)
 
 
 def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
@@ -282,6 +313,9 @@ def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
         if was != now:
             raise CheckpointError(f"--resume: {ckpt_path} was trained with data.{f.name} = {was!r}, not {now!r}; "
                                   "pass the same scene flags or use a new --expname")
+    if saved.train.appearance != cfg.train.appearance:
+        raise CheckpointError(f"--resume: {ckpt_path} was trained with --appearance {saved.train.appearance}, not "
+                              f"{cfg.train.appearance}; pass the same or use a new --expname")
     if saved.field != cfg.field or saved.render.n_importance != cfg.render.n_importance:
         raise CheckpointError(
             f"{ckpt_path}: its network config differs from this run's; use a new --expname or the same settings"

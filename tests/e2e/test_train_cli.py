@@ -71,6 +71,27 @@ def test_resume_continues_exactly(scene_dir, tmp_path):
     assert resumed["psnr"] == pytest.approx(straight["psnr"], abs=1e-5)
 
 
+def test_appearance_and_robust_loss_resume_exactly(scene_dir, tmp_path, capsys):
+    """--appearance affine with --robust_trim: the transforms are checkpointed (one per training view),
+    a resumed run ends where a straight one does, metrics.json names the protocol; resuming with
+    another --appearance is one line."""
+    flags = ("--appearance", "affine", "--robust_trim", "0.2")
+    straight = _train(scene_dir, tmp_path, "straight", 12, *flags)
+    _train(scene_dir, tmp_path, "halves", 6, *flags)
+    resumed = _train(scene_dir, tmp_path, "halves", 12, "--resume", *flags)
+    assert resumed["psnr"] == pytest.approx(straight["psnr"], abs=1e-5)
+    assert resumed["appearance"]["model"] == "affine" and "mean appearance" in resumed["appearance"]["psnr"]
+    payload, cfg = load_checkpoint(tmp_path / "halves" / "checkpoints" / "latest.pt")
+    n_train = len(load_scene(cfg.data, Path("data")).i_train)
+    assert payload["fields"]["appearance"]["matrix"].shape == (n_train, 3, 3)
+    assert payload["fields"]["appearance"]["matrix"].abs().max() > 0  # trained, not the zeros it starts from
+    capsys.readouterr()
+    assert main(["train", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--expname", "halves",
+                 "--iters", "14", *TINY, "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--appearance affine" in err[0]
+
+
 def test_nerf_pytorch_config_file_is_accepted(scene_dir, tmp_path):
     config = tmp_path / "fern_like.txt"
     config.write_text(
