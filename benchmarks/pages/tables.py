@@ -336,3 +336,15 @@ def paper() -> str:
     for name, r in s["kappa_ratio_row"].items():
         rows.append(f"| κ(EW) / κ(W) of `row`'s matrices, {name} | | {r['min']:.3f}–{r['max']:.3f} | |")
     return "\n".join(rows)
+
+
+@table("fidelity", "fidelity")
+def fidelity() -> str:
+    """docs/captures.md's table: zero-config 10-minute runs with and without issue 47's fidelity options."""
+    rows = ["| run | options | steps | held-out PSNR | worst view (below the mean) | right halves after an affine fit "
+            "| final scoring ÷ training time |", "|---|---|---|---|---|---|---|"]
+    for name, r in record("fidelity")["runs"].items():
+        options = " ".join(f"`{f}`" if f.startswith("--") else f for f in r["flags"]) or "none (the defaults)"
+        rows.append(f"| {name} | {options} | {r['steps']:,} | {r['psnr']:.2f} dB | {r['worst_view']} "
+                    f"({r['worst_below_mean']:.2f} dB) | {r['psnr_fit_right']:.2f} dB | {100 * r['final_eval_share']:.1f} % |")
+    return "\n".join(rows)

@@ -274,9 +274,13 @@ class TrainConfig(Cadence, Regularization):
     lrate_scale: float = option(1.0, "multiplies lrate and encoding_lrate (what enerf compare's COND*S modes set, "
                                 "for learning-rate sweeps)", lo=0.0, lo_open=True)
     tv_weight: float = option(0.0, "weight of the total-variation loss on triplane grids (0: off)", lo=0.0)
-    robust_trim: float = option(0.0, "robust photometric loss (RobustNeRF's trimmed loss, per ray): the fraction of "
-                                "each batch's rays with the largest errors left out of the loss, for passers-by and "
-                                "other things that move between photos (0: off)", lo=0.0, hi=1.0, hi_open=True)
+    robust_trim: float = option(0.0, "robust photometric loss (RobustNeRF's), for passers-by and other things that "
+                                "move between photos: a pixel whose error is above the batch's 1 - this quantile is "
+                                "an outlier candidate and left out of the loss (with --robust_patch, only where its "
+                                "neighbours are too; 0: off)", lo=0.0, hi=1.0, hi_open=True)
+    robust_patch: int = option(8, "with --robust_trim: training rays drawn as patches of this many pixels a side, so "
+                               "that a pixel counts as an outlier only when most of its 3 x 3 neighbours and of its "
+                               "patch do (RobustNeRF's mask); 0: single rays, every candidate left out", lo=0)
     appearance: AppearanceModel = option("none", "per-image appearance: none, or affine (a colour matrix and offset "
                                          "learned per training photo for its exposure and white balance, their mean "
                                          "the identity; held-out views are scored on the mean appearance, "

@@ -56,6 +56,9 @@ class RaySampler:
         generator: CPU generator the permutations and precrop draws come from.
         device: where batches are made.
         precrop_frac: size of the central box, as a fraction of the image's height and width.
+        patch: p > 0: every batch is ``n_rays // p²`` square patches of p x p pixels instead (random views and
+            places, drawn from ``generator``; the pixels patch by patch, each patch's rows in order), for a
+            loss that looks at a pixel's neighbours (``--robust_trim``).
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class RaySampler:
         generator: torch.Generator,
         device: torch.device | str = "cpu",
         precrop_frac: float = 0.5,
+        patch: int = 0,
     ) -> None:
         self.scene = scene
         self.device = torch.device(device)
@@ -74,6 +78,7 @@ class RaySampler:
         self.n_rays = int(n_rays)
         self.generator = generator
         self.center = center_box(scene.height, scene.width, precrop_frac)
+        self.patch = min(int(patch), scene.height, scene.width)
         self._n = len(self.views) * scene.height * scene.width
         self._dtype = torch.int32 if self._n < 2**31 else torch.int64  # the permutation's values, 4 bytes when they fit
         self._order = torch.empty(0, dtype=self._dtype)
@@ -93,7 +98,20 @@ class RaySampler:
     def draw(self, center_only: bool = False) -> Tensor:
         """The next batch's pixel indices: Tensor  # [n_rays] int64 (see the class docstring)."""
         idx = self._center_indices() if center_only else None
+        if idx is None and self.patch > 0:
+            idx = self._patch_indices()
         return self._next_indices() if idx is None else idx
+
+    def _patch_indices(self) -> Tensor:
+        """``n_rays // patch²`` (at least one) patches at random views and places: [n_patches * patch²]."""
+        p, height, width = self.patch, self.scene.height, self.scene.width
+        n = max(1, self.n_rays // (p * p))
+        view = torch.randint(len(self.views), (n, 1, 1), generator=self.generator)
+        top = torch.randint(height - p + 1, (n, 1, 1), generator=self.generator)
+        left = torch.randint(width - p + 1, (n, 1, 1), generator=self.generator)
+        offsets = torch.arange(p)
+        idx = (view * height + top + offsets[:, None]) * width + left + offsets[None, :]  # [n, p, p]
+        return idx.reshape(-1)
 
     def _next_indices(self) -> Tensor:
         if self._pos + self.n_rays > self._order.numel():

@@ -52,37 +52,60 @@ from .loop import Evaluation, StepResult, train_loop
 from .rays_per_step import RaysPerStep
 from .state import LoopState, optimizer_from_config, restore_loop_state, set_learning_rates
 
-__all__ = ["train_nerf", "NerfRun", "prepare_run", "nerf_losses", "photometric_mse", "grid_record", "trained_modules"]
+__all__ = ["train_nerf", "NerfRun", "prepare_run", "nerf_losses", "photometric_mse", "robust_mask", "grid_record", "trained_modules"]
 
 
-def photometric_mse(rgb: Tensor, target: Tensor, trim: float = 0.0) -> Tensor:
-    """Mean squared error of rendered colours; with ``trim`` > 0 (RobustNeRF's trimmed loss, per ray)
-    the ``trim`` fraction of the rays with the largest errors is left out (the threshold, the batch's
-    1 - trim quantile of the per-ray errors, is no part of the gradient).
+def photometric_mse(rgb: Tensor, target: Tensor, trim: float = 0.0, patch: int = 0) -> Tensor:
+    """Mean squared error of rendered colours, over the inliers of RobustNeRF's mask when ``trim`` > 0.
+
+    A pixel is an outlier candidate when its error (mean over channels) is above the batch's 1 - ``trim``
+    quantile (no part of the gradient). With ``patch`` = p > 0 the rays are p x p patches (``RaySampler``'s
+    ``patch``) and a candidate is left out only when it is an outlier to RobustNeRF's three tests too: fewer
+    than half of its 3 x 3 neighbourhood are below the threshold, and its patch is not an inlier patch (more
+    than 60 % of it inliers after the first two tests makes the patch's central half inliers). With p = 0
+    every candidate is left out (a trimmed loss per ray).
 
     Args:
-        rgb, target: Tensor  # [n_rays, 3]
+        rgb, target: Tensor  # [n_rays, 3], with ``patch``: patch after patch, p² rays each
     """
     if trim <= 0:
         return torch.mean((rgb - target) ** 2)
     per_ray = torch.mean((rgb - target) ** 2, dim=-1)  # [n_rays]
-    keep = per_ray <= torch.quantile(per_ray.detach(), 1.0 - trim)
-    return per_ray[keep].mean()
+    inlier = per_ray <= torch.quantile(per_ray.detach(), 1.0 - trim)
+    if patch > 0:
+        inlier = robust_mask(inlier, patch)
+    return per_ray[inlier].mean()
+
+
+def robust_mask(inlier: Tensor, patch: int) -> Tensor:
+    """RobustNeRF's mask. inlier: Tensor  # [n_rays] bool, patch after patch (p² rays each; rays past the
+    last whole patch stay as they are) -> Tensor  # [n_rays] bool: inliers, their neighbours' and patches'."""
+    whole = inlier.numel() // (patch * patch) * patch * patch
+    grid = inlier[:whole].reshape(-1, 1, patch, patch).float()  # [n_patches, 1, p, p]
+    # 1. at least half the 3 x 3 neighbourhood (zeros beyond the patch, counted) is an inlier
+    neighbours = torch.nn.functional.avg_pool2d(grid, 3, stride=1, padding=1, count_include_pad=True)
+    pixel = (grid > 0) | (neighbours >= 0.5)
+    # 2. a patch more than 60 % inliers: its central half (the inner patch) all inliers
+    lo = patch // 4
+    inner = torch.zeros(patch, patch, dtype=torch.bool, device=inlier.device)
+    inner[lo:lo + patch // 2, lo:lo + patch // 2] = True
+    whole_patch = pixel.float().mean(dim=(1, 2, 3), keepdim=True) > 0.6
+    return torch.cat([(pixel | (whole_patch & inner)).reshape(-1), inlier[whole:]])
 
 
 def nerf_losses(out: dict, target: Tensor, fields: dict | None = None, tv_weight: float = 0.0,
-                trim: float = 0.0) -> dict[str, Tensor]:
+                trim: float = 0.0, patch: int = 0) -> dict[str, Tensor]:
     """The named loss terms of a step: photometric MSE of the final pass and of the coarse pass if any
-    (``photometric_mse``, ``trim``: the robust loss), the renderer's own terms, and ``tv_weight`` x the
+    (``photometric_mse``, ``trim`` and ``patch``: the robust loss), the renderer's own terms, and ``tv_weight`` x the
     total variation of every field's learned position encoding (triplane).
 
     Args:
         out: the renderer's output, rgb: Tensor  # [n_rays, 3] (+ rgb_coarse), each as the ray's photo sees it
         target: Tensor  # [n_rays, 3]
     """
-    losses = {"mse": photometric_mse(out["rgb"], target, trim)}
+    losses = {"mse": photometric_mse(out["rgb"], target, trim, patch)}
     if "rgb_coarse" in out:
-        losses["mse_coarse"] = photometric_mse(out["rgb_coarse"], target, trim)
+        losses["mse_coarse"] = photometric_mse(out["rgb_coarse"], target, trim, patch)
     losses.update(out.get("loss_terms") or {})  # the renderer's own (proposal sampler: proposal, distortion)
     if tv_weight > 0 and fields:
         encodings = [f.pos_encoding for f in fields.values()
@@ -156,7 +179,9 @@ class NerfRun:
         self.rays_per_step.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
                                                   out["n_colour_skipped"]))
         # 6. the named loss terms: photometric, the renderer's own, total variation, the optimizer's penalties
-        losses = {**nerf_losses(out, target, self.fields, train.tv_weight, train.robust_trim), **optimizer.penalties()}
+        patch = self.sampler.patch if step >= train.precrop_iters else 0  # precrop batches are single rays
+        losses = {**nerf_losses(out, target, self.fields, train.tv_weight, train.robust_trim, patch),
+                  **optimizer.penalties()}
         loss = sum(losses.values())
         del out  # what the loss does not hold is freed before the backward pass
         # 7. the one backward pass; the gradient of the global batch, each rank weighted by its share
@@ -287,7 +312,8 @@ def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | Non
     optimizer = optimizer_from_config(modules.values(), cfg.train)
     loop = restore_loop_state(payload, modules, optimizer, generator)
     broadcast_parameters(modules.values())  # distributed: every rank starts from rank 0's weights
-    sampler = RaySampler(scene, scene.i_train, cfg.train.n_rand, generator, device, cfg.train.precrop_frac)
+    sampler = RaySampler(scene, scene.i_train, cfg.train.n_rand, generator, device, cfg.train.precrop_frac,
+                         patch=cfg.train.robust_patch if cfg.train.robust_trim > 0 else 0)
     if payload is not None:
         sampler.load_state_dict(payload["extra"]["sampler"])
     eval_views = scene.i_test if cfg.train.eval_views <= 0 else scene.i_test[: cfg.train.eval_views]
