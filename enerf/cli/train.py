@@ -25,7 +25,7 @@ from ..train.estimate import duration_text
 from .common import OneLineParser, add_config_flags, config_from_args, given_values, parse_bool
 from .view import add_viewer_flags
 
-__all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "preview_line", "cmd_train",
+__all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "fidelity_line", "preview_line", "cmd_train",
            "train_preset", "read_config_file", "scene_layout", "scene_kind"]
 
 
@@ -163,6 +163,17 @@ def print_metrics(metrics: dict, where: Path) -> None:
         print(f"warning: {warning}")
 
 
+def fidelity_line(cfg: RunConfig) -> str:
+    """The second line of a run without a config file: which of the fidelity options are on (docs/captures.md,
+    "Exposure and passers-by")."""
+    train = cfg.train
+    robust = "off" if train.robust_trim <= 0 else (
+        f"--robust_trim {train.robust_trim:g} " + (f"in {train.robust_patch} x {train.robust_patch} patches"
+                                                    if train.robust_patch > 0 else "per ray"))
+    return (f"per-image appearance: {'off' if train.appearance == 'none' else '--appearance ' + train.appearance}; "
+            f"robust loss: {robust}; held-out views: --holdout {cfg.data.holdout}")
+
+
 def preview_line(info: dict, train_seconds: float) -> str:
     """The line after the preview video: what was written, cut or left out (``render_preview``'s dict)."""
     if "skipped" in info:
@@ -186,6 +197,8 @@ def cmd_train(argv: list[str]) -> int:
     if preset is not None and is_writer():
         print(preset_line(preset, args.preset, device, why), flush=True)
     cfg = run_config_from_args(args, preset)
+    if preset is not None and is_writer():
+        print(fidelity_line(cfg), flush=True)
     for key in ("netdepth_fine", "netwidth_fine"):
         if getattr(args, key) is not None:
             print(f"enerf: note: {key} is ignored; the fine network has the coarse network's shape", file=sys.stderr)

@@ -113,12 +113,17 @@ def test_the_start_line_names_the_preset_and_the_other_one(scene_dir, tmp_path, 
     monkeypatch.setattr("enerf.train.nerf.train_nerf", lambda cfg, **kw: seen.append(cfg))
     assert main(["train", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--preset", "auto"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 1 and out[0].startswith("cpu (--device auto: torch sees no CUDA GPU): forward-facing (viewing "
+    assert len(out) == 2 and out[0].startswith("cpu (--device auto: torch sees no CUDA GPU): forward-facing (viewing "
                                                "directions within ")
+    assert out[1] == "per-image appearance: off; robust loss: off; held-out views: --holdout every"
     assert out[0].endswith("--scene_kind walkaround if not; 10-minute CPU settings (triplane + 2 x 64 MLP, 64 samples, "
                            "--time_budget 600) from enerf's preset fern_cpu (example file: configs/fern_cpu.txt) for "
                            "what no flag sets; --preset paper for the paper's 8 x 256 network")
     assert seen[0].field.encoding == "triplane"
+    assert main(["train", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--preset", "auto", "--appearance",
+                 "affine", "--robust_trim", "0.2", "--holdout", "far"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == ("per-image appearance: --appearance affine; robust loss: "
+                                                       "--robust_trim 0.2 in 8 x 8 patches; held-out views: --holdout far")
     assert preset_line(PRESETS[("paper", "llff")], "paper", "cuda", "--device cuda: NVIDIA H200") == (
         "--preset paper on cuda (--device cuda: NVIDIA H200): the paper's settings (8 x 256 MLP, 64 + 64 samples, "
         "200,000 steps) from enerf's preset fern (example file: configs/fern.txt) for what no flag sets; --preset cuda "
