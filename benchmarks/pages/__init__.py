@@ -65,6 +65,13 @@ STALE_OK: dict[str, str] = {
                    "cli/data.py COLMAP_DEFAULTS); the posing code it measured is unchanged",
     "scoring": "measured at 09feb9d; the one later commit to what it depends on (9262e3b) only reorders the imports "
                "of enerf/fields/proposal.py",
+    "demo": "measured at 9262e3b; rerun at 1a60c55 (after --appearance / --robust_trim, off by default): the same "
+            "PSNR to the last digit (25.73113202518057), its wall time not comparable (the machine ran slower then: "
+            "300 steps took 57-73 s with the code of f0a9daa and of 1a60c55 alike); benchmarks/README.md",
+    "splats": "measured before 983daff / 14e8bec, which add --appearance and --robust_trim, off by default (the demo "
+              "reruns identical to the last digit) and the psnr_fit_right figure of evaluations",
+    "fidelity": "its runs are of f0a9daa (beer), 983daff and 14e8bec: the commits between add options off by default "
+                "(the demo reruns identical to the last digit) and the start line",
     "splat_page": "the commit that stored it (7a0eefd) also changed enerf/splats/html.py: a docstring and the "
                   "preview hook's counters",
 }

@@ -344,7 +344,9 @@ def fidelity() -> str:
     rows = ["| run | options | steps | held-out PSNR | worst view (below the mean) | right halves after an affine fit "
             "| final scoring ÷ training time |", "|---|---|---|---|---|---|---|"]
     for name, r in record("fidelity")["runs"].items():
-        options = " ".join(f"`{f}`" if f.startswith("--") else f for f in r["flags"]) or "none (the defaults)"
+        if r.get("diagnostic"):  # benchmarks/README.md tells of it
+            continue
+        options = f"`{' '.join(r['flags'])}`" if r["flags"] else "none (the defaults)"
         rows.append(f"| {name} | {options} | {r['steps']:,} | {r['psnr']:.2f} dB | {r['worst_view']} "
                     f"({r['worst_below_mean']:.2f} dB) | {r['psnr_fit_right']:.2f} dB | {100 * r['final_eval_share']:.1f} % |")
     return "\n".join(rows)
