@@ -70,8 +70,8 @@ STALE_OK: dict[str, str] = {
             "300 steps took 57-73 s with the code of f0a9daa and of 1a60c55 alike); benchmarks/README.md",
     "splats": "measured before 983daff / 14e8bec, which add --appearance and --robust_trim, off by default (the demo "
               "reruns identical to the last digit) and the psnr_fit_right figure of evaluations",
-    "fidelity": "its runs are of f0a9daa (beer), 983daff and 14e8bec: the commits between add options off by default "
-                "(the demo reruns identical to the last digit) and the start line",
+    "fidelity": "its runs are of f0a9daa (beer), 983daff, 14e8bec and 40dead9 (fox): the commits between add options "
+                "off by default (the demo reruns identical to the last digit) and the start line",
     "splat_page": "the commit that stored it (7a0eefd) also changed enerf/splats/html.py: a docstring and the "
                   "preview hook's counters",
 }
