@@ -82,7 +82,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fidelity: {BASEDIR}/{args.name}/metrics.json not found; train it first (drop --existing)",
                   file=sys.stderr)
             return 2
-        load, commit = [float(x) for x in args.load.replace(",", " ").split()], args.commit or git_commit()
+        try:
+            load = [float(x) for x in args.load.replace(",", " ").split()]
+        except ValueError:
+            print(f"fidelity: --load {args.load!r} is not three numbers (the 1-, 5-, 15-minute load averages)",
+                  file=sys.stderr)
+            return 2
+        commit = args.commit or git_commit()
     else:
         load, commit = load_average(), git_commit()
         done = subprocess.run(train_command(args.name, args.datadir, flags), cwd=ROOT)
