@@ -1,5 +1,6 @@
 """Issue 47's fidelity runs: zero-config 10-minute training of a capture, with or without a fidelity
-option (``--appearance affine``, ``--robust_trim F``, ``--holdout far``), recorded per held-out view.
+option (``--appearance affine``, ``--robust_trim F``, ``--visibility_loss W``, ``--gradient_scaling R``,
+``--holdout far``), recorded per held-out view.
 
     python -m benchmarks.fidelity --name boardgame --datadir ../shared/data/captures/boardgame
     python -m benchmarks.fidelity --name boardgame_trim --datadir ../shared/data/captures/boardgame -- --robust_trim 0.1
@@ -7,7 +8,8 @@ option (``--appearance affine``, ``--robust_trim F``, ``--holdout far``), record
 Each call trains ``enerf train --datadir D --basedir runs/fid --expname NAME [FLAGS]`` in a child process
 (the load average before it is recorded: run it alone on the machine), then writes under NAME in
 ``benchmarks/fidelity.json``: the command, the steps, the held-out PSNR on the mean appearance and with
-NeRF-W's half-view fit (``psnr_fit_right``), every view's PSNR, the worst view's distance below the mean,
+NeRF-W's half-view fit (``psnr_fit_right``) and over the pixels a training camera sees (``psnr_seen``),
+every view's PSNR, the worst view's distance below the mean,
 and the wall time of each stage (loading, training, final evaluation) with the final evaluation's share
 of the training time. ``--existing`` records a run already trained with that command instead (give the
 load average it started under with ``--load``).
@@ -43,8 +45,8 @@ def train_command(name: str, datadir: str, flags: list[str]) -> list[str]:
 def entry(name: str, datadir: str, flags: list[str], load: list[float], commit: str | None) -> dict:
     """The record of the finished run ``runs/fid/NAME`` (its metrics.json)."""
     metrics = json.loads((ROOT / BASEDIR / name / "metrics.json").read_text())
-    views = [{"view": p["view"], "psnr": p["psnr"], "psnr_fit_right": p.get("psnr_fit_right")}
-             for p in metrics["per_image"]]
+    views = [{"view": p["view"], "psnr": p["psnr"], "psnr_fit_right": p.get("psnr_fit_right"),
+              "psnr_seen": p.get("psnr_seen"), "seen_fraction": p.get("seen_fraction")} for p in metrics["per_image"]]
     psnrs = np.array([v["psnr"] for v in views])
     wall = metrics["wall_seconds"]
     return {
@@ -58,6 +60,8 @@ def entry(name: str, datadir: str, flags: list[str], load: list[float], commit: 
         "final_eval_share": wall["eval"] / metrics["train_seconds"],
         "psnr": metrics["psnr"],
         "psnr_fit_right": metrics.get("psnr_fit_right"),
+        "psnr_seen": metrics.get("psnr_seen"),  # over the pixels a training camera sees (enerf.train.evaluate.seen_scores)
+        "seen_fraction": metrics.get("seen_fraction"),
         "ssim": metrics["ssim"],
         "worst_view": int(views[int(np.argmin(psnrs))]["view"]),
         "worst_below_mean": float(psnrs.mean() - psnrs.min()),

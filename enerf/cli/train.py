@@ -170,8 +170,12 @@ def fidelity_line(cfg: RunConfig) -> str:
     robust = "off" if train.robust_trim <= 0 else (
         f"--robust_trim {train.robust_trim:g} " + (f"in {train.robust_patch} x {train.robust_patch} patches"
                                                     if train.robust_patch > 0 else "per ray"))
+    visibility = ("off" if train.visibility_loss <= 0 else
+                  f"--visibility_loss {train.visibility_loss:g} (--visibility_views {train.visibility_views})")
+    scaling = "off" if cfg.render.gradient_scaling <= 0 else f"--gradient_scaling {cfg.render.gradient_scaling:g}"
     return (f"per-image appearance: {'off' if train.appearance == 'none' else '--appearance ' + train.appearance}; "
-            f"robust loss: {robust}; held-out views: --holdout {cfg.data.holdout}")
+            f"robust loss: {robust}; visibility loss: {visibility}; near-camera gradient scaling: {scaling}; "
+            f"held-out views: --holdout {cfg.data.holdout}")
 
 
 def preview_line(info: dict, train_seconds: float) -> str:

@@ -165,6 +165,9 @@ class RenderConfig:
     chunk: int = option(8192, "rays per forward pass when rendering whole images", lo=1)
     rgb_weight_threshold: float = option(0.0, "compute colour only at samples whose compositing weight exceeds this "
                                          "(TensoRF's appearance mask; 0: at every sample)", lo=0.0, hi=1.0)
+    gradient_scaling: float = option(0.0, "while training, scale the gradients of the density and colour of samples "
+                                     "closer to the camera than this distance by (distance / this)^2 (Philip and "
+                                     "Deschaintre's fix for floaters near the cameras; scene units; 0: off)", lo=0.0)
     renderer: RendererName = option("hierarchical", "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid "
                            "ray marching in plain torch, CPU or CUDA), nerfacc (the same with nerfacc, CUDA), auto "
                            "(nerfacc if it builds, else torch_grid), proposal (nerfacto's proposal networks, "
@@ -285,6 +288,11 @@ class TrainConfig(Cadence, Regularization):
                                          "learned per training photo for its exposure and white balance, their mean "
                                          "the identity; held-out views are scored on the mean appearance, "
                                          "enerf.fields.appearance)")
+    visibility_loss: float = option(0.0, "weight of the visibility loss (Nerfbusters'): density is penalised at "
+                                    "random points of the scene that fewer than --visibility_views training cameras "
+                                    "have in their frustum (enerf.train.visibility; world-space scenes; 0: off)", lo=0.0)
+    visibility_views: int = option(1, "with --visibility_loss: a point counts as seen by this many training cameras",
+                                   lo=1)
     seed: int = option(0, "random seed (weights, ray batches, jitter)", lo=0, hi=MAX_SEED)
     precrop_iters: int = option(0, "steps that sample rays from the central crop only", lo=0)
     precrop_frac: float = option(0.5, "side of that central crop, as a fraction of the image", lo=0.0, hi=1.0,

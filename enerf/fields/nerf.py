@@ -116,6 +116,11 @@ class NeRFField(MLPField):
         pdf = torch.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
         return noise_std * pdf + raw * torch.special.ndtr(z)
 
+    def densities(self, x: Tensor) -> list[Tensor]:
+        """[density: Tensor  # [...]] at x: Tensor  # [..., 3], with gradients: the densities this field
+        has (``ProposalNetworks.densities`` has one a level; ``enerf.train.visibility`` penalises them)."""
+        return [self.mean_density(x)]
+
     def density(self, x: Tensor, noise_std: float = 0.0) -> tuple[Tensor, Tensor]:
         """Density, and the features colour is read from (``color``), so that colour can be
         computed at a subset of the points. x: Tensor  # [..., 3] -> (sigma: Tensor  # [...] >= 0,

@@ -103,3 +103,7 @@ class ProposalNetworks(nn.Module):
     def forward(self, level: int, x: Tensor) -> Tensor:
         """Density of level ``level`` at x: Tensor  # [..., 3] -> Tensor  # [...]."""
         return self.levels[level](x)
+
+    def densities(self, x: Tensor) -> list[Tensor]:
+        """The density of every level at x: Tensor  # [..., 3] -> [Tensor  # [...]] (``NeRFField.densities``)."""
+        return [level(x) for level in self.levels]

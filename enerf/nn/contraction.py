@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["CONTRACTIONS", "CONTRACTED_BOX", "contract", "Contraction"]
+__all__ = ["CONTRACTIONS", "CONTRACTED_BOX", "contract", "uncontract", "Contraction"]
 
 CONTRACTIONS = ("none", "mipnerf360", "linf")
 CONTRACTED_BOX = (-2.0, -2.0, -2.0, 2.0, 2.0, 2.0)  # holds contract(x) for every x (both norms)
@@ -46,6 +46,21 @@ def contract(x: Tensor, kind: str = "mipnerf360") -> Tensor:
         raise ValueError(f"contraction {kind!r} is not one of {', '.join(CONTRACTIONS)}")
     outer = norm.clamp(min=1.0)
     return torch.where(norm <= 1.0, x, (2.0 - 1.0 / outer) * (x / outer))
+
+
+def uncontract(y: Tensor, kind: str = "mipnerf360") -> Tensor:
+    """The inverse of ``contract``: y: Tensor  # [..., 3] with norm < 2 -> x: Tensor  # [..., 3], with
+    ``|x| = 1 / (2 - |y|)`` along y's direction outside the unit ball (cube); norms >= 2 give inf."""
+    if kind == "none":
+        return y
+    if kind == "mipnerf360":
+        norm = torch.linalg.vector_norm(y, ord=2, dim=-1, keepdim=True)
+    elif kind == "linf":
+        norm = y.abs().amax(dim=-1, keepdim=True)
+    else:
+        raise ValueError(f"contraction {kind!r} is not one of {', '.join(CONTRACTIONS)}")
+    outer = norm.clamp(min=1.0)
+    return torch.where(norm <= 1.0, y, y / (outer * (2.0 - outer)))
 
 
 class Contraction(nn.Module):

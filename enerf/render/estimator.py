@@ -109,6 +109,14 @@ class Samples:
         points = rays.origins[:, None, :] + rays.directions[:, None, :] * self.t[..., None]
         return points, rays.viewdirs[:, None, :].expand(points.shape)
 
+    def distances(self, rays: Rays) -> Tensor:
+        """The distance of every sample from its ray's origin (the midpoint of a packed interval):
+        Tensor  # [n] (packed) or [n_rays, n_samples], in the units of the rays' space."""
+        norm = rays.directions.norm(dim=-1)
+        if self.packed:
+            return 0.5 * (self.t_starts + self.t_ends) * norm[self.ray_indices]
+        return self.t * norm[:, None]
+
 
 def density_fn(field: RadianceField, noise_std: float = 0.0) -> DensityFn:
     """The density an estimator sees (no gradients): points [n, 3] -> the field's mean density [n]

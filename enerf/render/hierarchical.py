@@ -57,7 +57,8 @@ class HierarchicalEstimator(Estimator):
         if cfg.n_importance <= 0:
             return samples
         noise = cfg.raw_noise_std if train else 0.0
-        coarse, skipped = shade(samples, rays, fields["coarse"], noise, cfg.white_bkgd, cfg.rgb_weight_threshold)
+        coarse, skipped = shade(samples, rays, fields["coarse"], noise, cfg.white_bkgd, cfg.rgb_weight_threshold,
+                                cfg.gradient_scaling if train else 0.0)
         fine = self.propose(rays, samples, coarse["weights"], train, generator)
         fine.field = "fine" if "fine" in fields else "coarse"
         fine.shaded = {**{f"{key}_coarse": coarse[key] for key in _COARSE}, "n_samples": samples.count,

@@ -92,7 +92,7 @@ class Renderer:
         samples = self.estimator.sample(rays, fields, train, generator)
         shaded = samples.shaded
         out, skipped = shade(samples, rays, fields[samples.field], self.noise_std(train), cfg.white_bkgd,
-                             cfg.rgb_weight_threshold)
+                             cfg.rgb_weight_threshold, cfg.gradient_scaling if train else 0.0)
         n_samples = shaded.get("n_samples", 0) + samples.count
         extras = {key: value for key, value in shaded.items() if key not in _COUNTS}
         if train:

@@ -12,12 +12,13 @@ import numpy as np
 import torch
 
 from ..atomic import atomic_write_bytes, atomic_write_json
+from ..cameras.visibility import seen_pixels
 from ..config import RenderConfig
 from ..data.scene import Scene
 from ..errors import ConfigError
 from ..fields.appearance import APPEARANCE_PROTOCOL, right_half_psnr
 from ..fields.nerf import NeRFField
-from ..metrics import LPIPS_MIN_SIZE, SSIM_WINDOW, image_metrics, make_lpips
+from ..metrics import LPIPS_MIN_SIZE, SSIM_WINDOW, image_metrics, make_lpips, mse_to_psnr
 from ..progress import progress_bar, stderr_is_terminal
 from .estimate import duration_text
 from ..render import Renderer
@@ -25,8 +26,8 @@ from ..render.sources import ImageSource, PinholeView, field_source
 from ..loaded_run import load_run
 from ..runfolder import RunLock, check_output_dir
 
-__all__ = ["render_scene_view", "evaluate_views", "ViewReport", "summarize", "read_metrics", "evaluate_checkpoint",
-           "EVAL_OUTPUTS"]
+__all__ = ["render_scene_view", "evaluate_views", "seen_scores", "ViewReport", "summarize", "read_metrics",
+           "evaluate_checkpoint", "EVAL_OUTPUTS"]
 
 # what enerf eval writes into the run folder, per image source: (metrics file, folder of the renderings)
 EVAL_OUTPUTS = {"field": ("metrics.json", "test_views"), "splats": ("metrics_splats.json", "test_views_splats")}
@@ -78,9 +79,11 @@ def evaluate_views(
     with progress_bar(len(views) * rows * cols, desc, progress, unit="ray", leave=leave) as bar:
         for k, index in enumerate(views):
             bar.set_postfix_str(f"view {k + 1}/{len(views)}", refresh=False)
-            pred = source(PinholeView.of_scene(scene, int(index), stride), bar)["rgb"].clamp(0.0, 1.0).cpu().numpy()
+            out = source(PinholeView.of_scene(scene, int(index), stride), bar)
+            pred = out["rgb"].clamp(0.0, 1.0).cpu().numpy()
             target = scene.image(int(index), stride)
-            scores = {**image_metrics(pred, target, lpips_metric), "psnr_fit_right": right_half_psnr(pred, target)}
+            scores = {**image_metrics(pred, target, lpips_metric), "psnr_fit_right": right_half_psnr(pred, target),
+                      **seen_scores(scene, int(index), stride, out, pred, target)}
             per_image.append({"view": int(index), **scores})
             if lines is not None:
                 lines.view_done(k + 1, scores["psnr"])
@@ -88,6 +91,31 @@ def evaluate_views(
                 png = iio.imwrite("<bytes>", (pred * 255 + 0.5).astype(np.uint8), extension=".png")
                 atomic_write_bytes(image_dir / f"view_{int(index):03d}.png", png)
     return per_image
+
+
+def seen_scores(scene: Scene, index: int, stride: int, out: dict, pred: np.ndarray, target: np.ndarray) -> dict:
+    """``psnr_seen``: the PSNR of view ``index`` over the pixels whose rendered surface at least one training
+    camera has in its frustum (``enerf.cameras.visibility.seen_pixels``; the surface: the point at the
+    rendering's median depth, or its mean depth where the source gives no median), and ``seen_fraction``:
+    the share of such pixels. Both None for NDC scenes, sources without depth, or no seen pixel.
+
+    Args:
+        out: the source's rendering (``depth_median`` or ``depth`` and ``acc``: Tensor  # [h, w])
+        pred, target: np.ndarray  # [h, w, 3], the view's pixels at ``stride``
+    """
+    if "depth_median" in out:
+        depth = out["depth_median"]
+    elif "depth" in out and "acc" in out:
+        depth = out["depth"] / out["acc"].clamp_min(1e-6)
+    else:
+        depth = None
+    if scene.use_ndc or depth is None or len(scene.i_train) == 0:
+        return {"psnr_seen": None, "seen_fraction": None}
+    rays = scene.rays(index, "cpu", stride)
+    seen = seen_pixels(rays.origins, rays.directions, depth.float().cpu(), torch.as_tensor(scene.poses[scene.i_train]),
+                       scene.height, scene.width, scene.focal)
+    psnr = mse_to_psnr(np.mean((pred[seen] - target[seen]) ** 2)) if seen.any() else None
+    return {"psnr_seen": psnr, "seen_fraction": float(seen.mean())}
 
 
 class ViewReport:
@@ -113,6 +141,8 @@ def summarize(per_image: list[dict], lpips_error: str | None) -> dict:
     summary = {
         "psnr": float(np.mean([p["psnr"] for p in per_image])),
         "psnr_fit_right": float(np.mean([p["psnr_fit_right"] for p in per_image])),
+        "psnr_seen": _mean_of(per_image, "psnr_seen"),  # over the views that have one
+        "seen_fraction": _mean_of(per_image, "seen_fraction"),
         "ssim": float(np.mean([p["ssim"] for p in per_image])),
         "ssim_window": SSIM_WINDOW,
         "lpips": None,
@@ -125,6 +155,11 @@ def summarize(per_image: list[dict], lpips_error: str | None) -> dict:
     elif lpips_error is None:
         summary["lpips_error"] = f"some views are smaller than LPIPS' minimum of {LPIPS_MIN_SIZE} px"
     return summary
+
+
+def _mean_of(per_image: list[dict], key: str) -> float | None:
+    values = [p[key] for p in per_image if p.get(key) is not None]
+    return float(np.mean(values)) if values else None
 
 
 def read_metrics(path: Path) -> dict:

@@ -50,6 +50,7 @@ from .evaluate import evaluate_views, summarize
 from .short_run import capped_stride, render_rate, stride_line
 from .loop import Evaluation, StepResult, train_loop
 from .rays_per_step import RaysPerStep
+from .visibility import VisibilityLoss
 from .state import LoopState, optimizer_from_config, restore_loop_state, set_learning_rates
 
 __all__ = ["train_nerf", "NerfRun", "prepare_run", "nerf_losses", "photometric_mse", "robust_mask", "grid_record", "trained_modules"]
@@ -150,6 +151,7 @@ class NerfRun:
     logged_psnr: list[float] = field(default_factory=list)  # training PSNRs logged since the last evaluation
     load_seconds: float = 0.0  # wall-clock seconds prepare_run took (scene, fields, renderer)
     appearance: Appearance | None = None  # --appearance affine: the training photos' colour transforms
+    visibility: VisibilityLoss | None = None  # --visibility_loss w > 0
 
     command = "enerf train"
     final_scalar = ("test/psnr", "psnr")
@@ -178,10 +180,13 @@ class NerfRun:
         # 5. record the work (summed over ranks); it sizes the next batch for the target samples per step
         self.rays_per_step.record(*sum_over_ranks(target.shape[0], out["n_samples"], out["n_queries"],
                                                   out["n_colour_skipped"]))
-        # 6. the named loss terms: photometric, the renderer's own, total variation, the optimizer's penalties
+        # 6. the named loss terms: photometric, the renderer's own, total variation, the optimizer's penalties,
+        # the visibility loss
         patch = self.sampler.patch if step >= train.precrop_iters else 0  # precrop batches are single rays
         losses = {**nerf_losses(out, target, self.fields, train.tv_weight, train.robust_trim, patch),
                   **optimizer.penalties()}
+        if self.visibility is not None:
+            losses["visibility"] = self.visibility(self.fields, self.generator)
         loss = sum(losses.values())
         del out  # what the loss does not hold is freed before the backward pass
         # 7. the one backward pass; the gradient of the global batch, each rank weighted by its share
@@ -309,6 +314,8 @@ def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | Non
     fields = build_fields(cfg.field, device, cfg.render)
     appearance = Appearance(len(scene.i_train)).to(device) if cfg.train.appearance == "affine" else None
     modules = trained_modules(fields, appearance)
+    visibility = (VisibilityLoss(scene, cfg.field, cfg.train.visibility_loss, cfg.train.visibility_views, device)
+                  if cfg.train.visibility_loss > 0 else None)
     optimizer = optimizer_from_config(modules.values(), cfg.train)
     loop = restore_loop_state(payload, modules, optimizer, generator)
     broadcast_parameters(modules.values())  # distributed: every rank starts from rank 0's weights
@@ -325,7 +332,7 @@ def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | Non
     rays_per_step.load_state_dict(saved_extra.get("rays_per_step", saved_extra.get("ray_batch")))  # older: ray_batch
     return NerfRun(cfg, device, scene, fields, optimizer, generator, sampler, renderer, rays_per_step,
                    list(eval_views), loop, resumed=payload is not None, warmup_psnr=saved_extra.get("warmup_psnr"),
-                   load_seconds=time.perf_counter() - tic, appearance=appearance)
+                   load_seconds=time.perf_counter() - tic, appearance=appearance, visibility=visibility)
 
 
 def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:

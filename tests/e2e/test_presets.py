@@ -115,7 +115,8 @@ def test_the_start_line_names_the_preset_and_the_other_one(scene_dir, tmp_path, 
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and out[0].startswith("cpu (--device auto: torch sees no CUDA GPU): forward-facing (viewing "
                                                "directions within ")
-    assert out[1] == "per-image appearance: off; robust loss: off; held-out views: --holdout every"
+    assert out[1] == ("per-image appearance: off; robust loss: off; visibility loss: off; near-camera gradient "
+                      "scaling: off; held-out views: --holdout every")
     assert out[0].endswith("--scene_kind walkaround if not; 10-minute CPU settings (triplane + 2 x 64 MLP, 64 samples, "
                            "--time_budget 600) from enerf's preset fern_cpu (example file: configs/fern_cpu.txt) for "
                            "what no flag sets; --preset paper for the paper's 8 x 256 network")

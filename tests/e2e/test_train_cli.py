@@ -92,6 +92,25 @@ def test_appearance_and_robust_loss_resume_exactly(scene_dir, tmp_path, capsys):
     assert len(err) == 1 and "--appearance affine" in err[0]
 
 
+def test_visibility_loss_and_gradient_scaling_resume_exactly(scene_dir, tmp_path, capsys):
+    """--visibility_loss and --gradient_scaling on a world-space scene: a resumed run ends where a straight
+    one does, and the held-out views carry psnr_seen; on an NDC scene the visibility loss is one line."""
+    flags = ("--no_ndc", "--visibility_loss", "0.1", "--gradient_scaling", "0.5")
+    straight = _train(scene_dir, tmp_path, "straight", 12, *flags)
+    _train(scene_dir, tmp_path, "halves", 6, *flags)
+    resumed = _train(scene_dir, tmp_path, "halves", 12, "--resume", *flags)
+    assert resumed["psnr"] == pytest.approx(straight["psnr"], abs=1e-5)
+    plain = _train(scene_dir, tmp_path, "plain", 12, "--no_ndc")
+    assert plain["psnr"] != straight["psnr"]  # the options change training
+    assert all(0 <= p["seen_fraction"] <= 1 for p in straight["per_image"]) and straight["psnr_seen"] is not None
+    capsys.readouterr()
+    assert main(["train", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--expname", "ndc",
+                 "--iters", "2", *TINY, "--visibility_loss", "0.1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--no_ndc" in err[0]
+    assert not (tmp_path / "ndc" / "checkpoints").exists()
+
+
 def test_nerf_pytorch_config_file_is_accepted(scene_dir, tmp_path):
     config = tmp_path / "fern_like.txt"
     config.write_text(
