@@ -21,6 +21,12 @@ import torch
 torch.set_num_threads(1)
 
 import os  # noqa: E402
+
+# Under pytest-xdist (pyproject's addopts: two workers on 2 cores) the CLIs the tests start as subprocesses
+# use one thread too, so that two of them at once do not oversubscribe the cores.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402

@@ -344,9 +344,33 @@ def fidelity() -> str:
     rows = ["| run | options | steps | held-out PSNR | worst view (below the mean) | right halves after an affine fit "
             "| final scoring ÷ training time |", "|---|---|---|---|---|---|---|"]
     for name, r in record("fidelity")["runs"].items():
-        if r.get("diagnostic"):  # benchmarks/README.md tells of it
+        if r.get("diagnostic") or _far(r):  # diagnostics: benchmarks/README.md tells of them; far: fidelity_far
             continue
         options = f"`{' '.join(r['flags'])}`" if r["flags"] else "none (the defaults)"
         rows.append(f"| {name} | {options} | {r['steps']:,} | {r['psnr']:.2f} dB | {r['worst_view']} "
                     f"({r['worst_below_mean']:.2f} dB) | {r['psnr_fit_right']:.2f} dB | {100 * r['final_eval_share']:.1f} % |")
+    return "\n".join(rows)
+
+
+def _far(run: dict) -> bool:
+    """A run scored on the far split (``--holdout far``)."""
+    return any(a == "--holdout" and b == "far" for a, b in zip(run["flags"], run["flags"][1:]))
+
+
+@table("fidelity_far", "fidelity")
+def fidelity_far() -> str:
+    """docs/captures.md's far-split table: runs holding out the cameras farthest from the capture's centre,
+    beside the same capture's every-8th split with the defaults (the run named after the capture)."""
+    runs = record("fidelity")["runs"]
+    rows = ["| run | options | steps | far views' PSNR | on the pixels a training camera sees (their share) "
+            "| worst view (below the mean) | every-8th split, defaults |", "|---|---|---|---|---|---|---|"]
+    for name, r in runs.items():
+        if r.get("diagnostic") or not _far(r):
+            continue
+        rest = [f for f in r["flags"] if f not in ("--holdout", "far")]
+        options = f"`{' '.join(rest)}`" if rest else "none (the defaults)"
+        base = runs.get(name.split("_")[0])
+        every = f"{base['psnr']:.2f} dB ({base['steps']:,} steps)" if base is not None else "not run"
+        rows.append(f"| {name} | {options} | {r['steps']:,} | {r['psnr']:.2f} dB | {r['psnr_seen']:.2f} dB "
+                    f"({100 * r['seen_fraction']:.1f} %) | {r['worst_view']} ({r['worst_below_mean']:.2f} dB) | {every} |")
     return "\n".join(rows)

@@ -122,9 +122,12 @@ def test_the_start_line_names_the_preset_and_the_other_one(scene_dir, tmp_path, 
                            "what no flag sets; --preset paper for the paper's 8 x 256 network")
     assert seen[0].field.encoding == "triplane"
     assert main(["train", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--preset", "auto", "--appearance",
-                 "affine", "--robust_trim", "0.2", "--holdout", "far"]) == 0
-    assert capsys.readouterr().out.splitlines()[1] == ("per-image appearance: --appearance affine; robust loss: "
-                                                       "--robust_trim 0.2 in 8 x 8 patches; held-out views: --holdout far")
+                 "affine", "--robust_trim", "0.2", "--holdout", "far", "--visibility_loss", "0.01", "--gradient_scaling",
+                 "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "per-image appearance: --appearance affine; robust loss: --robust_trim 0.2 in 8 x 8 patches; visibility loss: "
+        "--visibility_loss 0.01 (--visibility_views 1); near-camera gradient scaling: --gradient_scaling 1; held-out "
+        "views: --holdout far")
     assert preset_line(PRESETS[("paper", "llff")], "paper", "cuda", "--device cuda: NVIDIA H200") == (
         "--preset paper on cuda (--device cuda: NVIDIA H200): the paper's settings (8 x 256 MLP, 64 + 64 samples, "
         "200,000 steps) from enerf's preset fern (example file: configs/fern.txt) for what no flag sets; --preset cuda "
