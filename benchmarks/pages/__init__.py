@@ -63,13 +63,16 @@ STALE_OK: dict[str, str] = {
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
     "colmap_fern": "enerf data colmap's parser regenerated from PoseConfig (issue 49: the same defaults, kept by "
                    "cli/data.py COLMAP_DEFAULTS); the posing code it measured is unchanged",
-    "scoring": "measured at 09feb9d; the one later commit to what it depends on (9262e3b) only reorders the imports "
-               "of enerf/fields/proposal.py",
-    "demo": "measured at 9262e3b; rerun at 1a60c55 (after --appearance / --robust_trim, off by default): the same "
-            "PSNR to the last digit (25.73113202518057), its wall time not comparable (the machine ran slower then: "
-            "300 steps took 57-73 s with the code of f0a9daa and of 1a60c55 alike); benchmarks/README.md",
-    "splats": "measured before 983daff / 14e8bec, which add --appearance and --robust_trim, off by default (the demo "
-              "reruns identical to the last digit) and the psnr_fit_right figure of evaluations",
+    "scoring": "measured at 09feb9d; later commits to what it depends on: 9262e3b reorders the imports of "
+               "enerf/fields/proposal.py, 8f85cdd adds psnr_seen to every evaluation (a frustum test per scored pixel) "
+               "and options off by default",
+    "demo": "measured at 9262e3b; rerun at 1a60c55 (after --appearance / --robust_trim) and at e12ff9a (after "
+            "--visibility_loss / --gradient_scaling, all off by default): the same PSNR to the last digit "
+            "(25.73113202518057), its wall time not comparable (the machine ran slower then: 300 steps took 57-73 s "
+            "with the code of f0a9daa and of 1a60c55 alike; 316 s for the whole demo at e12ff9a); benchmarks/README.md",
+    "splats": "measured before 983daff / 14e8bec / 8f85cdd, which add --appearance, --robust_trim, --visibility_loss "
+              "and --gradient_scaling, off by default (the demo reruns identical to the last digit), and the "
+              "psnr_fit_right and psnr_seen figures of evaluations",
     "fidelity": "its runs are of f0a9daa (beer), 983daff, 14e8bec and 40dead9 (fox): the commits between add options "
                 "off by default (the demo reruns identical to the last digit) and the start line",
     "splat_page": "the commit that stored it (7a0eefd) also changed enerf/splats/html.py: a docstring and the "

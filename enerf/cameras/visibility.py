@@ -18,6 +18,8 @@ from torch import Tensor
 
 __all__ = ["frustum_counts", "seen_pixels"]
 
+_CAMERAS_A_ROUND = 8  # seen_pixels tests the points left unseen against this many cameras at a time
+
 
 def frustum_counts(points: Tensor, poses: Tensor, height: int, width: int, focal: float,
                    chunk: int = 65536) -> Tensor:
@@ -63,4 +65,12 @@ def seen_pixels(origins: Tensor, directions: Tensor, depth: Tensor, poses: Tenso
         np.ndarray  # [h, w] bool
     """
     points = (origins + directions * depth[..., None]).reshape(-1, 3)
-    return (frustum_counts(points, poses, height, width, focal) > 0).reshape(depth.shape).cpu().numpy()
+    seen = torch.zeros(points.shape[0], dtype=torch.bool, device=points.device)
+    todo = torch.arange(points.shape[0], device=points.device)
+    for start in range(0, poses.shape[0], _CAMERAS_A_ROUND):  # a point once seen is not tested again
+        hit = frustum_counts(points[todo], poses[start:start + _CAMERAS_A_ROUND], height, width, focal) > 0
+        seen[todo[hit]] = True
+        todo = todo[~hit]
+        if todo.numel() == 0:
+            break
+    return seen.reshape(depth.shape).cpu().numpy()

@@ -56,6 +56,11 @@ def test_frustum_counts_match_opencv_projection():
     expected = _numpy_counts(points, poses)
     assert np.array_equal(counts.numpy(), expected)
     assert 0 < (expected == 0).mean() < 1 and expected.max() >= 3  # both seen and unseen points drawn
+    # seen_pixels tests a few cameras a round and drops the points seen: the same as counts > 0
+    grid = torch.tensor(points, dtype=torch.float32).view(50, 100, 3)
+    seen = seen_pixels(grid, torch.zeros_like(grid), torch.zeros(50, 100), torch.tensor(np.concatenate([poses] * 3)),
+                       H, W, F)
+    assert np.array_equal(seen.reshape(-1), expected > 0)
 
 
 def test_every_pixel_ray_is_in_its_own_frustum_and_seen_pixels_follow_the_depth():
