@@ -364,7 +364,8 @@ def fidelity_far() -> str:
     runs = record("fidelity")["runs"]
     rows = ["| run | options | steps | far views' PSNR | on the pixels a training camera sees (their share) "
             "| worst view (below the mean) | every-8th split, defaults |", "|---|---|---|---|---|---|---|"]
-    for name, r in runs.items():
+    captures = list(dict.fromkeys(name.split("_")[0] for name in runs))  # rows grouped by capture, in record order
+    for name, r in sorted(runs.items(), key=lambda item: captures.index(item[0].split("_")[0])):
         if r.get("diagnostic") or not _far(r):
             continue
         rest = [f for f in r["flags"] if f not in ("--holdout", "far")]
