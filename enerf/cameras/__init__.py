@@ -9,6 +9,7 @@ but its errors.
     paths.py            render paths: LLFF spiral, sphere, ellipse, splines through keyframes
     path_file.py        enerf's camera path file (CameraPath: enerf view saves it, enerf render reads it)
     nerfstudio_path.py  nerfstudio's camera_path.json, both ways
+    visibility.py       which cameras' frusta hold a point (the visibility loss, psnr_seen)
 
 Import the submodules directly; only the ray types are re-exported here.
 """

@@ -38,12 +38,7 @@ def contract(x: Tensor, kind: str = "mipnerf360") -> Tensor:
     inner points do not read)."""
     if kind == "none":
         return x
-    if kind == "mipnerf360":
-        norm = torch.linalg.vector_norm(x, ord=2, dim=-1, keepdim=True)
-    elif kind == "linf":
-        norm = x.abs().amax(dim=-1, keepdim=True)
-    else:
-        raise ValueError(f"contraction {kind!r} is not one of {', '.join(CONTRACTIONS)}")
+    norm = _norm(x, kind)
     outer = norm.clamp(min=1.0)
     return torch.where(norm <= 1.0, x, (2.0 - 1.0 / outer) * (x / outer))
 
@@ -53,14 +48,18 @@ def uncontract(y: Tensor, kind: str = "mipnerf360") -> Tensor:
     ``|x| = 1 / (2 - |y|)`` along y's direction outside the unit ball (cube); norms >= 2 give inf."""
     if kind == "none":
         return y
-    if kind == "mipnerf360":
-        norm = torch.linalg.vector_norm(y, ord=2, dim=-1, keepdim=True)
-    elif kind == "linf":
-        norm = y.abs().amax(dim=-1, keepdim=True)
-    else:
-        raise ValueError(f"contraction {kind!r} is not one of {', '.join(CONTRACTIONS)}")
+    norm = _norm(y, kind)
     outer = norm.clamp(min=1.0)
     return torch.where(norm <= 1.0, y, y / (outer * (2.0 - outer)))
+
+
+def _norm(x: Tensor, kind: str) -> Tensor:
+    """x: Tensor  # [..., 3] -> Tensor  # [..., 1], the norm ``kind`` contracts by (L2 or L-infinity)."""
+    if kind == "mipnerf360":
+        return torch.linalg.vector_norm(x, ord=2, dim=-1, keepdim=True)
+    if kind == "linf":
+        return x.abs().amax(dim=-1, keepdim=True)
+    raise ValueError(f"contraction {kind!r} is not one of {', '.join(CONTRACTIONS)}")
 
 
 class Contraction(nn.Module):

@@ -54,7 +54,7 @@ class VisibilityLoss:
         y = self.lo + u * (self.hi - self.lo)
         if self.contraction == "mipnerf360":  # the contracted ball of radius 2 inside the box
             y = y[y.norm(dim=-1) < 1.99]
-        elif self.contraction == "linf":
+        elif self.contraction == "linf":  # the box itself; its outer 0.25 % a side onto 1.99, to map back finite
             y = y.clamp(-1.99, 1.99)
         x = uncontract(y, self.contraction)
         return x[frustum_counts(x, self.poses, *self.camera) < self.min_views]
