@@ -73,7 +73,7 @@ STALE_OK: dict[str, str] = {
     "splats": "measured before 983daff / 14e8bec / 8f85cdd, which add --appearance, --robust_trim, --visibility_loss "
               "and --gradient_scaling, off by default (the demo reruns identical to the last digit), and the "
               "psnr_fit_right and psnr_seen figures of evaluations",
-    "fidelity": "its runs are of f0a9daa (beer), 983daff, 14e8bec, 40dead9 (fox), 8f85cdd and 07d253a (the far "
+    "fidelity": "its runs are of f0a9daa (beer), 983daff, 14e8bec, 40dead9 (fox), 8f85cdd, 07d253a and 5200803 (the far "
                 "split): the commits between add options off by default (the demo reruns identical to the last "
                 "digit), the start line and psnr_seen (not in the older runs' entries)",
     "splat_page": "the commit that stored it (7a0eefd) also changed enerf/splats/html.py: a docstring and the "
