@@ -33,7 +33,7 @@ from ..data.loaders import load_scene
 from ..data.sampler import RaySampler
 from ..data.scene import Scene
 from ..device import select_device
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError
 from ..fields.build import build_fields
 from ..fields.appearance import APPEARANCE_PROTOCOL, Appearance
 from ..fields.nerf import NeRFField
@@ -316,6 +316,9 @@ def prepare_run(cfg: RunConfig, data_root: Path = DATA_ROOT, payload: dict | Non
     modules = trained_modules(fields, appearance)
     visibility = (VisibilityLoss(scene, cfg.field, cfg.train.visibility_loss, cfg.train.visibility_views, device)
                   if cfg.train.visibility_loss > 0 else None)
+    if cfg.render.gradient_scaling > 0 and scene.use_ndc:
+        raise ConfigError("--gradient_scaling is a distance in the scene's world space; this scene renders in NDC "
+                          "(forward-facing): add --no_ndc, or leave --gradient_scaling at 0", ("gradient_scaling",))
     optimizer = optimizer_from_config(modules.values(), cfg.train)
     loop = restore_loop_state(payload, modules, optimizer, generator)
     broadcast_parameters(modules.values())  # distributed: every rank starts from rank 0's weights

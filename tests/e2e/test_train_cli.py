@@ -109,6 +109,11 @@ def test_visibility_loss_and_gradient_scaling_resume_exactly(scene_dir, tmp_path
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--no_ndc" in err[0]
     assert not (tmp_path / "ndc" / "checkpoints").exists()
+    assert main(["train", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--expname", "ndc",
+                 "--iters", "2", *TINY, "--gradient_scaling", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--gradient_scaling" in err[0] and "--no_ndc" in err[0]
+    assert not (tmp_path / "ndc").exists()
 
 
 def test_nerf_pytorch_config_file_is_accepted(scene_dir, tmp_path):
