@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["available", "torch_threads", "triplane_level", "baked_density", "CONTRACTION_CODES"]
+__all__ = ["available", "torch_threads", "triplane_level", "TriplaneLevel", "baked_density", "CONTRACTION_CODES"]
 
 # the contraction of enerf.nn.contraction, as the kernels' integer code
 CONTRACTION_CODES = {"none": 0, "mipnerf360": 1, "linf": 2}
@@ -49,7 +49,7 @@ def _kernels():
     if _KERNELS is None:
         from . import compiled_kernels
 
-        _KERNELS = compiled_kernels.level, compiled_kernels.density
+        _KERNELS = compiled_kernels.level, compiled_kernels.density, compiled_kernels.level_backward
     return _KERNELS
 
 
@@ -86,6 +86,42 @@ def triplane_level(x: Tensor, lo: Tensor, scale: Tensor, planes: np.ndarray, lin
     """
     with torch_threads():
         _kernels()[0](_f32(x), _f32(lo), _f32(scale), planes, lines, out.numpy(), col)
+
+
+class TriplaneLevel(torch.autograd.Function):
+    """One triplane level with autograd, for training on a CPU: the forward of ``triplane_level`` and a
+    compiled backward into the planes and lines. ``F.grid_sample``'s CPU backward runs on one thread per
+    plane and spends half of a capture's training step (``studies/triplane_lookup.py``); this one splits
+    the work by plane and channel block, each thread owning its slice of the gradients (the same bits on
+    any thread count). No gradient flows to the positions: callers use it where they need none.
+
+    ``TriplaneLevel.apply(x, lo, scale, planes, lines)``:
+        x: Tensor  # [n, 3] float32 positions (no gradient); lo, scale: Tensor  # [3]
+        planes: Tensor  # [3, C, r, r] float32 parameter; lines: Tensor  # [3, C, r, 1]
+        -> Tensor  # [n, 3 C], plane k's C products at [:, k C:(k + 1) C]
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, lo: Tensor, scale: Tensor, planes: Tensor, lines: Tensor) -> Tensor:
+        tables = (planes.detach().permute(0, 2, 3, 1).contiguous().numpy(),
+                  lines.detach()[..., 0].permute(0, 2, 1).contiguous().numpy())  # [3, r, r, C], [3, r, C]
+        out = torch.empty(x.shape[0], 3 * planes.shape[1])
+        triplane_level(x, lo, scale, *tables, out, 0)
+        ctx.save_for_backward(x, lo, scale)
+        ctx.tables = tables
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, lo, scale = ctx.saved_tensors
+        planes, lines = ctx.tables
+        grad_planes, grad_lines = np.zeros_like(planes), np.zeros_like(lines)
+        blocks = max(1, min(planes.shape[3], torch.get_num_threads()))
+        with torch_threads():
+            _kernels()[2](_f32(x), _f32(lo), _f32(scale), planes, lines, _f32(grad), 0, blocks, grad_planes,
+                          grad_lines)
+        return (None, None, None, torch.from_numpy(grad_planes).permute(0, 3, 1, 2).contiguous(),
+                torch.from_numpy(grad_lines).permute(0, 2, 1).unsqueeze(-1).contiguous())
 
 
 def baked_density(x: Tensor, contraction: str, lo: Tensor, scale: Tensor, table: np.ndarray, w2: np.ndarray,

@@ -46,6 +46,46 @@ def level(x, lo, scale, planes, lines, out, col):
 
 
 @numba.njit(parallel=True, cache=True, fastmath=FAST)
+def level_backward(x, lo, scale, planes, lines, grad, col, blocks, grad_planes, grad_lines):
+    """The gradients of ``level`` (``enerf.nn.compiled.TriplaneLevel``): grad [n, F] of its output, read at
+    [:, col:col + 3 C]; adds into grad_planes [3, r, r, C] and grad_lines [3, r, C] (zeros on entry).
+
+    Work items are (plane, block of channels): each owns its slice of both gradients, so no two threads
+    write one value and every value sums its points in index order (the same bits on any thread count).
+    """
+    n, r, c = x.shape[0], planes.shape[1], planes.shape[3]
+    one = np.float32(1.0)
+    width = (c + blocks - 1) // blocks
+    for item in numba.prange(3 * blocks):
+        k, first = item // blocks, (item % blocks) * width
+        last = min(first + width, c)
+        if k == 0:
+            ua, ub, uz = 0, 1, 2
+        elif k == 1:
+            ua, ub, uz = 0, 2, 1
+        else:
+            ua, ub, uz = 1, 2, 0
+        base = col + k * c
+        for i in range(n):
+            a, fa = cell((x[i, ua] - lo[ua]) * scale[ua] - one, r)
+            b, fb = cell((x[i, ub] - lo[ub]) * scale[ub] - one, r)
+            z, fz = cell((x[i, uz] - lo[uz]) * scale[uz] - one, r)
+            w00, w01, w10, w11 = (one - fa) * (one - fb), fa * (one - fb), (one - fa) * fb, fa * fb
+            for ch in range(first, last):
+                g = grad[i, base + ch]
+                p = (w00 * planes[k, b, a, ch] + w01 * planes[k, b, a + 1, ch]
+                     + w10 * planes[k, b + 1, a, ch] + w11 * planes[k, b + 1, a + 1, ch])
+                line = (one - fz) * lines[k, z, ch] + fz * lines[k, z + 1, ch]
+                gp, gl = g * line, g * p
+                grad_planes[k, b, a, ch] += w00 * gp
+                grad_planes[k, b, a + 1, ch] += w01 * gp
+                grad_planes[k, b + 1, a, ch] += w10 * gp
+                grad_planes[k, b + 1, a + 1, ch] += w11 * gp
+                grad_lines[k, z, ch] += (one - fz) * gl
+                grad_lines[k, z + 1, ch] += fz * gl
+
+
+@numba.njit(parallel=True, cache=True, fastmath=FAST)
 def density(x, kind, lo, scale, table, w2, b2, out):
     """A baked density (``enerf.nn.compiled.baked_density``): x [n, 3], kind (``CONTRACTION_CODES``),
     lo, scale [3], table [r, r, r, H], w2 [H] float32, b2 float32; writes out [n]."""

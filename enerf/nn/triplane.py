@@ -17,6 +17,10 @@ Rendering on a CPU (no autograd), a level is read by a compiled loop over the po
 (``enerf.nn.compiled.triplane_level``) from channels-last copies of its planes and lines, made once
 per set of weights (``channels_last``): the same values as ``F.grid_sample``'s to float rounding,
 each product written straight into its place in the output. ``studies/render_probe.py`` times it.
+Training on a CPU (positions without a gradient) reads a level through the same kernel and a compiled
+backward (``enerf.nn.compiled.TriplaneLevel``): ``F.grid_sample``'s CPU backward takes about half of a
+capture's training step (``python -m studies.profile_step``). Elsewhere (CUDA, float64, positions that
+need a gradient) the look-up is ``F.grid_sample``.
 
 The MLP that reads these features (``enerf.fields.nerf``) keeps its conditioned layers: this
 module replaces only the sinusoidal encoding of positions.
@@ -96,6 +100,12 @@ class TriPlaneEncoding(nn.Module):
             for k, (planes, lines) in enumerate(self.channels_last()):
                 compiled.triplane_level(flat, self.lo, self.scale, planes, lines, out, 3 * self.components * k)
             return out.view(*lead, self.out_dim)
+        if (x.device.type == "cpu" and not x.requires_grad and x.dtype == torch.float32
+                and self.planes[0].dtype == torch.float32 and compiled.available()):
+            flat = x.reshape(-1, 3)  # training on a CPU: compiled forward and backward (compiled.TriplaneLevel)
+            feats = [compiled.TriplaneLevel.apply(flat, self.lo, self.scale, planes, lines)
+                     for planes, lines in zip(self.planes, self.lines)]
+            return torch.cat(feats, 1).view(*lead, self.out_dim)
         u = ((x.reshape(-1, 3) - self.lo) * self.scale - 1.0)  # [n, 3] in [-1, 1] inside the aabb
         n = u.shape[0]
         # grid_sample reads (x, y) = (last axis, second-to-last axis) of each plane / line.

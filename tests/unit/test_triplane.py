@@ -55,6 +55,48 @@ def test_features_equal_numpy_bilinear_products():
         assert torch.equal(enc(x.view(5, 8, 3)), enc(x).view(5, 8, -1))
 
 
+def _features_and_gradients(enc: TriPlaneEncoding, x: torch.Tensor, weights: torch.Tensor):
+    for q in enc.parameters():
+        q.grad = None
+    feats = enc(x)
+    (feats * weights).sum().backward()
+    return feats.detach(), [q.grad.clone() for q in enc.parameters()]
+
+
+def test_training_lookup_gradients_equal_grid_sample(monkeypatch):
+    """Training on a CPU reads the grids through enerf.nn.compiled.TriplaneLevel (a compiled forward and
+    backward); its features and its gradients into planes and lines equal F.grid_sample's autograd."""
+    from enerf.nn import compiled
+
+    torch.manual_seed(0)
+    aabb = (-1.5, -1.0, -0.5, 1.5, 2.0, 1.0)
+    enc = TriPlaneEncoding((4, 17), components=5, aabb=aabb)
+    lo, hi = torch.tensor(aabb[:3]), torch.tensor(aabb[3:])
+    x = lo - 0.2 + torch.rand(3000, 3) * (hi - lo + 0.4)  # some outside the box: border values
+    weights = torch.randn(3000, enc.out_dim)
+    feats, grads = _features_and_gradients(enc, x, weights)
+    assert compiled.available()
+    with monkeypatch.context() as m:
+        m.setattr(compiled, "available", lambda: False)  # the torch path: F.grid_sample and its autograd
+        ref_feats, ref_grads = _features_and_gradients(enc, x, weights)
+    torch.testing.assert_close(feats, ref_feats, rtol=0, atol=1e-6)
+    for got, ref in zip(grads, ref_grads):
+        assert got.shape == ref.shape and got.abs().sum() > 0
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    # each gradient value sums its points in one order whatever the thread count: the same bits
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        _, one_thread = _features_and_gradients(enc, x, weights)
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) for a, b in zip(one_thread, grads))
+    # positions that need a gradient take the torch path, which gives them one
+    x.requires_grad_(True)
+    (enc(x) * weights).sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+
+
 def test_leading_dimensions_are_kept():
     enc = TriPlaneEncoding((4,), components=2)
     x = torch.rand(2, 3, 5, 3) * 2 - 1
