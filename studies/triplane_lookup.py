@@ -5,7 +5,8 @@
 Times forward and backward of the bilinear look-up that ``enerf.nn.triplane`` does per level
 (3 planes of C channels, side R, n points each; align_corners, border padding) three ways:
 
-* ``grid_sample``: what the triplane uses, the 3 planes as a batch of 3;
+* ``grid_sample``: what the triplane uses on CUDA (on a CPU, training reads it through
+  ``enerf.nn.compiled.TriplaneLevel``: ``python -m studies.profile_step``), the 3 planes as a batch of 3;
 * ``grid_sample, split k``: the points of each plane split into k batches (the CPU kernel
   parallelises over the batch only), the planes expanded to match;
 * ``embedding_bag``: the planes as a channels-last table, the 4 corners of each point as a bag

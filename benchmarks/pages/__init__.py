@@ -42,10 +42,8 @@ TABLE = re.compile(r"<!-- table (?P<name>\S+) -->\n(?P<body>.*?)<!-- /table -->"
 _NERF = "measured before later commits to the training / rendering code (the redesigns, issue 47's CPU path, the splats)"
 STALE_OK: dict[str, str] = {
     "fern_cpu": f"3 seeds x 10 min and nerf-pytorch beside seed 0; {_NERF}",
-    "lego_cpu": f"10 min; {_NERF}",
-    "capture_proposal": f"the README's capture rows (fox, boardgame 10 and 30 min, the beer recipe); {_NERF}",
-    "capture_fox": "nerfacto beside the capture config's hierarchical sampler; made with the capture config of its "
-                   "time (its `what` says so) and older code",
+    "capture_proposal": f"the README's beer-recipe row and docs/captures.md's sampler table (fox, boardgame 10 and 30 min); "
+                        f"{_NERF} and the triplane's compiled backward (7ec4895)",
     "conditioning_demo": f"none vs row, 3 seeds x 3,000 steps; {_NERF}",
     "methods_demo": f"every method, 3 seeds x 500 steps; {_NERF}",
     "conditioning_real": f"fern 1,500 / lego 300 steps x 3 seeds; {_NERF}",
@@ -66,16 +64,14 @@ STALE_OK: dict[str, str] = {
     "scoring": "measured at 09feb9d; later commits to what it depends on: 9262e3b reorders the imports of "
                "enerf/fields/proposal.py, 8f85cdd adds psnr_seen to every evaluation (a frustum test per scored pixel) "
                "and options off by default",
-    "demo": "measured at 9262e3b; rerun at 1a60c55 (after --appearance / --robust_trim) and at e12ff9a (after "
-            "--visibility_loss / --gradient_scaling, all off by default): the same PSNR to the last digit "
-            "(25.73113202518057), its wall time not comparable (the machine ran slower then: 300 steps took 57-73 s "
-            "with the code of f0a9daa and of 1a60c55 alike; 316 s for the whole demo at e12ff9a); benchmarks/README.md",
     "splats": "measured before 983daff / 14e8bec / 8f85cdd, which add --appearance, --robust_trim, --visibility_loss "
               "and --gradient_scaling, off by default (the demo reruns identical to the last digit), and the "
-              "psnr_fit_right and psnr_seen figures of evaluations",
+              "psnr_fit_right and psnr_seen figures of evaluations, and before 7ec4895 (the triplane's compiled "
+              "backward: training only; the bake reads the field without autograd, unchanged)",
     "fidelity": "its runs are of f0a9daa (beer), 983daff, 14e8bec, 40dead9 (fox), 8f85cdd, 07d253a and 5200803 (the far "
                 "split): the commits between add options off by default (the demo reruns identical to the last "
-                "digit), the start line and psnr_seen (not in the older runs' entries)",
+                "digit), the start line and psnr_seen (not in the older runs' entries); 7ec4895 compiles the triplane's "
+                "backward (more steps in 10 minutes: capture_defaults.json holds the defaults on that code)",
     "splat_page": "the commit that stored it (7a0eefd) also changed enerf/splats/html.py: a docstring and the "
                   "preview hook's counters",
 }
