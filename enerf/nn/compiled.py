@@ -95,16 +95,17 @@ class TriplaneLevel(torch.autograd.Function):
     the work by plane and channel block, each thread owning its slice of the gradients (the same bits on
     any thread count). No gradient flows to the positions: callers use it where they need none.
 
-    ``TriplaneLevel.apply(x, lo, scale, planes, lines)``:
+    ``TriplaneLevel.apply(x, lo, scale, planes, lines, tables)``:
         x: Tensor  # [n, 3] float32 positions (no gradient); lo, scale: Tensor  # [3]
         planes: Tensor  # [3, C, r, r] float32 parameter; lines: Tensor  # [3, C, r, 1]
+        tables: their channels-last copies (np.ndarray [3, r, r, C], [3, r, C]), as
+            ``TriPlaneEncoding.channels_last`` keeps them for the current weights
         -> Tensor  # [n, 3 C], plane k's C products at [:, k C:(k + 1) C]
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, lo: Tensor, scale: Tensor, planes: Tensor, lines: Tensor) -> Tensor:
-        tables = (planes.detach().permute(0, 2, 3, 1).contiguous().numpy(),
-                  lines.detach()[..., 0].permute(0, 2, 1).contiguous().numpy())  # [3, r, r, C], [3, r, C]
+    def forward(ctx, x: Tensor, lo: Tensor, scale: Tensor, planes: Tensor, lines: Tensor,
+                tables: tuple[np.ndarray, np.ndarray]) -> Tensor:
         out = torch.empty(x.shape[0], 3 * planes.shape[1])
         triplane_level(x, lo, scale, *tables, out, 0)
         ctx.save_for_backward(x, lo, scale)
@@ -121,7 +122,7 @@ class TriplaneLevel(torch.autograd.Function):
             _kernels()[2](_f32(x), _f32(lo), _f32(scale), planes, lines, _f32(grad), 0, blocks, grad_planes,
                           grad_lines)
         return (None, None, None, torch.from_numpy(grad_planes).permute(0, 3, 1, 2).contiguous(),
-                torch.from_numpy(grad_lines).permute(0, 2, 1).unsqueeze(-1).contiguous())
+                torch.from_numpy(grad_lines).permute(0, 2, 1).unsqueeze(-1).contiguous(), None)
 
 
 def baked_density(x: Tensor, contraction: str, lo: Tensor, scale: Tensor, table: np.ndarray, w2: np.ndarray,

@@ -103,8 +103,8 @@ class TriPlaneEncoding(nn.Module):
         if (x.device.type == "cpu" and not x.requires_grad and x.dtype == torch.float32
                 and self.planes[0].dtype == torch.float32 and compiled.available()):
             flat = x.reshape(-1, 3)  # training on a CPU: compiled forward and backward (compiled.TriplaneLevel)
-            feats = [compiled.TriplaneLevel.apply(flat, self.lo, self.scale, planes, lines)
-                     for planes, lines in zip(self.planes, self.lines)]
+            feats = [compiled.TriplaneLevel.apply(flat, self.lo, self.scale, planes, lines, tables)
+                     for planes, lines, tables in zip(self.planes, self.lines, self.channels_last())]
             return torch.cat(feats, 1).view(*lead, self.out_dim)
         u = ((x.reshape(-1, 3) - self.lo) * self.scale - 1.0)  # [n, 3] in [-1, 1] inside the aabb
         n = u.shape[0]
