@@ -9,13 +9,12 @@ plot (held-out PSNR of the periodic evaluations against training time, each scen
     python -m benchmarks.real --scene boardgame --datadir ../shared/data/captures/boardgame --config configs/capture_cpu.txt --out runs/bench_proposal_30min --minutes 30 -- --video none
     # the wall time of the capture config as it is (the preview video included)
     python -m benchmarks.real --scene fox --datadir ../shared/data/nerfstudio/fox --config configs/capture_cpu.txt --out runs/bench_wall
-    # the phone-video recipe, no other flag, each command timed (date +%s before and after)
-    enerf data video ../shared/data/video/beer.mp4 --out runs/beer/capture
-    enerf train --datadir runs/beer/capture --basedir runs/beer
-    python -m benchmarks.capture_samplers --beer_video_seconds V --beer_total_seconds T
+    python -m benchmarks.capture_samplers
 
 The fox's hierarchical run is the ``enerf`` entry of ``benchmarks/capture_fox.json`` (the same
-benchmark with the capture config of that time: hierarchical sampler, 64 samples a ray).
+benchmark with the capture config of that time: hierarchical sampler, 64 samples a ray). The record's
+``beer`` entry (the phone-video recipe) was written by an earlier version; benchmarks/video_recipe.py
+measures the recipe now.
 """
 
 from __future__ import annotations
@@ -40,11 +39,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--boardgame_30min", default="runs/bench_proposal_30min/boardgame-s0/bench_real.json")
     parser.add_argument("--fox_wall", default="runs/bench_wall/fox-s0/bench_real.json",
                         help="the capture config as it is, for its wall time")
-    parser.add_argument("--beer_run", default="runs/beer/capture", help="the run folder of the phone-video recipe")
-    parser.add_argument("--beer_scene", default="runs/beer/capture", help="the folder enerf data video wrote")
-    parser.add_argument("--beer_video_seconds", type=float, default=None, help="wall time of enerf data video")
-    parser.add_argument("--beer_total_seconds", type=float, default=None, help="wall time of both commands")
-    parser.add_argument("--beer_load", default=None, help="load averages before / after, as measured")
     parser.add_argument("--out", default="benchmarks/capture_proposal.json")
     parser.add_argument("--plot", default="docs/img/capture_samplers.png")
     return parser.parse_args()
@@ -119,20 +113,6 @@ def main() -> int:
                                       "30 min": runs["boardgame_proposal_30min"]["psnr"]}
     if "fox_wall" in runs:
         summary["fox_wall_minutes"] = round(runs["fox_wall"]["wall_seconds"] / 60, 1)
-    beer = None
-    metrics_path = ROOT / args.beer_run / "metrics.json"
-    if metrics_path.is_file() and args.beer_total_seconds:
-        metrics = json.loads(metrics_path.read_text())
-        frames = json.loads((ROOT / args.beer_scene / "transforms.json").read_text())["frames"]
-        beer = {"registered": len(frames), "psnr": metrics["psnr"], "ssim": metrics["ssim"], "steps": metrics["steps"],
-                "train_seconds": metrics["train_seconds"], "wall_parts": metrics.get("wall_seconds"),
-                "per_view_psnr": {str(p["view"]): p["psnr"] for p in metrics["per_image"]},
-                "video_seconds": args.beer_video_seconds, "total_seconds": args.beer_total_seconds,
-                "load": args.beer_load,
-                "command": "enerf data video ../shared/data/video/beer.mp4 --out runs/beer/capture && "
-                           "enerf train --datadir runs/beer/capture --basedir runs/beer"}
-        summary["beer"] = {"registered": len(frames), "psnr": metrics["psnr"],
-                           "total_minutes": round(args.beer_total_seconds / 60, 1)}
     record = {
         "what": "configs/capture_cpu.txt (proposal sampler: 128 proposal intervals, 48 samples a ray, distortion "
                 "loss 0.002) against the same config with the hierarchical sampler (64 samples a ray, the capture "
@@ -140,12 +120,11 @@ def main() -> int:
                 "boardgame: 12); boardgame also with 30 minutes. PSNR is the mean of the per-view PSNRs; periodic "
                 "evaluations score the first 2 held-out views every 500 steps, the last one all of them. fox_wall: "
                 "the capture config as it is now (the first held-out view every 1,000 steps, a 40-frame preview "
-                "video), for its wall time; beer: the phone-video recipe with it.",
+                "video), for its wall time.",
         "command": "python -m benchmarks.capture_samplers (the bench_real commands in its docstring first)",
         "machine": MACHINE,
         "summary": summary,
         **{name: entry(run) for name, run in runs.items()},
-        **({"beer": beer} if beer else {}),
     }
     out = ROOT / args.out
     write_record(out, record, indent=1)

@@ -42,29 +42,19 @@ TABLE = re.compile(r"<!-- table (?P<name>\S+) -->\n(?P<body>.*?)<!-- /table -->"
 _NERF = "measured before later commits to the training / rendering code (the redesigns, issue 47's CPU path, the splats)"
 _SAME = ("measured at 7ec4895; the next commit only hands TriPlaneEncoding.channels_last()'s cached channels-last tables to the training look-up instead of copying them again (the same arrays): 30 zero-config fox steps at both commits gave 14.421616258992554 dB each (a first pair differed in the 7th digit, run-to-run variation that a repeat of both did not show)")
 STALE_OK: dict[str, str] = {
-    "fern_cpu": f"3 seeds x 10 min and nerf-pytorch beside seed 0; {_NERF}",
     "demo": "the demo's config has no triplane; " + _SAME,
     "lego_cpu": _SAME,
     "capture_defaults": _SAME,
-    "capture_proposal": f"the README's beer-recipe row and docs/captures.md's sampler table (fox, boardgame 10 and 30 min); "
+    "capture_proposal": "docs/captures.md's sampler table (fox, boardgame 10 and 30 min); "
                         f"{_NERF} and the triplane's compiled backward (7ec4895)",
-    "conditioning_demo": f"none vs row, 3 seeds x 3,000 steps; {_NERF}",
-    "methods_demo": f"every method, 3 seeds x 500 steps; {_NERF}",
     "conditioning_real": f"fern 1,500 / lego 300 steps x 3 seeds; {_NERF}",
     "paper_study": f"the paper's networks, about 2 hours of runs; {_NERF}",
     "marcher_race": f"grid vs hierarchical race and row's step cost, 3 seeds; {_NERF}",
-    "distributed": f"1 vs 2 processes; {_NERF}",
-    "shapes_targets": "shape networks in 300 s; measured before later commits to enerf/nn, enerf/config, enerf/optim",
     "shapes_compare": "occupancy networks x 4 modes x 3 seeds; measured before later commits to enerf/nn, enerf/config",
-    "classify_digits": "two later commits touch enerf/nn / enerf/optim (issue 47's CPU path, issue 38's reruns); "
-                       "the study uses only the conditioned layers",
     "mesh_accuracy": f"800 steps then every mesh method; {_NERF}",
     "viewer": f"the viewer's frame times; {_NERF}",
-    "kill_resume": "kill -9 trials; measured before later commits to enerf/train (the merges after it)",
     "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
-    "colmap_fern": "enerf data colmap's parser regenerated from PoseConfig (issue 49: the same defaults, kept by "
-                   "cli/data.py COLMAP_DEFAULTS); the posing code it measured is unchanged",
     "scoring": "measured at 09feb9d; later commits to what it depends on: 9262e3b reorders the imports of "
                "enerf/fields/proposal.py, 8f85cdd adds psnr_seen to every evaluation (a frustum test per scored pixel) "
                "and options off by default",

@@ -20,8 +20,8 @@ RESULTS = [
     "{demo:summary.ssim:.3f}; {demo:summary.wall_seconds} s wall, peak RSS {demo:summary.peak_rss_gib:.2f} GiB "
     f"| [train]({T}#what-the-configs-reach) · [record]({R}demo.json) |",
     "| LLFF fern in 10 min (`configs/fern_cpu.txt`), seeds 0–2 | {fern_cpu:summary.psnr_mean:.2f} ± "
-    "{fern_cpu:summary.psnr_std:.2f} dB; nerf-pytorch at equal time {fern_cpu:summary.peer_psnr:.2f} dB (enerf "
-    "{fern_cpu:summary.enerf_beside_peer_psnr:.2f} dB beside it) "
+    "{fern_cpu:summary.psnr_std:.2f} dB; an earlier equal-time pair: nerf-pytorch {fern_cpu:summary.peer_psnr:.2f} dB, "
+    "enerf {fern_cpu:summary.enerf_beside_peer_psnr:.2f} dB "
     f"| [train]({T}#what-the-configs-reach) · [record]({R}fern_cpu.json) |",
     "| Blender lego in 10 min (`configs/lego_cpu.txt`) | {lego_cpu:summary.psnr:.2f} dB "
     f"| [train]({T}#what-the-configs-reach) · [record]({R}lego_cpu.json) |",
@@ -34,9 +34,9 @@ RESULTS = [
     "steps; its far views {capture_defaults:runs.boardgame_far_defaults.psnr:.2f} dB "
     f"| [captures]({C}#ten-minutes-with-no-config) · [record]({R}capture_defaults.json) |",
     "| a 24 s phone video to a trained scene: `enerf data video` then `enerf train --datadir`, no other flag "
-    "| {capture_proposal:beer.registered} frames kept and registered; held-out {capture_proposal:beer.psnr:.2f} dB; "
-    "{capture_proposal:summary.beer.total_minutes} min wall in all "
-    f"| [data](docs/data.md#from-a-phone-video-enerf-data-video) · [record]({R}capture_proposal.json) |",
+    "| {video_recipe:registered} frames kept and registered; held-out {video_recipe:psnr:.2f} dB; "
+    "{video_recipe:total_minutes:.1f} min wall in all "
+    f"| [data](docs/data.md#from-a-phone-video-enerf-data-video) · [record]({R}video_recipe.json) |",
     "| the fox's field baked into Gaussian splats (`enerf export splats`, defaults), against the field "
     "| {splats:entries.fox.splats.psnr:.2f} dB against {splats:entries.fox.field.psnr:.2f} dB; bake "
     "{splats:entries.fox.bake.seconds:.0f} s; a 120-frame video from the splats {splats:entries.fox.video_splats.seconds:.0f} s "
@@ -102,10 +102,10 @@ def demo_minutes() -> str:
     return f"{record('demo')['summary']['wall_seconds'] / 60:.1f}"
 
 
-@table("beer_wall", "capture_proposal")
+@table("beer_wall", "video_recipe")
 def beer_wall() -> str:
     """docs/walkthrough.md's table: the beer video to a trained scene, stage by stage (wall time)."""
-    beer = record("capture_proposal")["beer"]
+    beer = record("video_recipe")
     parts = beer["wall_parts"]
     preview = beer["total_seconds"] - beer["video_seconds"] - parts["total"]
     return "\n".join([
@@ -167,22 +167,18 @@ def capture_samplers() -> str:
     return "\n".join(rows)
 
 
-@table("configs", "demo", "fern_cpu", "lego_cpu", "capture_proposal")
+@table("configs", "demo", "fern_cpu", "lego_cpu")
 def configs() -> str:
     """docs/train.md's table: what the configs reach in their time (held-out PSNR, steps, wall time)."""
     demo, fern, lego = record("demo"), record("fern_cpu")["runs"], record("lego_cpu")["rerun"]
-    fox = record("capture_proposal")["fox_wall"]
     rows = ["| command | held-out PSNR | steps | training time; wall time in all |", "|---|---|---|---|",
             f"| `enerf train --config configs/demo.txt` | {demo['psnr']:.2f} dB | {demo['steps']:,} | "
             f"{demo['train_seconds']:.0f} s; {demo['wall_seconds']:.0f} s, peak RSS {demo['peak_rss_gib']:.2f} GiB |"]
     for run in fern:
         rows.append(f"| `python -m benchmarks.real --scene fern --seed {run['seed']}` | {run['psnr']:.2f} dB | "
                     f"{run['steps']:,} | {run['train_seconds']:.0f} s; {run['wall_seconds'] / 60:.1f} min |")
-    for cmd, run in (("`python -m benchmarks.real --scene lego`", lego),
-                     ("`python -m benchmarks.real --scene fox --datadir ../shared/data/nerfstudio/fox "
-                      "--config configs/capture_cpu.txt --out runs/bench_wall`", fox)):
-        rows.append(f"| {cmd} | {run['psnr']:.2f} dB | {run['steps']:,} | {run['train_seconds']:.0f} s; "
-                    f"{run['wall_seconds'] / 60:.1f} min |")
+    rows.append(f"| `python -m benchmarks.real --scene lego` | {lego['psnr']:.2f} dB | {lego['steps']:,} | "
+                f"{lego['train_seconds']:.0f} s; {lego['wall_seconds'] / 60:.1f} min |")
     return "\n".join(rows)
 
 
@@ -278,8 +274,8 @@ def shapes_targets() -> str:
 
 @figure("shape_mesh_seconds", "shapes_targets")
 def shape_mesh_seconds() -> str:
-    """The range of `enerf shape mesh --resolution 128`'s wall times over the runs, with two threads."""
-    times = [v for k, v in record("shapes_targets")["mesh_128_two_threads_seconds"].items() if k != "command"]
+    """The range of `enerf shape mesh --resolution 128`'s wall times over the runs (the benchmark's, one thread)."""
+    times = [r["mesh_128_seconds"] for r in record("shapes_targets")["rows"]]
     return f"{min(times):.1f}–{max(times):.1f}"
 
 
