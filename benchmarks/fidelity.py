@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import ROOT, git_commit, load_average, machine, write_record
+from benchmarks.harness import ROOT, git_commit, load_average, machine, parse_load, write_record
 
 RECORD = ROOT / "benchmarks" / "fidelity.json"
 BASEDIR = "runs/fid"
@@ -44,16 +44,20 @@ def train_command(name: str, datadir: str, flags: list[str]) -> list[str]:
 
 def entry(name: str, datadir: str, flags: list[str], load: list[float], commit: str | None) -> dict:
     """The record of the finished run ``runs/fid/NAME`` (its metrics.json)."""
-    metrics = json.loads((ROOT / BASEDIR / name / "metrics.json").read_text())
+    return {"command": shlex.join(train_command(name, datadir, flags)), "flags": flags, "commit": commit,
+            "load_before": load, **run_entry(ROOT / BASEDIR / name)}
+
+
+def run_entry(run: Path) -> dict:
+    """What a finished run's ``RUN/metrics.json`` says: steps, held-out PSNR / SSIM (also with the
+    half-view fit and on the seen pixels), every view, the worst view's distance below the mean, the
+    wall time of each stage and the final evaluation's share of the training time."""
+    metrics = json.loads((run / "metrics.json").read_text())
     views = [{"view": p["view"], "psnr": p["psnr"], "psnr_fit_right": p.get("psnr_fit_right"),
               "psnr_seen": p.get("psnr_seen"), "seen_fraction": p.get("seen_fraction")} for p in metrics["per_image"]]
     psnrs = np.array([v["psnr"] for v in views])
     wall = metrics["wall_seconds"]
     return {
-        "command": shlex.join(train_command(name, datadir, flags)),
-        "flags": flags,
-        "commit": commit,
-        "load_before": load,
         "steps": metrics["steps"],
         "train_seconds": metrics["train_seconds"],
         "wall_seconds": wall,
@@ -86,9 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fidelity: {BASEDIR}/{args.name}/metrics.json not found; train it first (drop --existing)",
                   file=sys.stderr)
             return 2
-        try:
-            load = [float(x) for x in args.load.replace(",", " ").split()]
-        except ValueError:
+        load = parse_load(args.load)
+        if load is None:
             print(f"fidelity: --load {args.load!r} is not three numbers (the 1-, 5-, 15-minute load averages)",
                   file=sys.stderr)
             return 2

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from enerf.atomic import atomic_write_text, json_safe
 
-__all__ = ["ROOT", "Timer", "command_line", "git_commit", "load_average", "machine", "write_record",
+__all__ = ["ROOT", "Timer", "command_line", "git_commit", "load_average", "machine", "parse_load", "write_record",
            "write_report_files"]
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository root (benchmarks/ and studies/ live in it)
@@ -36,6 +36,15 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository root (benchmarks/ a
 def load_average() -> list[float]:
     """The 1-, 5- and 15-minute load averages (what ``uptime`` prints), to 2 decimals."""
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def parse_load(text: str) -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages written as "B1 B5 B15" (or with commas); None unless three numbers."""
+    try:
+        load = [float(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        return None
+    return load if len(load) == 3 else None
 
 
 def machine(device: str | None = None) -> str:

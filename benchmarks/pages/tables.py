@@ -106,7 +106,7 @@ def demo_minutes() -> str:
 def beer_wall() -> str:
     """docs/walkthrough.md's table: the beer video to a trained scene, stage by stage (wall time)."""
     beer = record("video_recipe")
-    parts = beer["wall_parts"]
+    parts = beer["wall_seconds"]  # metrics.json's stages of the train command
     preview = beer["total_seconds"] - beer["video_seconds"] - parts["total"]
     return "\n".join([
         "| stage | wall time |", "|---|---|",
