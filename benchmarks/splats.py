@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.harness import Timer, command_line, git_commit, load_average, machine, write_record
+from benchmarks.pages.records import fmt
 
 
 def table(record: dict) -> str:
@@ -37,7 +38,7 @@ def table(record: dict) -> str:
     for name, e in record["entries"].items():
         field = e.get("video_field")
         rows.append(f"| {name} | {e['field']['psnr']:.2f} dB / {e['field']['ssim']:.3f} | {e['splats']['psnr']:.2f} dB / "
-                    f"{e['splats']['ssim']:.3f} | {e['delta_psnr']:+.2f} dB | {e['splats']['count']:,} | "
+                    f"{e['splats']['ssim']:.3f} | {fmt(e['delta_psnr'], '+.2f')} dB | {e['splats']['count']:,} | "
                     f"{e['bake']['seconds']:.0f} s | {e['ply_megabytes']:.1f} MB | {e['video_splats']['seconds']:.0f} s | "
                     + (f"{field['seconds_per_frame']:.1f} s |" if field else "– |"))
     return "\n".join(rows)

@@ -58,10 +58,6 @@ STALE_OK: dict[str, str] = {
     "scoring": "measured at 09feb9d; later commits to what it depends on: 9262e3b reorders the imports of "
                "enerf/fields/proposal.py, 8f85cdd adds psnr_seen to every evaluation (a frustum test per scored pixel) "
                "and options off by default",
-    "splats": "measured before 983daff / 14e8bec / 8f85cdd, which add --appearance, --robust_trim, --visibility_loss "
-              "and --gradient_scaling, off by default (the demo reruns identical to the last digit), and the "
-              "psnr_fit_right and psnr_seen figures of evaluations, and before 7ec4895 (the triplane's compiled "
-              "backward: training only; the bake reads the field without autograd, unchanged)",
     "fidelity": "its runs are of f0a9daa (beer), 983daff, 14e8bec, 40dead9 (fox), 8f85cdd, 07d253a and 5200803 (the far "
                 "split): the commits between add options off by default (the demo reruns identical to the last "
                 "digit), the start line and psnr_seen (not in the older runs' entries); 7ec4895 compiles the triplane's "
