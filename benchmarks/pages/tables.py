@@ -60,9 +60,9 @@ RESULTS = [
     "[{paper_study:summary.nerf.lego_ci_low:+.2f}, {paper_study:summary.nerf.lego_ci_high:+.2f}] "
     f"| [paper](docs/paper.md#e-nerf-vs-nerf-on-fern-and-lego) · [record]({R}paper_study.json) |",
     "| occupancy grid vs hierarchical, demo: time to the hierarchical run's PSNR after 300 s (3 seeds) "
-    "| {marcher_race:summary.speed.time_ratio_seed_0}× the time with the first seed; the other two "
-    "{marcher_race:summary.speed.short_db_seed_1:.2f} and {marcher_race:summary.speed.short_db_seed_2:.2f} dB short "
-    "at the cap; {marcher_race:summary.speed.fewer_queries_min:.1f}–{marcher_race:summary.speed.fewer_queries_max:.1f}× "
+    "| reached on {marcher_race:summary.speed.reached} of 3 seeds, in {marcher_race:summary.speed.time_ratio_min:.2f}–"
+    "{marcher_race:summary.speed.time_ratio_max:.2f}× the time; "
+    "{marcher_race:summary.speed.fewer_queries_min:.2f}–{marcher_race:summary.speed.fewer_queries_max:.2f}× "
     f"fewer network queries per ray | [render](docs/render.md#renderers) · [record]({R}marcher_race.json) |",
     "| cost of `row` per training step (demo grid config, 3 seeds) "
     "| {marcher_race:summary.overhead.ratio_row_over_none_min:.3f}–{marcher_race:summary.overhead.ratio_row_over_none_max:.3f}"
