@@ -47,7 +47,6 @@ STALE_OK: dict[str, str] = {
     "capture_defaults": _SAME,
     "capture_proposal": "docs/captures.md's sampler table (fox, boardgame 10 and 30 min); "
                         f"{_NERF} and the triplane's compiled backward (7ec4895)",
-    "conditioning_real": f"fern 1,500 / lego 300 steps x 3 seeds; {_NERF}",
     "paper_study": f"the paper's networks, about 2 hours of runs; {_NERF}",
     "shapes_compare": "occupancy networks x 4 modes x 3 seeds; measured before later commits to enerf/nn, enerf/config",
     "mesh_accuracy": f"800 steps then every mesh method; {_NERF}",

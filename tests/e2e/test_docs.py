@@ -128,11 +128,12 @@ def test_records_are_consistent_with_their_detail():
     seeds = race["seeds"]
     fewer = [round(s["hierarchical"]["queries_per_ray"] / s["torch_grid"]["queries_per_ray_final"], 2) for s in seeds.values()]
     rows = [s["overhead"]["ratio_row_over_none"] for s in seeds.values()]
-    short = {k: round(s["hierarchical"]["psnr"] - s["torch_grid"]["final_psnr"], 2) for k, s in seeds.items()
-             if not s["torch_grid"]["reached"]}
-    assert seeds["0"]["torch_grid"]["reached"] and set(short) == {"1", "2"}
-    assert race["summary"]["speed"] == {"time_ratio_seed_0": seeds["0"]["torch_grid"]["time_ratio"],
-                                        "short_db_seed_1": short["1"], "short_db_seed_2": short["2"],
+    ratios = [s["torch_grid"]["time_ratio"] for s in seeds.values() if s["torch_grid"]["reached"]]
+    short = [s["hierarchical"]["psnr"] - s["torch_grid"]["final_psnr"] for s in seeds.values()
+             if not s["torch_grid"]["reached"]]
+    assert race["summary"]["speed"] == {"reached": len(ratios), "time_ratio_min": min(ratios, default=None),
+                                        "time_ratio_max": max(ratios, default=None),
+                                        "short_db_max": max(short, default=None),
                                         "fewer_queries_min": min(fewer), "fewer_queries_max": max(fewer)}
     assert race["summary"]["overhead"] == {"ratio_row_over_none_min": min(rows), "ratio_row_over_none_max": max(rows)}
     for seed in race["seeds"].values():
