@@ -49,7 +49,6 @@ STALE_OK: dict[str, str] = {
                         f"{_NERF} and the triplane's compiled backward (7ec4895)",
     "paper_study": f"the paper's networks, about 2 hours of runs; {_NERF}",
     "shapes_compare": "occupancy networks x 4 modes x 3 seeds; measured before later commits to enerf/nn, enerf/config",
-    "mesh_accuracy": f"800 steps then every mesh method; {_NERF}",
     "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
     "scoring": "measured at 09feb9d; later commits to what it depends on: 9262e3b reorders the imports of "
