@@ -57,6 +57,11 @@ from enerf.metrics import reference_metrics
 from benchmarks.harness import ROOT, git_commit, load_average, machine, write_record
 
 
+# what the figures depend on (benchmarks/pages: a later commit to these makes the record stale)
+DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
+           "enerf/config", "enerf/metrics.py", "enerf/export", "enerf/synthetic", "configs/demo_grid.txt",
+           "benchmarks/mesh_accuracy.py"]
+
 def camera_rays(c2w: np.ndarray, height: int, width: int, focal: float, stride: int) -> tuple[np.ndarray, np.ndarray]:
     """Rays through every ``stride``-th pixel centre of a camera ([right, up, back, t] columns)."""
     j, i = np.mgrid[stride // 2 : height : stride, stride // 2 : width : stride]
@@ -215,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         "what": "geometric accuracy of the enerf mesh methods on the synthetic scene (surfaces known in closed form), "
                 "after a short training run; reference: first hits of every stride-th pixel ray of the training views; "
                 "mesh samples kept where a training camera sees them",
-        "command": command,
+        "command": command, "depends": DEPENDS,
         "machine": machine(), "commit": git_commit(),
         "load_average_1_5_15": load,
         "settings": {"iters": args.iters, "config": Path(args.config).name, "resolution": args.resolution,
@@ -230,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         "tsdf": "present" if any(r["method"].startswith("tsdf") for r in rows) else
                 "absent: MeshConfig has no method field on this branch; rerun once enerf mesh --method tsdf exists",
     }
+    metrics = args.work / "runs" / "demo" / "metrics.json"  # the training run's final held-out evaluation
+    record["heldout_psnr"] = round(json.loads(metrics.read_text())["psnr"], 2) if metrics.is_file() else None
     write_record(args.out, record)
     print(f"wrote {args.out}")
     return 0

@@ -83,6 +83,10 @@ class _Client:
         self.client_id, self.camera, self.scene = 0, camera, _Scene()
 
 
+# what the figures depend on (benchmarks/pages: a later commit to these makes the record stale)
+DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
+           "enerf/config", "enerf/metrics.py", "enerf/viewer", "benchmarks/viewer.py"]
+
 def train_tiny(name: str, out: Path, data: Path, iters: int) -> Path | None:
     config, flags, needs = SCENES[name]
     if needs and not (data / needs).is_dir():
@@ -191,7 +195,8 @@ def main() -> None:
           f"the rendering thread's CPU time; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after)")
     if args.record:
         write_record(args.record, {
-            "command": command_line(), "machine": machine(), "commit": git_commit(), "threads": args.threads,
+            "command": command_line(), "depends": DEPENDS, "machine": machine(), "commit": git_commit(),
+            "threads": args.threads,
             "max_width": args.max_width, "canvas": args.canvas, "repeats": args.repeats, "draft": args.draft,
             "cpu_count": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(load_after),
             "rows": rows})
