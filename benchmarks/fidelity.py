@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             return done.returncode
     path = Path(args.record)
     record = json.loads(path.read_text()) if path.is_file() else {}
-    record.update({"what": WHAT, "machine": machine(), "depends": DEPENDS})
+    record.update({"machine": machine(), "depends": DEPENDS})
+    record.setdefault("what", WHAT)  # a record of its own (capture_defaults.json) keeps its own
     record.setdefault("runs", {})[args.name] = entry(args.name, args.datadir, flags, load, commit)
     commits = [run["commit"] for run in record["runs"].values() if run.get("commit")]
     record["commit"] = min(commits, key=_commit_age) if commits else None  # the oldest code measured

@@ -63,11 +63,13 @@ def machine(device: str | None = None) -> str:
 
 def git_commit(root: Path = ROOT) -> str | None:
     """The commit the working tree is at (``git rev-parse --short HEAD``), with ``+dirty`` when
-    tracked files differ from it; None outside a git checkout."""
+    tracked files other than the records (``benchmarks/*.json``, which benchmarks write as they go)
+    differ from it; None outside a git checkout."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)benchmarks/*.json"], cwd=root,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
