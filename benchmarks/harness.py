@@ -47,10 +47,21 @@ def parse_load(text: str) -> list[float] | None:
     return load if len(load) == 3 else None
 
 
+def cpu_model() -> str | None:
+    """The processor's model name as Linux's /proc/cpuinfo gives it (e.g. "AMD EPYC"); None elsewhere."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")]
+    return names[0] if names and names[0] else None
+
+
 def machine(device: str | None = None) -> str:
-    """One line naming what ran the measurement: CPU cores and processor, the GPU when ``device``
-    is a CUDA device, torch's version (when torch is imported or importable)."""
-    parts = [f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()})"]
+    """One line naming what ran the measurement: CPU cores and processor (its model where the system
+    names it: machines of one architecture differ several-fold in speed), the GPU when ``device`` is a
+    CUDA device, torch's version (when torch is imported or importable)."""
+    parts = [f"{os.cpu_count()} CPU cores ({cpu_model() or platform.processor() or platform.machine()})"]
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency of enerf

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -66,7 +67,8 @@ def test_harness_record_is_valid_json_and_atomic(tmp_path):
 
 def test_harness_load_commit_timer_machine():
     """load_average: three values as ``/proc/loadavg`` has them (2 decimals); git_commit: git's
-    own short hash; Timer: the seconds a sleep took; machine names the core count."""
+    own short hash; Timer: the seconds a sleep took; machine names the core count and, where lscpu
+    tells it, the processor's model."""
     load = harness.load_average()
     proc = [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
     assert len(load) == 3 and all(abs(a - b) < 0.5 for a, b in zip(load, proc))
@@ -77,6 +79,10 @@ def test_harness_load_commit_timer_machine():
         time.sleep(0.05)
     assert 0.05 <= t.seconds < 1.0
     assert harness.machine().startswith(f"{os.cpu_count()} CPU cores")
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True) if shutil.which("lscpu") else None
+    model = re.search(r"^Model name:\s*(.+)$", lscpu.stdout, re.M) if lscpu and lscpu.returncode == 0 else None
+    if model:
+        assert f"({model[1].strip()})" in harness.machine()
 
 
 def test_shapes_compare_record_matches_the_runs(tmp_path):
