@@ -33,12 +33,18 @@ Wall-clock figures are only meaningful with nothing else running; in this projec
     python -m benchmarks.marcher --seed 1              # both runs with another seed
     python -m benchmarks.marcher --budget 60 --cap 60 --overhead_reps 10   # a quick look
     python -m benchmarks.marcher --probe b2048="--target_sample_batch_size 2048"   # one more grid run
+
+The README's record, three seeds, then their summary (``--collect`` reads each folder's bench_marcher.json):
+
+    for s in 0 1 2; do python -m benchmarks.marcher --seed $s --basedir runs/bench_marcher_seed$s; done
+    python -m benchmarks.marcher --collect runs/bench_marcher_seed0 runs/bench_marcher_seed1 runs/bench_marcher_seed2
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import shlex
 import statistics
 import time
@@ -52,7 +58,19 @@ from enerf.nn.conditioning import fold_module
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import NerfRun, grid_record, prepare_run
 
-from benchmarks.harness import write_record
+from benchmarks.harness import ROOT, git_commit, load_average, machine, write_record
+
+RECORD = ROOT / "benchmarks" / "marcher_race.json"
+# what the record's figures depend on (benchmarks/pages: a later commit to these makes it stale)
+DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
+           "enerf/config", "enerf/metrics.py", "configs/demo.txt", "configs/demo_grid.txt"]
+WHAT = ("configs/demo.txt (hierarchical, 32 samples per ray) raced against configs/demo_grid.txt (torch_grid) in one "
+        "process, training steps in turn, each on its own clock; the hierarchical run's held-out PSNR after 300 s of "
+        "training is the target the grid run must reach (evaluated every 100 steps); then row vs none under "
+        "torch_grid, 60 interleaved training steps each on the race's trained grid")
+COMMAND = ("python -m benchmarks.marcher --seed S --basedir runs/bench_marcher_seedS   (S = 0, 1, 2; writes "
+           "bench_marcher.json), then python -m benchmarks.marcher --collect runs/bench_marcher_seed0 "
+           "runs/bench_marcher_seed1 runs/bench_marcher_seed2")
 
 
 
@@ -72,6 +90,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--overhead_warmup", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0, help="seed of both runs")
     parser.add_argument("--basedir", default="runs/bench_marcher", help="where bench_marcher.json goes")
+    parser.add_argument("--collect", nargs="+", default=[], metavar="DIR",
+                        help="run nothing: write --record from these folders' bench_marcher.json (one seed each)")
+    parser.add_argument("--record", default=str(RECORD), help="--collect: the record to write")
     return parser.parse_args()
 
 
@@ -205,8 +226,85 @@ def parse_probes(specs: list[str]) -> dict[str, str]:
     return probes
 
 
+def _round(x: float | None, digits: int | None = 2) -> float | int | None:
+    return None if x is None else round(x, digits)
+
+
+def seed_entry(bench: dict) -> dict:
+    """One seed of the record, rounded as the pages print it, from that seed's bench_marcher.json."""
+    hier, grid, over = bench["hierarchical"], bench["torch_grid"], bench["overhead"]
+    return {
+        "load_before": bench.get("load_before"),
+        "hierarchical": {"psnr": _round(hier["psnr"]), "train_seconds": _round(hier["train_seconds"], None),
+                         "steps": hier["steps"], "queries_per_ray": _round(hier["queries_per_ray"])},
+        "torch_grid": {
+            "target_psnr": _round(grid["target_psnr"]), "reached": grid["reached"],
+            "seconds_to_target": _round(grid["seconds_to_target"], None), "steps_to_target": grid["steps_to_target"],
+            "time_ratio": _round(grid["time_ratio"]), "queries_per_ray_to_target": _round(grid["queries_per_ray_to_target"]),
+            "fewer_queries": _round(grid["fewer_queries"]),
+            "grid_update_queries_per_ray_to_target": _round(grid["grid_update_queries_per_ray_to_target"]),
+            "grid_occupied_at_target": _round(grid["grid_occupied_at_target"]),
+            "rays_per_step_mean": _round(grid["rays_per_step"], None), "final_psnr": _round(grid["final_psnr"]),
+            "final_train_seconds": _round(grid["final_train_seconds"], None), "steps": grid["steps"],
+            "queries_per_ray_final": _round(grid["queries_per_ray"]),
+            "fewer_queries_final": _round(hier["queries_per_ray"] / grid["queries_per_ray"])},
+        "overhead": {"ratio_row_over_none": _round(over["ratio_row_over_none"], 3),
+                     "step_seconds_none": _round(over["step_seconds_none"], 4),
+                     "step_seconds_row": _round(over["step_seconds_row"], 4), "reps": over["reps"]},
+    }
+
+
+def race_summary(seeds: dict[str, dict]) -> dict:
+    """What the README's rows print, over the seeds (entries of ``seed_entry``): on how many the grid
+    reached the target and in what share of the time, how far short it ended elsewhere (dB), its fewer
+    queries per ray over the whole run, and row's step time over vanilla's."""
+    grids = [(s["hierarchical"], s["torch_grid"]) for s in seeds.values()]
+    ratios = [g["time_ratio"] for _, g in grids if g["reached"]]
+    short = [h["psnr"] - g["final_psnr"] for h, g in grids if not g["reached"]]
+    fewer = [round(h["queries_per_ray"] / g["queries_per_ray_final"], 2) for h, g in grids]
+    rows = [s["overhead"]["ratio_row_over_none"] for s in seeds.values()]
+    return {"speed": {"reached": len(ratios), "time_ratio_min": min(ratios, default=None),
+                      "time_ratio_max": max(ratios, default=None), "short_db_max": max(short, default=None),
+                      "fewer_queries_min": min(fewer), "fewer_queries_max": max(fewer)},
+            "overhead": {"ratio_row_over_none_min": min(rows), "ratio_row_over_none_max": max(rows)}}
+
+
+def collect(folders: list[str], record_path: Path | str = RECORD) -> dict:
+    """The record of one bench_marcher.json per seed (``folders``); an older record at ``record_path``
+    made at another commit moves under ``previous`` (its own ``previous`` dropped)."""
+    benches = []
+    for folder in folders:
+        path = Path(folder) / "bench_marcher.json"
+        if not path.is_file():
+            raise SystemExit(f"bench_marcher: {path} not found; run python -m benchmarks.marcher --seed S "
+                             f"--basedir {folder} first")
+        benches.append(json.loads(path.read_text()))
+    seeds = [b["seed"] for b in benches]
+    if len(set(seeds)) != len(seeds):
+        raise SystemExit(f"bench_marcher: --collect got seeds {seeds}; give one folder per seed")
+    commits = {b.get("commit") for b in benches}
+    if len(commits) != 1:
+        raise SystemExit(f"bench_marcher: the folders were measured at different commits {sorted(map(str, commits))}")
+    entries = {str(b["seed"]): seed_entry(b) for b in sorted(benches, key=lambda b: b["seed"])}
+    record = {"commit": commits.pop(), "depends": DEPENDS, "what": WHAT, "command": COMMAND,
+              "machine": benches[0].get("machine"), "summary": race_summary(entries), "seeds": entries}
+    path = Path(record_path)
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    if old.get("commit") not in (None, record["commit"]):
+        record["previous"] = {k: v for k, v in old.items() if k not in ("previous", "depends", "what", "command")}
+    elif "previous" in old:
+        record["previous"] = old["previous"]
+    write_record(path, record)
+    return record
+
+
 def main() -> None:
     args = parse_args()
+    if args.collect:
+        record = collect(args.collect, args.record)
+        print(json.dumps(record["summary"], indent=1))
+        return
+    load_before = " ".join(f"{x:.2f}" for x in load_average())
     probes = parse_probes(args.probe)
     seed = ["--seed", str(args.seed)]
     hier_cfg = make_config(args, args.config, "--expname", "hierarchical", "--renderer", "hierarchical",
@@ -243,6 +341,9 @@ def main() -> None:
         "grid_flags": args.grid_flags,
         "seed": args.seed,
         "threads": torch.get_num_threads(),
+        "commit": git_commit(),
+        "machine": machine(),
+        "load_before": load_before,
     }
     Path(args.basedir).mkdir(parents=True, exist_ok=True)
     write_record(Path(args.basedir) / "bench_marcher.json", result)
