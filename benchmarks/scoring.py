@@ -136,6 +136,9 @@ def main(argv: list[str] | None = None) -> None:
         record.setdefault("runs", {})[name] = run_share(Path(folder))
         print(json.dumps({name: record["runs"][name]}), flush=True)
     if args.record:
+        old = json.loads(Path(args.record).read_text()) if args.capture and Path(args.record).is_file() else {}
+        if old.get("commit") not in (None, record["commit"]):  # a record of other code: kept under previous
+            record["previous"] = {k: v for k, v in old.items() if k not in ("previous", "depends", "what")}
         write_record(args.record, record)
 
 
