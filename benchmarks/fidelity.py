@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", default="", help="--existing: the 1-, 5-, 15-minute load averages it started under")
     parser.add_argument("--commit", default="", help="--existing: the commit it was trained at (default: HEAD)")
     parser.add_argument("--record", default=str(RECORD), help="the JSON record to add the run to")
+    parser.add_argument("--what", default="", help="the record's protocol line (default: the record's own, else "
+                        "issue 47's fidelity runs')")
     args = parser.parse_args(argv)
     if args.existing:
         if not (ROOT / BASEDIR / args.name / "metrics.json").is_file():
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args.record)
     record = json.loads(path.read_text()) if path.is_file() else {}
     record.update({"machine": machine(), "depends": DEPENDS})
-    record.setdefault("what", WHAT)  # a record of its own (capture_defaults.json) keeps its own
+    record["what"] = args.what or record.get("what") or WHAT  # a record of its own (capture_defaults.json) keeps its own
     record.setdefault("runs", {})[args.name] = entry(args.name, args.datadir, flags, load, commit)
     commits = [run["commit"] for run in record["runs"].values() if run.get("commit")]
     record["commit"] = min(commits, key=_commit_age) if commits else None  # the oldest code measured
