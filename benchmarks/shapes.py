@@ -39,6 +39,9 @@ from enerf.errors import EnerfError
 from benchmarks.grid import finished_metrics, grid_runs, run_grid_runs
 from benchmarks.harness import command_line, git_commit, load_average, machine, write_record
 
+# what compare's record depends on (benchmarks/pages: a later commit to these, or to its --config, makes it stale)
+DEPENDS = ["enerf/nn", "enerf/shapes", "enerf/optim", "enerf/config", "enerf/compare", "enerf/mesh_distance.py"]
+
 
 METRICS = (("iou", "IoU", ".4f"), ("chamfer_l1", "Chamfer-L1", ".5f"),
            ("normal_consistency", "NC", ".4f"), ("fscore", "F-score", ".4f"))
@@ -134,7 +137,7 @@ def compare(args) -> None:
         write_record(args.record, {
             "what": f"{args.kind} networks, {args.config}, shapes x conditioning modes x seeds {args.seeds}; "
                     "per-seed metrics of each run, delta = mean - mean of none",
-            "command": command_line(), "machine": machine(), "commit": git_commit(),
+            "command": command_line(), "machine": machine(), "commit": git_commit(), "depends": [*DEPENDS, args.config],
             "load_before": load_before, "load_after": load_average(), "rows": rows})
 
 
