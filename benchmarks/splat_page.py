@@ -32,6 +32,9 @@ import numpy as np
 
 from benchmarks.harness import command_line, git_commit, load_average, machine, write_record
 
+# what the record's figures depend on (benchmarks/pages: a later commit to these makes it stale)
+DEPENDS = ["enerf/splats/html.py", "enerf/splats/page.js", "enerf/splats/renderer.js"]
+
 __all__ = ["CHROMIUM", "CHROMEDRIVER", "open_chromium", "open_page", "move_and_wait", "input_and_wait", "drag_and_wait", "synthetic_splats"]
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -216,7 +219,7 @@ def main(argv: list[str] | None = None) -> dict:
     times = [m["move_s"] for m in moves]
     fulls = [m["full_frame_s"] for m in moves if m["full_frame_s"] is not None]
     record = {
-        "command": command_line(), "machine": machine(), "commit": git_commit(), "chromium": version,
+        "command": command_line(), "machine": machine(), "commit": git_commit(), "depends": DEPENDS, "chromium": version,
         "webgl_renderer": info[2], "page": str(page), "page_bytes": Path(page).stat().st_size, "splats": info[0],
         "input": args.input, "canvas": size, "open_to_first_frame_s": opened["first_frame_s"], "open_to_full_frame_s": opened["full_frame_s"],
         "move_s_median": statistics.median(times), "move_s_max": max(times), "target_move_s": 0.2,
