@@ -44,22 +44,15 @@ _SAME = ("measured at 7ec4895; the next commit only hands TriPlaneEncoding.chann
 STALE_OK: dict[str, str] = {
     "demo": "the demo's config has no triplane; " + _SAME,
     "lego_cpu": _SAME,
-    "capture_defaults": _SAME,
     "capture_proposal": "docs/captures.md's sampler table (fox, boardgame 10 and 30 min); "
                         f"{_NERF} and the triplane's compiled backward (7ec4895)",
     "paper_study": f"the paper's networks, about 2 hours of runs; {_NERF}",
-    "shapes_compare": "occupancy networks x 4 modes x 3 seeds; measured before later commits to enerf/nn, enerf/config",
     "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
-    "scoring": "measured at 09feb9d; later commits to what it depends on: 9262e3b reorders the imports of "
-               "enerf/fields/proposal.py, 8f85cdd adds psnr_seen to every evaluation (a frustum test per scored pixel) "
-               "and options off by default",
     "fidelity": "its runs are of f0a9daa (beer), 983daff, 14e8bec, 40dead9 (fox), 8f85cdd, 07d253a and 5200803 (the far "
                 "split): the commits between add options off by default (the demo reruns identical to the last "
                 "digit), the start line and psnr_seen (not in the older runs' entries); 7ec4895 compiles the triplane's "
                 "backward (more steps in 10 minutes: capture_defaults.json holds the defaults on that code)",
-    "splat_page": "the commit that stored it (7a0eefd) also changed enerf/splats/html.py: a docstring and the "
-                  "preview hook's counters",
 }
 
 
