@@ -40,8 +40,6 @@ COMMANDS = {
             "--out runs/compare_lego -- --iters 300 --time_budget 0 --eval_every 150 --eval_views 1 --kappa_every 100 "
             "--testskip 25 --no_lpips",
 }
-
-
 COMMAND = "the two enerf compare commands (fern, lego), then python -m benchmarks.conditioning_real --load SCENE=..."
 
 
