@@ -22,7 +22,7 @@ import csv
 import json
 from pathlib import Path
 
-from benchmarks.harness import ROOT, git_commit, machine, write_record
+from benchmarks.harness import ROOT, git_commit, keep_previous, machine, write_record
 
 RECORD = ROOT / "benchmarks" / "conditioning_real.json"
 # what the figures depend on (benchmarks/pages: a later commit to these makes the record stale)
@@ -66,8 +66,12 @@ def mode_rows(folder: Path, scene: str) -> list[dict]:
     out = []
     for r in table:
         psnr = _floats(r["psnr_per_seed"])
-        runs = [json.loads((folder / "runs" / f"{scene}-{r['mode']}-s{seed}" / "metrics.json").read_text())
-                for seed in range(len(psnr))]
+        paths = [folder / "runs" / f"{scene}-{r['mode']}-s{seed}" / "metrics.json" for seed in range(len(psnr))]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise SystemExit(f"conditioning_real: {missing[0]} not found; rerun the compare ({COMMANDS.get(scene, '')}) "
+                             "to finish its runs")
+        runs = [json.loads(p.read_text()) for p in paths]
         row = {"mode": r["mode"], "psnr": [round(p, 2) for p in psnr], "psnr_unrounded": psnr,
                "psnr_mean": round(float(r["psnr_mean"]), 2), "psnr_std": round(float(r["psnr_std"]), 2),
                "ssim_mean": round(float(r["ssim_mean"]), 4), "ssim_std": round(float(r["ssim_std"]), 4),
@@ -102,13 +106,7 @@ def collect(folders: dict[str, Path], loads: dict[str, str], record_path: Path |
     record = {"commit": git_commit(), "depends": DEPENDS, "what": WHAT, "command": COMMAND,
               "machine": machine() + "; two runs at a time, one thread each", "summary": summary(parts),
               **parts, "ssim": SSIM}
-    path = Path(record_path)
-    old = json.loads(path.read_text()) if path.is_file() else {}
-    if old.get("commit") not in (None, record["commit"]):
-        record["previous"] = {k: v for k, v in old.items() if k not in ("previous", "depends", "what", "command", "ssim")}
-    elif "previous" in old:
-        record["previous"] = old["previous"]
-    write_record(path, record)
+    write_record(record_path, keep_previous(record, record_path))
     return record
 
 

@@ -130,6 +130,19 @@ def write_record(path: Path | str, record: dict, indent: int = 2) -> Path:
     return path
 
 
+def keep_previous(record: dict, path: Path | str) -> dict:
+    """``record``, before it replaces the record at ``path``: that one goes under ``previous`` when it
+    measured another commit (without its own ``previous`` and the fields that describe the protocol
+    rather than the result); with the same commit, its ``previous`` is carried over."""
+    path = Path(path)
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    if old.get("commit") not in (None, record.get("commit")):
+        record["previous"] = {k: v for k, v in old.items() if k not in ("previous", "depends", "what", "command")}
+    elif "previous" in old:
+        record["previous"] = old["previous"]
+    return record
+
+
 def write_report_files(folder: Path, stem: str, record: dict, markdown: str, indent: int = 2) -> None:
     """Write ``folder/<stem>.json`` (``record``) and ``folder/<stem>.md`` (``markdown``), each
     atomically, then print ``markdown``."""

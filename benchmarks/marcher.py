@@ -58,7 +58,7 @@ from enerf.nn.conditioning import fold_module
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import NerfRun, grid_record, prepare_run
 
-from benchmarks.harness import ROOT, git_commit, load_average, machine, write_record
+from benchmarks.harness import ROOT, git_commit, keep_previous, load_average, machine, write_record
 
 RECORD = ROOT / "benchmarks" / "marcher_race.json"
 # what the record's figures depend on (benchmarks/pages: a later commit to these makes it stale)
@@ -288,13 +288,7 @@ def collect(folders: list[str], record_path: Path | str = RECORD) -> dict:
     entries = {str(b["seed"]): seed_entry(b) for b in sorted(benches, key=lambda b: b["seed"])}
     record = {"commit": commits.pop(), "depends": DEPENDS, "what": WHAT, "command": COMMAND,
               "machine": benches[0].get("machine"), "summary": race_summary(entries), "seeds": entries}
-    path = Path(record_path)
-    old = json.loads(path.read_text()) if path.is_file() else {}
-    if old.get("commit") not in (None, record["commit"]):
-        record["previous"] = {k: v for k, v in old.items() if k not in ("previous", "depends", "what", "command")}
-    elif "previous" in old:
-        record["previous"] = old["previous"]
-    write_record(path, record)
+    write_record(record_path, keep_previous(record, record_path))
     return record
 
 

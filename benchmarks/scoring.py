@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.harness import ROOT, command_line, git_commit, load_average, machine, write_record
+from benchmarks.harness import ROOT, command_line, git_commit, keep_previous, load_average, machine, write_record
 
 # what the figures depend on (benchmarks/pages: a later commit to these makes the record stale)
 DEPENDS = ["enerf/render", "enerf/fields", "enerf/nn", "enerf/train/evaluate.py", "enerf/metrics.py",
@@ -136,10 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         record.setdefault("runs", {})[name] = run_share(Path(folder))
         print(json.dumps({name: record["runs"][name]}), flush=True)
     if args.record:
-        old = json.loads(Path(args.record).read_text()) if args.capture and Path(args.record).is_file() else {}
-        if old.get("commit") not in (None, record["commit"]):  # a record of other code: kept under previous
-            record["previous"] = {k: v for k, v in old.items() if k not in ("previous", "depends", "what")}
-        write_record(args.record, record)
+        write_record(args.record, keep_previous(record, args.record) if args.capture else record)
 
 
 if __name__ == "__main__":

@@ -81,3 +81,10 @@ def test_collect_rebuilds_the_committed_rows_and_summary(tmp_path):
 def test_a_missing_compare_is_one_line(tmp_path):
     with pytest.raises(SystemExit, match="compare.csv not found; run the compare first"):
         conditioning_real.collect({"fern": tmp_path}, {}, tmp_path / "r.json")
+
+
+def test_an_unfinished_run_is_one_line(tmp_path):
+    _fake_compare(tmp_path, "fern", COMMITTED["fern"]["rows"])
+    (tmp_path / "runs" / "fern-row-s2" / "metrics.json").unlink()
+    with pytest.raises(SystemExit, match=r"fern-row-s2/metrics.json not found; rerun the compare"):
+        conditioning_real.collect({"fern": tmp_path}, {}, tmp_path / "r.json")
