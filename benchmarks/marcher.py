@@ -278,7 +278,14 @@ def collect(folders: list[str], record_path: Path | str = RECORD) -> dict:
         if not path.is_file():
             raise SystemExit(f"bench_marcher: {path} not found; run python -m benchmarks.marcher --seed S "
                              f"--basedir {folder} first")
-        benches.append(json.loads(path.read_text()))
+        try:
+            bench = json.loads(path.read_text())
+            seed_entry(bench), bench["seed"]
+        except (ValueError, KeyError, TypeError) as e:
+            what = f"has no {e}" if isinstance(e, KeyError) else f"is not a bench_marcher record ({e})"
+            raise SystemExit(f"bench_marcher: {path} {what}; run python -m benchmarks.marcher --seed S "
+                             f"--basedir {folder} again") from None
+        benches.append(bench)
     seeds = [b["seed"] for b in benches]
     if len(set(seeds)) != len(seeds):
         raise SystemExit(f"bench_marcher: --collect got seeds {seeds}; give one folder per seed")

@@ -86,3 +86,19 @@ def test_collect_refuses_mixed_commits(tmp_path):
     benches = [_bench(int(seed), entry, commit=f"c{seed}") for seed, entry in committed["seeds"].items()]
     with pytest.raises(SystemExit, match="different commits"):
         marcher.collect(_write(tmp_path, benches), tmp_path / "r.json")
+
+
+@pytest.mark.parametrize("damage, message", [("truncated", "is not a bench_marcher record"),
+                                             ("no overhead", "has no 'overhead'")])
+def test_collect_names_a_malformed_bench_file(tmp_path, damage, message):
+    committed = json.loads((ROOT / "benchmarks" / "marcher_race.json").read_text())
+    benches = [_bench(int(seed), entry) for seed, entry in committed["seeds"].items()]
+    if damage == "no overhead":
+        del benches[1]["overhead"]
+    folders = _write(tmp_path, benches)
+    if damage == "truncated":
+        path = tmp_path / "seed1" / "bench_marcher.json"
+        path.write_text(path.read_text()[:40])
+    with pytest.raises(SystemExit, match=message) as failed:
+        marcher.collect(folders, tmp_path / "r.json")
+    assert "seed1" in str(failed.value) and not (tmp_path / "r.json").exists()
