@@ -31,6 +31,10 @@ from pathlib import Path
 from benchmarks.harness import ROOT, git_commit, machine, write_record
 
 
+# what the study measures: the NeRF and shape training code, the compares, the three configs
+DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
+           "enerf/config", "enerf/metrics.py", "enerf/shapes", "enerf/compare", "configs/paper_fern_cpu.txt",
+           "configs/paper_lego_cpu.txt", "configs/shape_paper_cpu.txt"]
 DATA = Path("../shared/data")  # relative to the checkout, where the compares run (and as their records say)
 MESHES = ["bunny", "data/meshes/armadillo.off", "data/meshes/fandisk.off"]
 NERF_SEEDS = ["0", "1", "2"]
@@ -49,9 +53,8 @@ STUDY: dict[str, list[str]] = {
     "sdf": ["--task", "shape", "--scenes", *MESHES, "--config", "configs/shape_paper_cpu.txt",
             "--modes", "none", "row", "--seeds", *NERF_SEEDS, "--out", "runs/paper_sdf", "--", "--kind", "sdf"],
 }
-# Vanilla, seed 0, one thread, 20 minutes of training: measured by continuing seed 0 of each compare
-# (a copy of its run folder, --resume: the same steps as a fresh run, whose schedule depends on the
-# step only).
+# Vanilla, seed 0, one thread, 20 minutes of training: fresh runs, the two at once (one core each),
+# after the compares, with nothing else running.
 TWENTY_MINUTES = {scene: f"OMP_NUM_THREADS=1 enerf train --config configs/paper_{scene}_cpu.txt --datadir "
                          f"{DATA / folder / scene} --basedir runs/paper_20min --expname {scene} --iters 100000 "
                          "--time_budget 1200 --eval_every 200"
@@ -162,7 +165,7 @@ def record() -> int:
                 "(configs/paper_{fern,lego}_cpu.txt), shape networks 8 x 256 on three meshes "
                 "(configs/shape_paper_cpu.txt); none vs row, seeds 0-2, equal steps; mean ± sample std, Δ vs none with "
                 "the paired 95 % t interval (enerf compare's compare.csv)",
-        "machine": machine(), "commit": git_commit(),
+        "machine": machine(), "commit": git_commit(), "depends": DEPENDS,
     }
     for name in STUDY:
         if (out_dir(name) / "compare.csv").is_file():
