@@ -46,7 +46,6 @@ STALE_OK: dict[str, str] = {
     "lego_cpu": _SAME,
     "capture_proposal": "docs/captures.md's sampler table (fox, boardgame 10 and 30 min); "
                         f"{_NERF} and the triplane's compiled backward (7ec4895)",
-    "paper_study": f"the paper's networks, about 2 hours of runs; {_NERF}",
     "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
     "fidelity": "its runs are of f0a9daa (beer), 983daff, 14e8bec, 40dead9 (fox), 8f85cdd, 07d253a and 5200803 (the far "
