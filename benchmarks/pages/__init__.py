@@ -42,10 +42,7 @@ TABLE = re.compile(r"<!-- table (?P<name>\S+) -->\n(?P<body>.*?)<!-- /table -->"
 _NERF = "measured before later commits to the training / rendering code (the redesigns, issue 47's CPU path, the splats)"
 _SAME = ("measured at 7ec4895; the next commit only hands TriPlaneEncoding.channels_last()'s cached channels-last tables to the training look-up instead of copying them again (the same arrays): 30 zero-config fox steps at both commits gave 14.421616258992554 dB each (a first pair differed in the 7th digit, run-to-run variation that a repeat of both did not show)")
 STALE_OK: dict[str, str] = {
-    "demo": "the demo's config has no triplane; " + _SAME,
     "lego_cpu": _SAME,
-    "capture_proposal": "docs/captures.md's sampler table (fox, boardgame 10 and 30 min); "
-                        f"{_NERF} and the triplane's compiled backward (7ec4895)",
     "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
     "fidelity": "its runs are of f0a9daa (beer), 983daff, 14e8bec, 40dead9 (fox), 8f85cdd, 07d253a and 5200803 (the far "
