@@ -22,12 +22,11 @@ import csv
 import json
 from pathlib import Path
 
-from benchmarks.harness import ROOT, git_commit, keep_previous, machine, write_record
+from benchmarks.harness import ROOT, TRAINING_CODE, git_commit, keep_previous, machine, write_record
 
 RECORD = ROOT / "benchmarks" / "conditioning_real.json"
 # what the figures depend on (benchmarks/pages: a later commit to these makes the record stale)
-DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
-           "enerf/config", "enerf/metrics.py", "enerf/compare", "configs/fern_cpu.txt", "configs/lego_cpu.txt"]
+DEPENDS = TRAINING_CODE + ["enerf/compare", "configs/fern_cpu.txt", "configs/lego_cpu.txt"]
 WHAT = ("vanilla (none) vs row (and col on lego), seeds 0-2, fixed step counts, one thread per run; fern: "
         "configs/fern_cpu.txt for 1,500 steps; lego: configs/lego_cpu.txt for 300 steps; mean ± sample std over "
         "seeds, Δ vs none with its paired 95 % t interval (compare.md of enerf compare)")

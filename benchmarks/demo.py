@@ -23,12 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness import ROOT, git_commit, keep_previous, load_average, machine, write_record
+from benchmarks.harness import ROOT, TRAINING_CODE, git_commit, keep_previous, load_average, machine, write_record
 
 RECORD = ROOT / "benchmarks" / "demo.json"
 CONFIG = "configs/demo.txt"
-DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
-           "enerf/config", "enerf/metrics.py", "enerf/synthetic", CONFIG]
+DEPENDS = TRAINING_CODE + ["enerf/synthetic", CONFIG]
 WHAT = ("the README's first command (enerf train --config configs/demo.txt): its training steps and the final "
         "held-out evaluation, alone on the machine; the embedded scene was made before (data/demo present), so its "
         "making is not in the wall time; peak_rss_gib: the child's maximum resident set size")

@@ -26,13 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import ROOT, git_commit, load_average, machine, parse_load, write_record
+from benchmarks.harness import ROOT, TRAINING_CODE, git_commit, load_average, machine, parse_load, write_record
 
 RECORD = ROOT / "benchmarks" / "fidelity.json"
 BASEDIR = "runs/fid"
 # what the records measure: the training and scoring code of a capture run
-DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
-           "enerf/config", "enerf/metrics.py"]
+DEPENDS = TRAINING_CODE
 WHAT = ("zero-config 10-minute runs of the captures (enerf train --datadir D, the capture_cpu preset), with and "
         "without issue 47's fidelity options, each alone on the machine; PSNR on the mean appearance, "
         "psnr_fit_right: NeRF-W's left-half fit scored on the right half")

@@ -27,10 +27,14 @@ from pathlib import Path
 
 from enerf.atomic import atomic_write_text, json_safe
 
-__all__ = ["ROOT", "Timer", "command_line", "git_commit", "load_average", "machine", "parse_load", "write_record",
+__all__ = ["ROOT", "TRAINING_CODE", "Timer", "command_line", "git_commit", "load_average", "machine", "parse_load", "write_record",
            "write_report_files"]
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository root (benchmarks/ and studies/ live in it)
+# What a record of a NeRF training run depends on (its ``depends``, benchmarks/pages: a later commit to one of
+# these makes it stale); each benchmark adds what else it runs (its configs, exports, the viewer ...).
+TRAINING_CODE = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
+                 "enerf/config", "enerf/metrics.py"]
 
 
 def load_average() -> list[float]:

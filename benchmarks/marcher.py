@@ -58,12 +58,11 @@ from enerf.nn.conditioning import fold_module
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import NerfRun, grid_record, prepare_run
 
-from benchmarks.harness import ROOT, git_commit, keep_previous, load_average, machine, write_record
+from benchmarks.harness import ROOT, TRAINING_CODE, git_commit, keep_previous, load_average, machine, write_record
 
 RECORD = ROOT / "benchmarks" / "marcher_race.json"
 # what the record's figures depend on (benchmarks/pages: a later commit to these makes it stale)
-DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
-           "enerf/config", "enerf/metrics.py", "configs/demo.txt", "configs/demo_grid.txt"]
+DEPENDS = TRAINING_CODE + ["configs/demo.txt", "configs/demo_grid.txt"]
 WHAT = ("configs/demo.txt (hierarchical, 32 samples per ray) raced against configs/demo_grid.txt (torch_grid) in one "
         "process, training steps in turn, each on its own clock; the hierarchical run's held-out PSNR after 300 s of "
         "training is the target the grid run must reach (evaluated every 100 steps); then row vs none under "

@@ -54,13 +54,11 @@ from enerf.export import nerf_mesh
 from enerf.loaded_run import load_run
 from enerf.metrics import reference_metrics
 
-from benchmarks.harness import ROOT, git_commit, load_average, machine, write_record
+from benchmarks.harness import ROOT, TRAINING_CODE, git_commit, load_average, machine, write_record
 
 
 # what the figures depend on (benchmarks/pages: a later commit to these makes the record stale)
-DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
-           "enerf/config", "enerf/metrics.py", "enerf/export", "enerf/synthetic", "configs/demo_grid.txt",
-           "benchmarks/mesh_accuracy.py"]
+DEPENDS = TRAINING_CODE + ["enerf/export", "enerf/synthetic", "configs/demo_grid.txt", "benchmarks/mesh_accuracy.py"]
 
 def camera_rays(c2w: np.ndarray, height: int, width: int, focal: float, stride: int) -> tuple[np.ndarray, np.ndarray]:
     """Rays through every ``stride``-th pixel centre of a camera ([right, up, back, t] columns)."""

@@ -46,7 +46,7 @@ from enerf.viewer.scene import viser_from_c2w
 from enerf.viewer.server import Viewer
 from enerf.viewer.session import Browser
 
-from benchmarks.harness import ROOT, command_line, git_commit, load_average, machine, write_record
+from benchmarks.harness import ROOT, TRAINING_CODE, command_line, git_commit, load_average, machine, write_record
 
 SCENES = {  # name -> (config file, scene flags, folder under --data that must exist)
     "demo": ("configs/demo.txt", [], None),
@@ -84,8 +84,7 @@ class _Client:
 
 
 # what the figures depend on (benchmarks/pages: a later commit to these makes the record stale)
-DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
-           "enerf/config", "enerf/metrics.py", "enerf/viewer", "benchmarks/viewer.py"]
+DEPENDS = TRAINING_CODE + ["enerf/viewer", "benchmarks/viewer.py"]
 
 def train_tiny(name: str, out: Path, data: Path, iters: int) -> Path | None:
     config, flags, needs = SCENES[name]

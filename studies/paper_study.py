@@ -28,13 +28,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.harness import ROOT, git_commit, machine, write_record
+from benchmarks.harness import ROOT, TRAINING_CODE, git_commit, machine, write_record
 
 
 # what the study measures: the NeRF and shape training code, the compares, the three configs
-DEPENDS = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
-           "enerf/config", "enerf/metrics.py", "enerf/shapes", "enerf/compare", "configs/paper_fern_cpu.txt",
-           "configs/paper_lego_cpu.txt", "configs/shape_paper_cpu.txt"]
+DEPENDS = TRAINING_CODE + ["enerf/shapes", "enerf/compare", "configs/paper_fern_cpu.txt", "configs/paper_lego_cpu.txt", "configs/shape_paper_cpu.txt"]
 DATA = Path("../shared/data")  # relative to the checkout, where the compares run (and as their records say)
 MESHES = ["bunny", "data/meshes/armadillo.off", "data/meshes/fandisk.off"]
 NERF_SEEDS = ["0", "1", "2"]
