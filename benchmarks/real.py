@@ -19,6 +19,11 @@ Figures are only meaningful with nothing else running on the machine.
     python -m benchmarks.real --scene fern                     # configs/fern_cpu.txt, 10 min
     python -m benchmarks.real --scene lego                     # configs/lego_cpu.txt, 10 min
     python -m benchmarks.real --scene fern --minutes 2 --seed 1
+    python -m benchmarks.real --scene lego --datadir ../shared/data/nerf_synthetic/lego --record benchmarks/lego_cpu.json
+
+``--record FILE`` also writes the run into a JSON record as its ``rerun`` (the one it replaces goes to the
+end of ``previous_reruns``), with the commit, the code it depends on, the machine and a ``summary`` of the
+held-out PSNR and SSIM; ``--reuse --record FILE --commit C`` records a run trained earlier at commit C.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.harness import load_average, write_report_files
+from benchmarks.harness import TRAINING_CODE, git_commit, load_average, machine, write_record, write_report_files
 
 
 TARGETS = {"fern": 24.0, "lego": 28.0}  # issue targets (dB) within 10 minutes of training
@@ -51,6 +56,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--peer_log", default=None, help="log with [PEER] JSON lines of a peer run")
     parser.add_argument("--peer_name", default="nerf-pytorch")
     parser.add_argument("--reuse", action="store_true", help="report an existing run instead of training again")
+    parser.add_argument("--record", default="", help="also write the run as this JSON record's `rerun`")
+    parser.add_argument("--commit", default="", help="--reuse --record: the commit the run was trained at "
+                        "(default: the checkout's)")
     parser.add_argument("extra", nargs=argparse.REMAINDER, help="-- flags passed to enerf train")
     return parser.parse_args()
 
@@ -112,6 +120,7 @@ def main() -> int:
     name = f"{args.scene}-s{args.seed}"
     basedir = Path(args.out)
     config_run_folder = basedir / name
+    commit = args.commit or git_commit()
     if not args.reuse:
         cmd = [sys.executable, "-m", "enerf.cli", "train", "--config", config, "--seed", str(args.seed),
                "--basedir", str(basedir), "--expname", name, "--time_budget", str(args.minutes * 60),
@@ -153,7 +162,38 @@ def main() -> int:
                "command": cmd, "load": load,  # 1 / 5 / 15-minute load averages before and after the run
                "history": metrics["history"], "peer": peer}
     write_report_files(config_run_folder, "bench_real", summary, text)
+    if args.record:
+        path = Path(args.record)
+        write_record(path, with_rerun(json.loads(path.read_text()) if path.is_file() else {}, summary, commit,
+                                      config, reproduce_command(sys.argv[1:])))
+        print(f"wrote {path}")
     return 0
+
+
+def with_rerun(record: dict, summary: dict, commit: str | None, config: str, command: str) -> dict:
+    """``record`` with ``summary`` (a bench_real.json) as its ``rerun``: the replaced rerun appended to
+    ``previous_reruns``; ``commit``, ``depends`` (the training code and ``config``), ``machine``,
+    ``command`` and ``summary`` (PSNR to 2 decimals, SSIM to 3) set anew; its other fields kept."""
+    record = dict(record)
+    if "rerun" in record:
+        record["previous_reruns"] = [*record.get("previous_reruns", []), record["rerun"]]
+    record.update({"commit": commit, "depends": [*TRAINING_CODE, config], "command": command, "machine": machine(),
+                   "summary": {"psnr": round(summary["psnr"], 2), "ssim": round(summary["ssim"], 3)},
+                   "rerun": {**summary, "load_before": (summary.get("load") or {}).get("before")}})
+    return record
+
+
+def reproduce_command(argv: list[str]) -> str:
+    """The command that trains and records the run again: ARGV without ``--reuse`` and ``--commit C``."""
+    out, skip = ["python", "-m", "benchmarks.real"], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--commit":
+            skip = True
+        elif arg != "--reuse" and not arg.startswith("--commit="):
+            out.append(arg)
+    return " ".join(out)
 
 
 if __name__ == "__main__":

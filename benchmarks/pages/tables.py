@@ -335,16 +335,36 @@ def paper() -> str:
     return "\n".join(rows)
 
 
-@table("fidelity", "fidelity")
+def _fidelity_runs(far: bool) -> list[tuple[str, dict]]:
+    """The fidelity tables' rows, grouped by capture in the option record's order: each capture's zero-config
+    run (capture_defaults.json, ``CAPTURE_defaults`` or ``CAPTURE_far_defaults``), then its runs with an
+    option (fidelity.json) on the same split."""
+    defaults, options = record("capture_defaults")["runs"], record("fidelity")["runs"]
+    captures = list(dict.fromkeys(name.split("_")[0] for name in options))
+    rows = []
+    for capture in captures:
+        base = f"{capture}_far_defaults" if far else f"{capture}_defaults"
+        if base in defaults:
+            rows.append((base, defaults[base]))
+        rows += [(name, r) for name, r in options.items()
+                 if name.split("_")[0] == capture and _far(r) == far and not r.get("diagnostic")]
+    return rows
+
+
+def _options(run: dict) -> str:
+    """A run's fidelity options as the table shows them (``--holdout far`` left out: the table says the split)."""
+    flags = [f for a, f in zip([None, *run["flags"]], run["flags"]) if f != "--holdout" and a != "--holdout"]
+    return f"`{' '.join(flags)}`" if flags else "none (the defaults)"
+
+
+@table("fidelity", "fidelity", "capture_defaults")
 def fidelity() -> str:
-    """docs/captures.md's table: zero-config 10-minute runs with and without issue 47's fidelity options."""
+    """docs/captures.md's table: zero-config 10-minute runs with and without issue 47's fidelity options
+    (every 8th view held out)."""
     rows = ["| run | options | steps | held-out PSNR | worst view (below the mean) | right halves after an affine fit "
             "| final scoring ÷ training time |", "|---|---|---|---|---|---|---|"]
-    for name, r in record("fidelity")["runs"].items():
-        if r.get("diagnostic") or _far(r):  # diagnostics: benchmarks/README.md tells of them; far: fidelity_far
-            continue
-        options = f"`{' '.join(r['flags'])}`" if r["flags"] else "none (the defaults)"
-        rows.append(f"| {name} | {options} | {r['steps']:,} | {r['psnr']:.2f} dB | {r['worst_view']} "
+    for name, r in _fidelity_runs(far=False):
+        rows.append(f"| {name} | {_options(r)} | {r['steps']:,} | {r['psnr']:.2f} dB | {r['worst_view']} "
                     f"({r['worst_below_mean']:.2f} dB) | {r['psnr_fit_right']:.2f} dB | {100 * r['final_eval_share']:.1f} % |")
     return "\n".join(rows)
 
@@ -354,22 +374,17 @@ def _far(run: dict) -> bool:
     return any(a == "--holdout" and b == "far" for a, b in zip(run["flags"], run["flags"][1:]))
 
 
-@table("fidelity_far", "fidelity")
+@table("fidelity_far", "fidelity", "capture_defaults")
 def fidelity_far() -> str:
     """docs/captures.md's far-split table: runs holding out the cameras farthest from the capture's centre,
-    beside the same capture's every-8th split with the defaults (the run named after the capture)."""
-    runs = record("fidelity")["runs"]
+    beside the same capture's every-8th split with the defaults (capture_defaults.json)."""
+    defaults = record("capture_defaults")["runs"]
     rows = ["| run | options | steps | far views' PSNR | on the pixels a training camera sees (their share) "
             "| worst view (below the mean) | every-8th split, defaults |", "|---|---|---|---|---|---|---|"]
-    captures = list(dict.fromkeys(name.split("_")[0] for name in runs))  # rows grouped by capture, in record order
-    for name, r in sorted(runs.items(), key=lambda item: captures.index(item[0].split("_")[0])):
-        if r.get("diagnostic") or not _far(r):
-            continue
-        rest = [f for f in r["flags"] if f not in ("--holdout", "far")]
-        options = f"`{' '.join(rest)}`" if rest else "none (the defaults)"
-        base = runs.get(name.split("_")[0])
+    for name, r in _fidelity_runs(far=True):
+        base = defaults.get(f"{name.split('_')[0]}_defaults")
         every = f"{base['psnr']:.2f} dB ({base['steps']:,} steps)" if base is not None else "not run"
-        rows.append(f"| {name} | {options} | {r['steps']:,} | {r['psnr']:.2f} dB | {r['psnr_seen']:.2f} dB "
+        rows.append(f"| {name} | {_options(r)} | {r['steps']:,} | {r['psnr']:.2f} dB | {r['psnr_seen']:.2f} dB "
                     f"({100 * r['seen_fraction']:.1f} %) | {r['worst_view']} ({r['worst_below_mean']:.2f} dB) | {every} |")
     return "\n".join(rows)
 
