@@ -40,15 +40,9 @@ TABLE = re.compile(r"<!-- table (?P<name>\S+) -->\n(?P<body>.*?)<!-- /table -->"
 # Records the pages cite although code they depend on changed after they were measured: reruns owed
 # (rerun each with its `command` on a quiet machine and write its new `commit`, then take it off this list).
 _NERF = "measured before later commits to the training / rendering code (the redesigns, issue 47's CPU path, the splats)"
-_SAME = ("measured at 7ec4895; the next commit only hands TriPlaneEncoding.channels_last()'s cached channels-last tables to the training look-up instead of copying them again (the same arrays): 30 zero-config fox steps at both commits gave 14.421616258992554 dB each (a first pair differed in the 7th digit, run-to-run variation that a repeat of both did not show)")
 STALE_OK: dict[str, str] = {
-    "lego_cpu": _SAME,
     "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
-    "fidelity": "its runs are of f0a9daa (beer), 983daff, 14e8bec, 40dead9 (fox), 8f85cdd, 07d253a and 5200803 (the far "
-                "split): the commits between add options off by default (the demo reruns identical to the last "
-                "digit), the start line and psnr_seen (not in the older runs' entries); 7ec4895 compiles the triplane's "
-                "backward (more steps in 10 minutes: capture_defaults.json holds the defaults on that code)",
 }
 
 
