@@ -121,6 +121,11 @@ def main() -> int:
     basedir = Path(args.out)
     config_run_folder = basedir / name
     commit = args.commit or git_commit()
+    if args.record:  # checked before training: a record it cannot write is said at once, nothing run
+        problem = record_problem(Path(args.record))
+        if problem:
+            print(f"bench_real: {problem}", file=sys.stderr)
+            return 2
     if not args.reuse:
         cmd = [sys.executable, "-m", "enerf.cli", "train", "--config", config, "--seed", str(args.seed),
                "--basedir", str(basedir), "--expname", name, "--time_budget", str(args.minutes * 60),
@@ -168,6 +173,22 @@ def main() -> int:
                                       config, reproduce_command(sys.argv[1:])))
         print(f"wrote {path}")
     return 0
+
+
+def record_problem(path: Path) -> str | None:
+    """Why ``--record PATH`` cannot take a run (None when it can): unreadable JSON, or a record whose
+    ``summary`` holds more than one run's PSNR and SSIM (fern_cpu.json's three seeds and peer)."""
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        return f"{path} is not a readable JSON record ({err}); fix or remove it"
+    other = sorted(set(record.get("summary", {})) - {"psnr", "ssim"}) if isinstance(record, dict) else ["?"]
+    if other:
+        return (f"{path} is not a one-run record (its summary has {', '.join(other)}); --record writes a record "
+                "like benchmarks/lego_cpu.json, whose summary is one run's psnr and ssim")
+    return None
 
 
 def with_rerun(record: dict, summary: dict, commit: str | None, config: str, command: str) -> dict:

@@ -49,3 +49,15 @@ def test_record_keeps_the_replaced_rerun_and_writes_what_the_pages_read():
 def test_the_recorded_command_trains_again():
     argv = ["--scene", "lego", "--reuse", "--commit", "abc1234", "--record", "benchmarks/lego_cpu.json"]
     assert real.reproduce_command(argv) == "python -m benchmarks.real --scene lego --record benchmarks/lego_cpu.json"
+
+
+def test_a_record_it_cannot_take_is_said_in_one_line_before_training(tmp_path):
+    many = tmp_path / "fern.json"
+    many.write_text('{"summary": {"psnr_mean": 24.2, "psnr_std": 0.01}}')
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"summary": ')
+    one = tmp_path / "lego.json"
+    one.write_text('{"summary": {"psnr": 30.5, "ssim": 0.95}}')
+    assert "psnr_mean, psnr_std" in real.record_problem(many)
+    assert "not a readable JSON record" in real.record_problem(broken)
+    assert real.record_problem(one) is None and real.record_problem(tmp_path / "new.json") is None
