@@ -18,7 +18,9 @@ and its end is replaced.
 
 A cited record is *stale* when a commit after the one it measured (its ``commit``) changed a path it
 ``depends`` on (benchmarks/README.md, "Figures on the pages"). ``STALE_OK`` names the stale records the pages
-still cite, and why: reruns owed. tests/unit/test_pages.py fails on any other stale record.
+still cite, and why: reruns owed; a page that cites one says so with the marker ``{stale:STEM}`` (in a template
+row) or ``<!-- fig stale:STEM --><!-- /fig -->`` (inline), which print when the record was measured until it is
+rerun and leaves ``STALE_OK``. tests/unit/test_pages.py fails on any other stale record.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import subprocess
 from pathlib import Path
 
 from benchmarks.pages import tables  # noqa: F401  (registers the named tables and figures)
-from benchmarks.pages.records import FIGURES, ROOT, TABLES, fmt, lookup, record
+from benchmarks.pages.records import FIGURES, ROOT, STALE_OK, TABLES, fmt, lookup, record, stale_note
 from enerf.atomic import atomic_write_text
 
 __all__ = ["FIG", "STALE_OK", "TABLE", "cited_records", "differences", "pages", "render_page", "stale",
@@ -37,14 +39,6 @@ __all__ = ["FIG", "STALE_OK", "TABLE", "cited_records", "differences", "pages", 
 FIG = re.compile(r"<!-- fig (?P<name>\S+?)(?: (?P<spec>\S+))? -->(?P<body>.*?)<!-- /fig -->", re.S)
 TABLE = re.compile(r"<!-- table (?P<name>\S+) -->\n(?P<body>.*?)<!-- /table -->", re.S)
 
-# Records the pages cite although code they depend on changed after they were measured: reruns owed
-# (rerun each with its `command` on a quiet machine and write its new `commit`, then take it off this list).
-_NERF = "measured before later commits to the training / rendering code (the redesigns, issue 47's CPU path, the splats)"
-STALE_OK: dict[str, str] = {
-    "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
-    "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
-}
-
 
 def pages() -> list[Path]:
     """The user pages: README.md and docs/*.md."""
@@ -52,7 +46,9 @@ def pages() -> list[Path]:
 
 
 def render_figure(name: str, spec: str | None) -> str:
-    """Inline figure NAME (``RECORD:KEY.PATH`` or a named figure) as the page shows it."""
+    """Inline figure NAME (``RECORD:KEY.PATH``, ``stale:STEM`` or a named figure) as the page shows it."""
+    if name.startswith("stale:"):
+        return stale_note(name.split(":", 1)[1]).strip()
     if ":" in name:
         return fmt(lookup(*name.split(":", 1)), spec)
     if name not in FIGURES:
@@ -77,7 +73,10 @@ def cited_records(text: str) -> set[str]:
     """The record stems TEXT's markers cite."""
     out: set[str] = set()
     for m in FIG.finditer(text):
-        out |= {m["name"].split(":", 1)[0]} if ":" in m["name"] else set(FIGURES.get(m["name"], ((), None))[0])
+        if m["name"].startswith("stale:"):
+            out.add(m["name"].split(":", 1)[1])
+        else:
+            out |= {m["name"].split(":", 1)[0]} if ":" in m["name"] else set(FIGURES.get(m["name"], ((), None))[0])
     for m in TABLE.finditer(text):
         out |= set(TABLES.get(m["name"], ((), None))[0])
     return out
@@ -162,7 +161,7 @@ def all_cited() -> dict[str, list[str]]:
 
 def staleness_report() -> tuple[list[str], list[str]]:
     """(problems, notes). Problems: a cited record stale and not in STALE_OK; a STALE_OK entry not stale or
-    not cited. Notes: STALE_OK's entries with their reasons, records whose staleness git cannot tell."""
+    not cited, or cited by a page that does not say it is stale (``stale_note``). Notes: STALE_OK's entries with their reasons, records whose staleness git cannot tell."""
     problems, notes, cited = [], [], all_cited()
     for stem in sorted(cited):
         commits = stale(stem)
@@ -173,6 +172,12 @@ def staleness_report() -> tuple[list[str], list[str]]:
                             f"was measured changed what it depends on, the last {commits[0][:70]!r}")
         elif not commits and stem in STALE_OK:
             problems.append(f"{stem} is in STALE_OK but is not stale: take it out of STALE_OK")
+        if stem in STALE_OK:
+            for page in cited[stem]:
+                if stale_note(stem).strip() not in render_page((ROOT / page).read_text()):
+                    problems.append(f"{page} cites {stem}, which is stale, without saying so: put "
+                                    f"{{stale:{stem}}} in its template row or <!-- fig stale:{stem} --><!-- /fig --> "
+                                    "beside its figures")
     for stem, why in STALE_OK.items():
         if stem not in cited:
             problems.append(f"{stem} is in STALE_OK but no page cites it: take it out of STALE_OK")

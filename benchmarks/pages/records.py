@@ -3,6 +3,7 @@
     lookup("demo", "summary.psnr")                  # the value at a dotted key path (list items by index)
     fill("{demo:summary.psnr:.2f} dB")               # a template's ``{RECORD:KEY.PATH:FORMAT}`` filled in
     template_table("results", HEADER, ROWS)          # a table of template rows, registered under its name
+    fill("{stale:gpu_capture}")                      # what a page says beside a stale record's figures
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["FIGURES", "PLACEHOLDER", "ROOT", "TABLES", "figure", "fill", "fmt", "lookup", "record", "table",
-           "template_records", "template_table"]
+__all__ = ["FIGURES", "PLACEHOLDER", "ROOT", "STALE_OK", "TABLES", "figure", "fill", "fmt", "lookup", "record",
+           "stale_note", "table", "template_records", "template_table"]
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository root
 PLACEHOLDER = re.compile(r"\{(?P<record>\w+):(?P<path>[^:{}]+)(?::(?P<spec>[^{}]*))?\}")
@@ -22,6 +23,15 @@ PLACEHOLDER = re.compile(r"\{(?P<record>\w+):(?P<path>[^:{}]+)(?::(?P<spec>[^{}]
 # Named figures and tables: name -> (the record stems they cite, a function of nothing that writes them).
 FIGURES: dict[str, tuple[tuple[str, ...], Callable[[], str]]] = {}
 TABLES: dict[str, tuple[tuple[str, ...], Callable[[], str]]] = {}
+
+# Records the pages cite although code they depend on changed after they were measured: reruns owed
+# (rerun each with its `command` on a quiet machine and write its new `commit`, then take it off this list).
+# A page that cites one says so beside its figures with the marker {stale:STEM} (see ``stale_note``).
+_NERF = "measured before later commits to the training / rendering code (the redesigns, issue 47's CPU path, the splats)"
+STALE_OK: dict[str, str] = {
+    "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
+    "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
+}
 
 
 @lru_cache(maxsize=None)
@@ -50,14 +60,24 @@ def fmt(value, spec: str | None = None) -> str:
     return "\u2212" + text[1:] if isinstance(value, (int, float)) and text.startswith("-") else text
 
 
+def stale_note(stem: str) -> str:
+    """What a page prints beside record STEM's figures: while STEM is in ``STALE_OK``, that they were measured
+    on earlier code (and at which commit); nothing once it has been rerun."""
+    if stem not in STALE_OK:
+        return ""
+    return f" (measured at commit {str(record(stem)['commit'])[:7]}, on earlier training code; not rerun since)"
+
+
 def fill(template: str) -> str:
-    """TEMPLATE with every ``{RECORD:KEY.PATH:FORMAT}`` replaced by the record's value."""
-    return PLACEHOLDER.sub(lambda m: fmt(lookup(m["record"], m["path"].strip()), m["spec"]), template)
+    """TEMPLATE with every ``{RECORD:KEY.PATH:FORMAT}`` replaced by the record's value, and every
+    ``{stale:STEM}`` by ``stale_note(STEM)``."""
+    return PLACEHOLDER.sub(lambda m: stale_note(m["path"].strip()) if m["record"] == "stale"
+                           else fmt(lookup(m["record"], m["path"].strip()), m["spec"]), template)
 
 
 def template_records(template: str) -> set[str]:
-    """The record stems TEMPLATE's placeholders cite."""
-    return {m["record"] for m in PLACEHOLDER.finditer(template)}
+    """The record stems TEMPLATE's placeholders cite (``{stale:STEM}`` cites STEM)."""
+    return {m["path"].strip() if m["record"] == "stale" else m["record"] for m in PLACEHOLDER.finditer(template)}
 
 
 def figure(name: str, *records: str):
