@@ -157,14 +157,32 @@ def capture_samplers() -> str:
     runs = {**record("capture_defaults")["runs"], **record("capture_30min")["runs"], **record("capture_samplers")["runs"]}
     rows = ["| capture | sampler, training time | held-out PSNR | worst view (below the mean) | steps |",
             "|---|---|---|---|---|"]
-    for scene, capture in (("fox", "instant-ngp's fox"), ("boardgame", "boardgame, a walk around a board game")):
+    for scene, capture in (("fox", "instant-ngp's fox"), ("boardgame", "boardgame, a walk around a board game"),
+                           ("beer", "beer, the phone video")):
         for sampler, key in (("proposal, 10 min", f"{scene}_defaults"), ("proposal, 30 min", f"{scene}_30min"),
                              ("hierarchical, 10 min", f"{scene}_hierarchical")):
+            if key not in runs:  # the beer scene has no hierarchical run
+                continue
             e = runs[key]
             first = f"{capture} ({len(e['views'])} held-out views)" if sampler.startswith("proposal, 10") else ""
             worst = min(v["psnr"] for v in e["views"])
             rows.append(f"| {first} | {sampler} | {e['psnr']:.2f} dB | {worst:.2f} dB ({e['worst_below_mean']:.1f} dB) "
                         f"| {e['steps']:,} |")
+    return "\n".join(rows)
+
+
+@table("capture_probes", "capture_probes")
+def capture_probes() -> str:
+    """docs/captures.md's sample-count table: the fox with no config and with other sample counts, one sitting."""
+    runs = record("capture_probes")["runs"]
+    base = runs["fox_defaults_same_sitting"]
+    rows = ["| flags | steps in 10 min | held-out PSNR | Δ against no flag | right halves after an affine fit |",
+            "|---|---|---|---|---|"]
+    for e in sorted(runs.values(), key=lambda e: e is not base):
+        flags = " ".join(e["flags"]) or "none (48 samples, 128 proposal samples)"
+        delta = "" if e is base else fmt(e["psnr"] - base["psnr"], "+.2f") + " dB"
+        rows.append(f"| {'`' + flags + '`' if e['flags'] else flags} | {e['steps']:,} | {e['psnr']:.2f} dB | {delta} "
+                    f"| {e['psnr_fit_right']:.2f} dB |")
     return "\n".join(rows)
 
 
