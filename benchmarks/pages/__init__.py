@@ -19,8 +19,8 @@ and its end is replaced.
 A cited record is *stale* when a commit after the one it measured (its ``commit``) changed a path it
 ``depends`` on (benchmarks/README.md, "Figures on the pages"). ``STALE_OK`` names the stale records the pages
 still cite, and why: reruns owed; a page that cites one says so with the marker ``{stale:STEM}`` (in a template
-row) or ``<!-- fig stale:STEM --><!-- /fig -->`` (inline), which print when the record was measured until it is
-rerun and leaves ``STALE_OK``. tests/unit/test_pages.py fails on any other stale record.
+row) or ``<!-- fig stale:STEM --><!-- /fig -->`` (inline), which say the figures are from earlier code until the
+record is rerun and leaves ``STALE_OK``. tests/unit/test_pages.py fails on any other stale record.
 """
 
 from __future__ import annotations

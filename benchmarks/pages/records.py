@@ -62,10 +62,9 @@ def fmt(value, spec: str | None = None) -> str:
 
 def stale_note(stem: str) -> str:
     """What a page prints beside record STEM's figures: while STEM is in ``STALE_OK``, that they were measured
-    on earlier code (and at which commit); nothing once it has been rerun."""
-    if stem not in STALE_OK:
-        return ""
-    return f" (measured at commit {str(record(stem)['commit'])[:7]}, on earlier training code; not rerun since)"
+    on earlier code (which commit: the record's ``commit``; user pages carry no commit hash); nothing once it has
+    been rerun."""
+    return " (measured on earlier training code; not rerun since)" if stem in STALE_OK else ""
 
 
 def fill(template: str) -> str:

@@ -123,14 +123,14 @@ def test_stale_is_a_commit_after_the_measurement_that_touched_what_it_depends_on
 
 
 def test_a_stale_record_is_said_stale_where_a_page_cites_it(tmp_path, monkeypatch):
-    """``{stale:STEM}`` and ``<!-- fig stale:STEM -->`` print the record's commit while STEM is in STALE_OK and
+    """``{stale:STEM}`` and ``<!-- fig stale:STEM -->`` say the figures are from earlier code while STEM is in STALE_OK and
     nothing once it leaves; a page citing a STALE_OK record without them is a problem."""
     from benchmarks.pages import records
 
     owed = {"demo": "a rerun owed"}
     monkeypatch.setattr(records, "STALE_OK", owed)
     monkeypatch.setattr(pages, "STALE_OK", owed)
-    note = f"(measured at commit {record('demo')['commit'][:7]}, on earlier training code; not rerun since)"
+    note = "(measured on earlier training code; not rerun since)"
     assert fill("{demo:summary.psnr:.2f} dB{stale:demo}") == f"{record('demo')['summary']['psnr']:.2f} dB {note}"
     assert pages.render_figure("stale:demo", None) == note
     page = tmp_path / "page.md"
