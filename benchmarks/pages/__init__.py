@@ -161,7 +161,8 @@ def all_cited() -> dict[str, list[str]]:
 
 def staleness_report() -> tuple[list[str], list[str]]:
     """(problems, notes). Problems: a cited record stale and not in STALE_OK; a STALE_OK entry not stale or
-    not cited, or cited by a page that does not say it is stale (``stale_note``). Notes: STALE_OK's entries with their reasons, records whose staleness git cannot tell."""
+    not cited, or cited by a page that does not say it is stale (``stale_note``). Notes: STALE_OK's entries with
+    their reasons, records whose staleness git cannot tell."""
     problems, notes, cited = [], [], all_cited()
     for stem in sorted(cited):
         commits = stale(stem)
