@@ -8,6 +8,11 @@ Run it for two trees in turn on an otherwise idle machine, e.g.::
     for tree in ../base .; do PYTHONPATH=$tree python -m benchmarks.step_rate --config configs/demo_grid.txt; done
     python -m benchmarks.step_rate --config configs/fern_cpu.txt --datadir ../shared/data/nerf_llff_data/fern
     python -m benchmarks.step_rate --config configs/lego_cpu.txt --datadir ../shared/data/nerf_synthetic/lego
+
+``--config ''`` builds the run as ``enerf train --datadir`` with no config does (the device's preset for the
+scene); flags after ``--`` are ``enerf train`` flags added to the run, e.g. the zero-config fox with fewer samples::
+
+    python -m benchmarks.step_rate --config '' --datadir ../shared/data/nerfstudio/fox -- --N_samples 32
 """
 
 from __future__ import annotations
@@ -23,33 +28,39 @@ import torch
 
 import enerf
 from enerf.config import DATA_ROOT
-from enerf.cli.train import build_train_parser, run_config_from_args
+from enerf.cli.train import build_train_parser, run_config_from_args, train_preset
 from enerf.train.nerf import prepare_run
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="configs/demo_grid.txt")
+    parser.add_argument("--config", default="configs/demo_grid.txt", help="'' for none (the preset, as enerf train)")
     parser.add_argument("--datadir", default="")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", default="", help="append the result as one JSON line to this file")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     torch.set_num_threads(args.threads)
-    flags = ["--config", args.config, "--basedir", tempfile.mkdtemp(), "--no_lpips"]
+    flags = (["--config", args.config] if args.config else []) + ["--basedir", tempfile.mkdtemp(), "--no_lpips"]
     if args.datadir:
         flags += ["--datadir", args.datadir]
-    task = prepare_run(run_config_from_args(build_train_parser().parse_args(flags)), DATA_ROOT)
+    train_args = build_train_parser().parse_args(flags + extra)
+    preset, _, _ = train_preset(train_args)  # as enerf train: the device's preset where no config file is given
+    task = prepare_run(run_config_from_args(train_args, preset), DATA_ROOT)
     for step in range(args.warmup):
         task.step(step)
     tic = time.perf_counter()
     for step in range(args.warmup, args.warmup + args.steps):
         task.step(step)
     seconds = time.perf_counter() - tic
-    result = {"tree": str(Path(enerf.__file__).resolve().parent.parent), "config": args.config, "threads": args.threads,
+    result = {"tree": str(Path(enerf.__file__).resolve().parent.parent), "config": args.config, "flags": extra,
+              "datadir": args.datadir, "threads": args.threads,
               "steps": args.steps, "seconds": seconds, "steps_per_second": args.steps / seconds}
-    print(f"{args.config} ({result['tree']}): {result['steps_per_second']:.2f} steps/s over {args.steps} steps")
+    print(f"{args.config or 'no config'} {' '.join(extra)} ({result['tree']}): {result['steps_per_second']:.2f} steps/s "
+          f"over {args.steps} steps")
     if args.json:
         with open(args.json, "a") as out:
             out.write(json.dumps(result) + "\n")

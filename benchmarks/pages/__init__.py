@@ -30,7 +30,7 @@ import subprocess
 from pathlib import Path
 
 from benchmarks.pages import tables  # noqa: F401  (registers the named tables and figures)
-from benchmarks.pages.records import FIGURES, ROOT, STALE_OK, TABLES, fmt, lookup, record, stale_note
+from benchmarks.pages.records import FIGURES, ROOT, STALE_OK, TABLES, cites, record, stale_note, value
 from enerf.atomic import atomic_write_text
 
 __all__ = ["FIG", "STALE_OK", "TABLE", "cited_records", "differences", "pages", "render_page", "stale",
@@ -47,10 +47,8 @@ def pages() -> list[Path]:
 
 def render_figure(name: str, spec: str | None) -> str:
     """Inline figure NAME (``RECORD:KEY.PATH``, ``stale:STEM`` or a named figure) as the page shows it."""
-    if name.startswith("stale:"):
-        return stale_note(name.split(":", 1)[1]).strip()
     if ":" in name:
-        return fmt(lookup(*name.split(":", 1)), spec)
+        return value(*name.split(":", 1), spec)
     if name not in FIGURES:
         raise KeyError(f"no figure named {name!r} in benchmarks/pages/tables.py")
     return FIGURES[name][1]()
@@ -73,10 +71,7 @@ def cited_records(text: str) -> set[str]:
     """The record stems TEXT's markers cite."""
     out: set[str] = set()
     for m in FIG.finditer(text):
-        if m["name"].startswith("stale:"):
-            out.add(m["name"].split(":", 1)[1])
-        else:
-            out |= {m["name"].split(":", 1)[0]} if ":" in m["name"] else set(FIGURES.get(m["name"], ((), None))[0])
+        out |= {cites(*m["name"].split(":", 1))} if ":" in m["name"] else set(FIGURES.get(m["name"], ((), None))[0])
     for m in TABLE.finditer(text):
         out |= set(TABLES.get(m["name"], ((), None))[0])
     return out

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 __all__ = ["FIGURES", "PLACEHOLDER", "ROOT", "STALE_OK", "TABLES", "figure", "fill", "fmt", "lookup", "record",
-           "stale_note", "table", "template_records", "template_table"]
+           "stale_note", "table", "template_records", "template_table", "value", "cites"]
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository root
 PLACEHOLDER = re.compile(r"\{(?P<record>\w+):(?P<path>[^:{}]+)(?::(?P<spec>[^{}]*))?\}")
@@ -67,16 +67,25 @@ def stale_note(stem: str) -> str:
     return " (measured on earlier training code; not rerun since)" if stem in STALE_OK else ""
 
 
+def value(stem: str, path: str, spec: str | None = None) -> str:
+    """What a marker ``STEM:PATH [SPEC]`` (inline) or ``{STEM:PATH:SPEC}`` (in a template) writes: the record's
+    value at PATH, formatted; ``stale:STEM`` writes ``stale_note(STEM)``."""
+    return stale_note(path.strip()) if stem == "stale" else fmt(lookup(stem, path.strip()), spec)
+
+
+def cites(stem: str, path: str) -> str:
+    """The record stem a marker ``STEM:PATH`` cites (``stale:STEM`` cites STEM)."""
+    return path.strip() if stem == "stale" else stem
+
+
 def fill(template: str) -> str:
-    """TEMPLATE with every ``{RECORD:KEY.PATH:FORMAT}`` replaced by the record's value, and every
-    ``{stale:STEM}`` by ``stale_note(STEM)``."""
-    return PLACEHOLDER.sub(lambda m: stale_note(m["path"].strip()) if m["record"] == "stale"
-                           else fmt(lookup(m["record"], m["path"].strip()), m["spec"]), template)
+    """TEMPLATE with every ``{RECORD:KEY.PATH:FORMAT}`` replaced by ``value``."""
+    return PLACEHOLDER.sub(lambda m: value(m["record"], m["path"], m["spec"]), template)
 
 
 def template_records(template: str) -> set[str]:
-    """The record stems TEMPLATE's placeholders cite (``{stale:STEM}`` cites STEM)."""
-    return {m["path"].strip() if m["record"] == "stale" else m["record"] for m in PLACEHOLDER.finditer(template)}
+    """The record stems TEMPLATE's placeholders cite."""
+    return {cites(m["record"], m["path"]) for m in PLACEHOLDER.finditer(template)}
 
 
 def figure(name: str, *records: str):

@@ -157,13 +157,12 @@ def capture_samplers() -> str:
     runs = {**record("capture_defaults")["runs"], **record("capture_30min")["runs"], **record("capture_samplers")["runs"]}
     rows = ["| capture | sampler, training time | held-out PSNR | worst view (below the mean) | steps |",
             "|---|---|---|---|---|"]
-    for scene, capture in (("fox", "instant-ngp's fox"), ("boardgame", "boardgame, a walk around a board game"),
-                           ("beer", "beer, the phone video")):
-        for sampler, key in (("proposal, 10 min", f"{scene}_defaults"), ("proposal, 30 min", f"{scene}_30min"),
-                             ("hierarchical, 10 min", f"{scene}_hierarchical")):
-            if key not in runs:  # the beer scene has no hierarchical run
-                continue
-            e = runs[key]
+    samplers = (("proposal, 10 min", "defaults"), ("proposal, 30 min", "30min"), ("hierarchical, 10 min", "hierarchical"))
+    for scene, capture, rows_of in (("fox", "instant-ngp's fox", samplers),
+                                    ("boardgame", "boardgame, a walk around a board game", samplers),
+                                    ("beer", "beer, the phone video", samplers[:2])):  # no hierarchical run
+        for sampler, run in rows_of:
+            e = runs[f"{scene}_{run}"]
             first = f"{capture} ({len(e['views'])} held-out views)" if sampler.startswith("proposal, 10") else ""
             worst = min(v["psnr"] for v in e["views"])
             rows.append(f"| {first} | {sampler} | {e['psnr']:.2f} dB | {worst:.2f} dB ({e['worst_below_mean']:.1f} dB) "

@@ -132,7 +132,7 @@ def test_a_stale_record_is_said_stale_where_a_page_cites_it(tmp_path, monkeypatc
     monkeypatch.setattr(pages, "STALE_OK", owed)
     note = "(measured on earlier training code; not rerun since)"
     assert fill("{demo:summary.psnr:.2f} dB{stale:demo}") == f"{record('demo')['summary']['psnr']:.2f} dB {note}"
-    assert pages.render_figure("stale:demo", None) == note
+    assert pages.render_figure("stale:demo", None) == " " + note
     page = tmp_path / "page.md"
     page.write_text("PSNR <!-- fig demo:summary.psnr .2f -->x<!-- /fig --> dB\n")
     monkeypatch.setattr(pages, "pages", lambda: [page])
