@@ -60,7 +60,7 @@ def main() -> None:
     base = SplatConfig()
     cfg = SplatConfig(**{k: type(getattr(base, k))(v) for k, v in kw.items()}, bake_seconds=float(args.steps))
     run = load_run(args.ckpt, DATA_ROOT, "cpu", task="nerf", images=True, datadir=args.datadir)
-    start, _ = bake.init_splats(run, cfg, progress=False)
+    start, _, _ = bake.init_splats(run, cfg, progress=False)
     if args.tiles:
         cams = bake.scene_cameras(run, run.scene.i_train[:4], cfg.fit_downscale)
         params = {k: t.clone().requires_grad_(True) for k, t in start.tensors().items()}

@@ -153,6 +153,16 @@ def print_metrics(metrics: dict, where: Path) -> None:
         f"held-out PSNR {fmt(metrics['psnr'], '.2f')} dB  SSIM {fmt(metrics['ssim'], '.4f')}"
         f"  LPIPS {fmt(metrics['lpips'], '.4f')}  ({len(metrics['per_image'])} views, {metrics['steps']} steps) -> {where}"
     )
+    splats = metrics.get("splats")
+    if splats:
+        worst = min(splats["per_view"], key=lambda v: v["psnr"] - _field_psnr(metrics, v["view"]), default=None)
+        tail = (f"; worst view {worst['view']}: {worst['psnr']:.2f} dB against the field's "
+                f"{_field_psnr(metrics, worst['view']):.2f}" if worst else "")
+        uncovered = splats.get("uncovered_max")
+        print(f"splats: held-out PSNR {fmt(splats['psnr'], '.2f')} dB  SSIM {fmt(splats['ssim'], '.4f')}  LPIPS "
+              f"{fmt(splats['lpips'], '.4f')}  ({splats['splat_count']:,} splats{tail}; at most "
+              f"{fmt(None if uncovered is None else 100 * uncovered, '.1f')} % of a view's pixels under half opacity) "
+              f"-> {splats['splats']}")
     if metrics.get("psnr_fit_right") is not None:
         model = (metrics.get("appearance") or {}).get("model", "none")
         print(f"appearance {model}: PSNR on the field's own colours (the training photos' mean appearance); "
@@ -161,6 +171,11 @@ def print_metrics(metrics: dict, where: Path) -> None:
         print(f"LPIPS unavailable: {metrics['lpips_error']}")
     for warning in metrics.get("warnings") or []:
         print(f"warning: {warning}")
+
+
+def _field_psnr(metrics: dict, view: int) -> float:
+    """The field's PSNR of held-out ``view`` in ``metrics`` (nan when it has none)."""
+    return next((p["psnr"] for p in metrics["per_image"] if p["view"] == view), float("nan"))
 
 
 def fidelity_line(cfg: RunConfig) -> str:

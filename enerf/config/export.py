@@ -151,11 +151,12 @@ class SplatConfig:
     init_downscale: int = option(4, "render the training views at 1/N of their size for the starting splats", lo=1)
     init_views: int = option(48, "training views rendered for the starting splats at most, evenly spread over the "
                              "capture (0: all)", lo=0)
-    init_min_acc: float = option(0.5, "a pixel starts a Gaussian when its accumulated opacity is at least this",
-                                 lo=0.0, hi=1.0, lo_open=True)
+    init_min_acc: float = option(0.05, "a pixel starts a Gaussian when its accumulated opacity is at least this (a "
+                                 "hazy pixel too: its Gaussian starts faint)", lo=0.0, hi=1.0, lo_open=True)
     init_max_violations: int = option(2, "a starting point is dropped when more training views than this see through "
                                       "it (their surface lies beyond it)", lo=0)
-    init_opacity: float = option(0.5, "the starting Gaussians' opacity", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    init_opacity: float = option(0.5, "a starting Gaussian's opacity where the field is opaque; times the pixels' "
+                                 "accumulated opacity elsewhere", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     init_scale: float = option(1.0, "a starting Gaussian's standard deviation relative to half its surface cell "
                                "(one rendered pixel's footprint)", lo=0.0, lo_open=True)
     init_flatness: float = option(0.2, "a starting Gaussian's thickness along its surface normal, relative to its "
@@ -163,6 +164,13 @@ class SplatConfig:
     fit_rows: int = option(0, "image rows rendered per fitting step (0: the whole photo)", lo=0)
     fit_downscale: int = option(1, "fit to the photos at 1/N of the training size (N x N blocks averaged)", lo=1)
     fit_lr: float = option(3.0, "learning rates of the fit relative to 3DGS's", lo=0.0, lo_open=True)
+    fit_ssim: float = option(0.2, "weight of D-SSIM in the fit's loss, (1 - w) L1 + w (1 - SSIM) (3DGS's 0.2; 0: L1 "
+                             "alone)", lo=0.0, hi=1.0)
+    teacher_views: int = option(32, "the field rendered from this many cameras between and beyond the training ones "
+                                "(at 1/init_downscale), fitted beside the photos (0: the photos alone)", lo=0)
+    teacher_share: float = option(0.25, "share of the fit's steps spent on the field's renderings", lo=0.0, hi=1.0)
+    teacher_push: float = option(0.2, "the teacher cameras pushed in or out along their axis by up to this times their "
+                                 "depth", lo=0.0, hi=0.9)
     densify_every: int = option(0, "fitting steps between two densifications (0: none, the count stays fixed)", lo=0)
     densify_grow: float = option(0.15, "fraction of the Gaussians cloned or split at each densification (those "
                                  "with the largest screen-space gradient), until --count", lo=0.0, hi=1.0)

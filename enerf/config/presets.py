@@ -39,6 +39,9 @@ __all__ = ["Preset", "PRESETS", "PRESET_CHOICES", "SCENE_KIND_DEFAULT", "IDENTIT
 
 PRESET_CHOICES = ("auto", "cpu", "cuda", "paper", "none")
 SCENE_KIND_DEFAULT = "auto"  # --scene_kind: decided from the cameras (enerf.config.DataConfig.scene_kind)
+# seconds of splat baking after the field on a photo capture (transforms.json, walk-around or forward-facing):
+# with the 10-minute field, training and bake stay under 15 minutes (benchmarks/capture_splats.json)
+CAPTURE_SPLAT_SECONDS = 255.0
 PRESET_FILES = "preset_files"  # the presets' folder inside the enerf.config package (package data)
 # Keys of a config file that name the scene, the run or the method: never part of a preset (the example
 # files in configs/ set them).
@@ -120,7 +123,8 @@ def preset_for(name: str, dataset_type: str, kind: str, read: Callable[[Path], d
     box, walk-around scenes take the capture settings, forward-facing ones the LLFF settings;
     ``paper`` exists for forward-facing LLFF and Blender scenes only, the others take ``fallback``
     (the device's preset). Its values are ``read(file)`` (field name -> value of each key the packaged
-    file sets), with ``scene_kind = kind`` (not for Blender); ``scene`` is what the start line says
+    file sets), with ``scene_kind = kind`` (not for Blender) and, for a photo capture (transforms.json),
+    ``splat_seconds = CAPTURE_SPLAT_SECONDS`` unless the file sets it; ``scene`` is what the start line says
     about the scene."""
     layout = "blender" if dataset_type == "blender" else "capture" if kind == "walkaround" else "llff"
     if name == "paper" and (dataset_type == "nerfstudio" or (name, layout) not in PRESETS):
@@ -132,6 +136,8 @@ def preset_for(name: str, dataset_type: str, kind: str, read: Callable[[Path], d
         raise ConfigError(f"enerf's preset {preset.file} sets {', '.join(leaked)}, which only a config file may set")
     if dataset_type != "blender":
         values["scene_kind"] = kind
+    if dataset_type == "nerfstudio":  # a photo capture's run ends in splats
+        values.setdefault("splat_seconds", CAPTURE_SPLAT_SECONDS)
     has_paper = dataset_type != "nerfstudio" and ("paper", layout) in PRESETS
     return replace(preset, values=values, scene=scene, has_paper=has_paper)
 

@@ -324,6 +324,19 @@ def render_video_from_checkpoint(
     return {**info, "source": "field" if splats is None else "splats"}
 
 
+def run_splat_source(run: LoadedRun) -> ImageSource | None:
+    """The splats a run ended in (``<run>/splats.ply``, ``enerf.train.splat_stage``) as an image source;
+    None when it has none."""
+    from ..train.splat_stage import SPLATS_FILE
+
+    path = run.folder / SPLATS_FILE
+    if not path.is_file():
+        return None
+    from ..splats.source import read_splats_for_run, run_background, splat_source
+
+    return splat_source(read_splats_for_run(run, path), run.scene, run_background(run.cfg.render))
+
+
 def default_path(scene: Scene, contraction: str) -> str:
     """The camera path ``--video auto`` renders for ``scene`` trained with ``contraction``:
     ``interp`` through the training cameras on walk-around captures (world-space rays and a scene
@@ -335,7 +348,8 @@ def default_path(scene: Scene, contraction: str) -> str:
 def render_preview(ckpt_path: str | Path, path: str, data_root: Path, device_name: str | None = None,
                    progress: bool = True, cap: tuple[float, float] | None = None) -> dict:
     """``enerf train --video PATH``: after training, ``PREVIEW`` frames along ``path`` (``auto``:
-    ``default_path``) into ``<run>/video_<path>/``; returns ``render_video``'s dict.
+    ``default_path``) into ``<run>/video_<path>/``, from the run's splats when it ended in them
+    (``run_splat_source``); returns ``render_video``'s dict.
 
     ``cap``: (seconds the run trained, rays per second the final evaluation rendered): the frames
     that fit about that long (``enerf.train.short_run.capped_frames``; the video keeps its 2 seconds
@@ -348,6 +362,9 @@ def render_preview(ckpt_path: str | Path, path: str, data_root: Path, device_nam
     target = run.folder / f"video_{name}"
     check_output_dir(target, "--out")
     video = VideoConfig(path=name, **PREVIEW)
+    source = run_splat_source(run)
+    if source is not None:  # the run ended in splats: they draw a frame in a fraction of a second, no cap
+        return {**render_video(run, target, video, progress, source), "source": "splats"}
     if cap is not None:
         n_path = len(camera_path(run.scene, name, video.frames, run.cfg.data.spherify))
         width, height, _ = frame_size(run.scene, name)

@@ -51,8 +51,9 @@ from .gaussians import Splats, rgb_to_sh0
 from .rasterize import SplatCamera, gsplat_available, rasterize
 from .tiles import numba_available, warm_up
 from .source import run_background
+from .teacher import fit_loss, teacher_poses
 
-__all__ = ["BakeReport", "field_candidates", "free_space_violations", "merge_candidates", "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake", "scene_cameras"]
+__all__ = ["BakeReport", "field_candidates", "teacher_targets", "free_space_violations", "merge_candidates", "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake", "scene_cameras"]
 
 # 3DGS's learning rates (train.py / arguments), the centres' relative to the cameras' extent
 LR = {"means": 1.6e-4, "log_scales": 5e-3, "quats": 1e-3, "opacity_logits": 5e-2, "sh0": 2.5e-3, "sh_rest": 2.5e-3 / 20}
@@ -101,13 +102,17 @@ def _disc_quats(normals: np.ndarray) -> np.ndarray:
     return (q / np.linalg.norm(q, axis=-1, keepdims=True)).astype(np.float32)
 
 
-def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> dict[str, np.ndarray]:
+def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True
+                     ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The candidate Gaussians of step 1 (module docstring), one per kept pixel of the training views,
-    less those that another view sees through (``free_space_violations``).
+    less those that another view sees through (``free_space_violations``), and the cameras rendered.
 
     Returns:
         dict: points [n, 3] float32 (scene frame), rgb [n, 3] float32, normals [n, 3] float32 (0: none),
-        footprint [n] float32 (scene units per pixel of the full-size photo at that depth)
+        footprint [n] float32 (scene units per pixel of the full-size photo at that depth), acc [n] float32
+        (the pixel's accumulated opacity);
+        (poses [V, 3, 4], depths [V]): the rendered training cameras and each one's median depth (its
+        kept pixels' z-depth; 1 where it kept none)
     """
     from ..export.views import render_views, select_cameras
 
@@ -115,7 +120,7 @@ def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True) ->
     if 0 < cfg.init_views < len(cams.poses):  # evenly spread: a capture's neighbouring frames see the same surfaces
         pick = np.linspace(0, len(cams.poses) - 1, cfg.init_views).round().astype(int)
         cams = dataclasses.replace(cams, poses=cams.poses[pick], names=[cams.names[i] for i in pick])
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint")}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint", "acc")}
     depths = []
     for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field",
                              depth="median"):
@@ -124,13 +129,15 @@ def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True) ->
         parts["rgb"].append(view.rgb[keep])
         parts["normals"].append(view.normals[keep])
         parts["footprint"].append(view.z_depth[keep] / (view.focal * cfg.init_downscale))
+        parts["acc"].append(view.acc[keep].astype(np.float32))
         depths.append(np.where(keep, view.z_depth, 0.0))
     data = {k: np.concatenate(v) for k, v in parts.items()}
     if len(data["points"]) == 0:
         raise ConfigError(f"no pixel of the training views has accumulated opacity {cfg.init_min_acc} or more; "
                           "lower --init_min_acc", ("init_min_acc",))
     seen_through = free_space_violations(data["points"], cams.poses, np.stack(depths), cams.focal)
-    return {k: v[seen_through <= cfg.init_max_violations] for k, v in data.items()}
+    medians = np.array([float(np.median(d[d > 0])) if (d > 0).any() else 1.0 for d in depths])
+    return {k: v[seen_through <= cfg.init_max_violations] for k, v in data.items()}, (cams.poses, medians)
 
 
 def free_space_violations(points: np.ndarray, poses: np.ndarray, depths: np.ndarray, focal: float,
@@ -166,7 +173,8 @@ def merge_candidates(data: dict[str, np.ndarray], downscale: int) -> dict[str, n
     power of two, so that neighbours of similar depth share a grid) and each cell's are averaged.
 
     Returns:
-        dict: points, rgb, normals [m, 3] float32 (normals renormalised, 0 where none), size [m] (the cell's edge)
+        dict: points, rgb, normals [m, 3] float32 (normals renormalised, 0 where none), size [m] (the cell's edge),
+        acc [m] (the cell's mean accumulated opacity; 1 where the candidates carry none)
     """
     level = np.round(np.log2(np.maximum(data["footprint"] * downscale, 1e-9))).astype(np.int64)
     size = np.exp2(level.astype(np.float64))
@@ -185,8 +193,9 @@ def merge_candidates(data: dict[str, np.ndarray], downscale: int) -> dict[str, n
     normals = np.where(norm > 0.5, normals / np.maximum(norm, 1e-12), 0.0)
     cell_size = np.zeros(len(counts))
     cell_size[group] = size
+    acc = mean(data["acc"][:, None])[:, 0] if "acc" in data else np.ones(len(counts))
     return {"points": mean(data["points"]).astype(np.float32), "rgb": mean(data["rgb"]).astype(np.float32),
-            "normals": normals.astype(np.float32), "size": cell_size.astype(np.float32)}
+            "normals": normals.astype(np.float32), "size": cell_size.astype(np.float32), "acc": acc.astype(np.float32)}
 
 
 def splats_from_candidates(data: dict[str, np.ndarray], cfg: SplatConfig) -> Splats:
@@ -194,7 +203,8 @@ def splats_from_candidates(data: dict[str, np.ndarray], cfg: SplatConfig) -> Spl
     (``merge_candidates``), a random subset of ``cfg.count`` of the cells when there are more (each then
     widened by sqrt(cells / count), so that they still cover the surface), each a disc facing its normal
     (a ball where it has none) with a standard deviation of half its cell (``init_scale`` x), the
-    rendered colour as band 0."""
+    rendered colour as band 0, opacity ``init_opacity`` times the cell's accumulated opacity (a hazy
+    stretch of the field starts faint Gaussians rather than none)."""
     cells = merge_candidates(data, cfg.init_downscale)
     n = len(cells["points"])
     rng = np.random.default_rng(cfg.seed)
@@ -205,16 +215,37 @@ def splats_from_candidates(data: dict[str, np.ndarray], cfg: SplatConfig) -> Spl
     log_scales = np.log(np.maximum(np.stack([sigma, sigma, thickness], -1), 1e-7)).astype(np.float32)
     sh = np.zeros((len(keep), (cfg.sh_degree + 1) ** 2, 3), np.float32)
     sh[:, 0] = rgb_to_sh0(torch.as_tensor(cells["rgb"][keep])).numpy()
-    logit = math.log(cfg.init_opacity / (1.0 - cfg.init_opacity))
+    opacity = np.clip(cfg.init_opacity * cells["acc"][keep], 0.01, 0.99).astype(np.float32)
     return Splats(means=torch.as_tensor(cells["points"][keep]), log_scales=torch.as_tensor(log_scales),
                   quats=torch.as_tensor(_disc_quats(cells["normals"][keep])),
-                  opacity_logits=torch.full((len(keep),), logit), sh=torch.as_tensor(sh))
+                  opacity_logits=torch.as_tensor(np.log(opacity / (1.0 - opacity))), sh=torch.as_tensor(sh))
 
 
-def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splats, int]:
-    """Step 1 of the module docstring: (the starting Splats, the number of candidates)."""
-    data = field_candidates(run, cfg, progress)
-    return splats_from_candidates(data, cfg), len(data["points"])
+def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True
+                ) -> tuple[Splats, int, tuple[np.ndarray, np.ndarray]]:
+    """Step 1 of the module docstring: (the starting Splats, the number of candidates, the rendered
+    training cameras and their median depths as ``field_candidates`` returns them)."""
+    data, rendered = field_candidates(run, cfg, progress)
+    return splats_from_candidates(data, cfg), len(data["points"]), rendered
+
+
+def teacher_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray, np.ndarray], progress: bool = True
+                    ) -> tuple[list[SplatCamera], list[Tensor]]:
+    """The field rendered from ``cfg.teacher_views`` new cameras (``enerf.splats.teacher``) at
+    1 / ``init_downscale``: (their SplatCameras, the renderings [h, w, 3] float32); none with fewer than
+    two rendered cameras or ``teacher_views`` 0."""
+    from ..export.views import Cameras, render_views, select_cameras
+
+    poses, depths = rendered
+    if cfg.teacher_views <= 0 or len(poses) < 2:
+        return [], []
+    new = teacher_poses(poses, depths, cfg.teacher_views, cfg.teacher_push, cfg.seed)
+    size = select_cameras(run.scene, "train", 1, cfg.init_downscale).size
+    cams = Cameras(new, [f"teacher_{k:03d}" for k in range(len(new))], size, cfg.init_downscale)
+    targets = [torch.as_tensor(v.rgb, dtype=torch.float32).clamp(0.0, 1.0)
+               for v in render_views(run, cams, normals=False, progress=progress, desc="splats: render the field's "
+                                     "views between the photos", depth="median")]
+    return [SplatCamera(torch.as_tensor(p[:3, :4]), cams.width, cams.height, cams.focal) for p in new], targets
 
 
 def _camera_extent(run: LoadedRun) -> float:
@@ -264,9 +295,11 @@ def _reindex(opt: torch.optim.Adam, leaves: dict[str, Tensor], src: Tensor, valu
     return new
 
 
-def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float, progress: bool = True
-               ) -> tuple[Splats, int, str]:
-    """Step 2 of the module docstring for ``seconds``: (the fitted Splats, steps taken, backend used)."""
+def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float, progress: bool = True,
+               teacher: tuple[list[SplatCamera], list[Tensor]] = ([], [])) -> tuple[Splats, int, str]:
+    """Step 2 of the module docstring for ``seconds``: (the fitted Splats, steps taken, backend used).
+    ``teacher``: the field's renderings from new cameras (``teacher_targets``), fitted in a
+    ``teacher_share`` of the steps."""
     device = run.device
     scene = run.scene
     views = [int(i) for i in scene.i_train]
@@ -291,19 +324,25 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     budget = float(seconds)
     with progress_bar(int(budget), "splats: fit to the photos", progress, unit="s") as bar:
         while (elapsed := time.perf_counter() - tic) < budget:
-            k = int(torch.randint(len(views), (1,), generator=gen))
-            r0 = int(torch.randint(height - rows + 1, (1,), generator=gen))
-            target = targets[k][r0:r0 + rows].to(device)
-            out = rasterize(_as_splats(leaves), cams[k], bg, backend=backend,
-                            rows=None if backend == "gsplat" else (r0, r0 + rows))
-            rgb = out["rgb"] if backend != "gsplat" else out["rgb"][r0:r0 + rows]
-            loss = (rgb - target).abs().mean()
+            taught = bool(teacher[0]) and float(torch.rand((), generator=gen)) < cfg.teacher_share
+            if taught:  # a view between the photos, from the field (whole, at its smaller size)
+                k = int(torch.randint(len(teacher[0]), (1,), generator=gen))
+                target = teacher[1][k].to(device)
+                rgb = rasterize(_as_splats(leaves), teacher[0][k], bg, backend=backend)["rgb"]
+            else:
+                k = int(torch.randint(len(views), (1,), generator=gen))
+                r0 = int(torch.randint(height - rows + 1, (1,), generator=gen))
+                target = targets[k][r0:r0 + rows].to(device)
+                out = rasterize(_as_splats(leaves), cams[k], bg, backend=backend,
+                                rows=None if backend == "gsplat" else (r0, r0 + rows))
+                rgb = out["rgb"] if backend != "gsplat" else out["rgb"][r0:r0 + rows]
+            loss = fit_loss(rgb, target, cfg.fit_ssim)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             steps += 1
             frac = min(1.0, elapsed / budget)
-            if cfg.densify_every and out["uv"].grad is not None:
+            if cfg.densify_every and not taught and out["uv"].grad is not None:
                 density.observe(out["index"].cpu(), out["uv"].grad)
                 if steps % cfg.densify_every == 0 and frac < cfg.densify_until:
                     leaves = _reindex(opt, leaves, *density.plan(leaves, gen))
@@ -323,9 +362,11 @@ def bake(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splat
     if run.scene is None:
         raise ConfigError("the bake needs the run's scene (its training photos): give --datadir")
     tic = time.perf_counter()
-    start, candidates = init_splats(run, cfg, progress)
+    start, candidates, rendered = init_splats(run, cfg, progress)
+    teacher = teacher_targets(run, cfg, rendered, progress) if cfg.bake_seconds > 0 else ([], [])
     init_seconds = time.perf_counter() - tic
     fit_seconds = max(cfg.bake_seconds - init_seconds, 0.25 * cfg.bake_seconds)
-    fitted, steps, backend = fit_splats(run, start, cfg, fit_seconds, progress) if cfg.bake_seconds > 0 else (start, 0, "none")
+    fitted, steps, backend = (fit_splats(run, start, cfg, fit_seconds, progress, teacher) if cfg.bake_seconds > 0
+                              else (start, 0, "none"))
     report = BakeReport(candidates, len(fitted), init_seconds, time.perf_counter() - tic - init_seconds, steps, backend)
     return fitted, report

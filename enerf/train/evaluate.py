@@ -26,9 +26,10 @@ from ..render.sources import ImageSource, PinholeView, field_source
 from ..loaded_run import load_run
 from ..runfolder import RunLock, check_output_dir
 
-__all__ = ["render_scene_view", "evaluate_views", "seen_scores", "ViewReport", "summarize", "read_metrics",
+__all__ = ["render_scene_view", "evaluate_views", "seen_scores", "uncovered", "UNCOVERED_ACC", "ViewReport", "summarize", "read_metrics",
            "evaluate_checkpoint", "EVAL_OUTPUTS"]
 
+UNCOVERED_ACC = 0.5  # a pixel under this accumulated opacity counts as uncovered (``uncovered``)
 # what enerf eval writes into the run folder, per image source: (metrics file, folder of the renderings)
 EVAL_OUTPUTS = {"field": ("metrics.json", "test_views"), "splats": ("metrics_splats.json", "test_views_splats")}
 
@@ -71,6 +72,7 @@ def evaluate_views(
     before the first view and one after each (``ViewReport``): its PSNR and the time left.
     ``source``: where the images come from (``enerf.render.sources``; baked splats:
     ``enerf.splats.source``); None: ``fields`` with ``renderer`` (``field_source``).
+    Each view's ``uncovered``: the share of its pixels under half opacity (``uncovered``).
     """
     source = source or field_source(scene, fields, cfg, device, renderer)
     per_image = []
@@ -83,7 +85,7 @@ def evaluate_views(
             pred = out["rgb"].clamp(0.0, 1.0).cpu().numpy()
             target = scene.image(int(index), stride)
             scores = {**image_metrics(pred, target, lpips_metric), "psnr_fit_right": right_half_psnr(pred, target),
-                      **seen_scores(scene, int(index), stride, out, pred, target)}
+                      **seen_scores(scene, int(index), stride, out, pred, target), "uncovered": uncovered(out)}
             per_image.append({"view": int(index), **scores})
             if lines is not None:
                 lines.view_done(k + 1, scores["psnr"])
@@ -91,6 +93,12 @@ def evaluate_views(
                 png = iio.imwrite("<bytes>", (pred * 255 + 0.5).astype(np.uint8), extension=".png")
                 atomic_write_bytes(image_dir / f"view_{int(index):03d}.png", png)
     return per_image
+
+
+def uncovered(out: dict) -> float | None:
+    """The share of a rendering's pixels whose accumulated opacity is under ``UNCOVERED_ACC`` (where the
+    background shows through: a hole); None when the source gives no opacity. out: acc Tensor  # [h, w]"""
+    return float((out["acc"] < UNCOVERED_ACC).float().mean()) if "acc" in out else None
 
 
 def seen_scores(scene: Scene, index: int, stride: int, out: dict, pred: np.ndarray, target: np.ndarray) -> dict:
@@ -143,6 +151,7 @@ def summarize(per_image: list[dict], lpips_error: str | None) -> dict:
         "psnr_fit_right": float(np.mean([p["psnr_fit_right"] for p in per_image])),
         "psnr_seen": _mean_of(per_image, "psnr_seen"),  # over the views that have one
         "seen_fraction": _mean_of(per_image, "seen_fraction"),
+        "uncovered_max": max((p["uncovered"] for p in per_image if p.get("uncovered") is not None), default=None),
         "ssim": float(np.mean([p["ssim"] for p in per_image])),
         "ssim_window": SSIM_WINDOW,
         "lpips": None,

@@ -366,7 +366,8 @@ def train_nerf(cfg: RunConfig, data_root: Path = DATA_ROOT, resume: bool = False
 
     Flags and the output folder are checked first; the run folder is locked (``RunLock``) from
     the first write to the last, and stale temp files of a killed run are removed. ``on_step``:
-    the loop's step hook (``enerf train --viewer``; see ``train_loop``)."""
+    the loop's step hook (``enerf train --viewer``; see ``train_loop``). With ``splat_seconds`` > 0 the
+    run ends in splats (``enerf.train.splat_stage``)."""
     out_dir = config_run_folder(cfg)
     check_output_dir(out_dir, "--basedir")
     ckpt_path = out_dir / "checkpoints" / "latest.pt"
@@ -374,4 +375,9 @@ def train_nerf(cfg: RunConfig, data_root: Path = DATA_ROOT, resume: bool = False
     with process_group(cfg.train.device, cfg.train.dist_timeout, cfg.train.grad_reg):  # distributed: torchrun's env
         run = prepare_run(cfg, data_root, payload)
         run.progress = progress
-        return train_loop(run, out_dir, ckpt_path, progress, on_step)
+        metrics = train_loop(run, out_dir, ckpt_path, progress, on_step)
+    if metrics is not None and cfg.train.splat_seconds > 0:  # rank 0 of a run that finished: the splats
+        from .splat_stage import splat_stage
+
+        metrics = splat_stage(cfg, ckpt_path, metrics, data_root, progress)
+    return metrics

@@ -9,6 +9,7 @@ import torch
 from enerf.config import SplatConfig
 from enerf.splats.bake import _disc_quats, free_space_violations, merge_candidates, splats_from_candidates
 from enerf.splats.gaussians import quat_to_rotmat
+from enerf.splats.teacher import fit_loss, ssim_map, teacher_poses
 
 
 def _camera_at(z: float) -> np.ndarray:
@@ -52,3 +53,59 @@ def test_discs_face_their_normals():
     normals[0] = [0.0, 0.0, -1.0]  # the opposite of the disc's own axis
     rot = quat_to_rotmat(torch.as_tensor(_disc_quats(normals))).numpy()
     np.testing.assert_allclose(rot[:, :, 2], normals, atol=1e-5)  # the thin axis (z) onto the normal
+
+
+def test_a_hazy_cell_starts_a_faint_gaussian():
+    # two cells: one where the field is opaque (acc 1), one hazy (mean acc of its candidates 0.2)
+    data = {"points": np.array([[0.1, 0.1, 0.1], [1.5, 0.2, 0.2], [1.6, 0.3, 0.3]], np.float32),
+            "rgb": np.full((3, 3), 0.5, np.float32), "normals": np.zeros((3, 3), np.float32),
+            "footprint": np.full(3, 0.25, np.float32), "acc": np.array([1.0, 0.1, 0.3], np.float32)}
+    splats = splats_from_candidates(data, SplatConfig(init_downscale=4, init_opacity=0.6))
+    order = np.argsort(splats.means[:, 0].numpy())
+    np.testing.assert_allclose(torch.sigmoid(splats.opacity_logits).numpy()[order], [0.6, 0.6 * 0.2], rtol=1e-5)
+
+
+def test_teacher_cameras_lie_between_neighbours_or_on_a_cameras_axis():
+    # six cameras on a ring of radius 3 looking at the origin (OpenGL: column 2 points away from it)
+    poses = []
+    for k in range(6):
+        a = 2 * np.pi * k / 6
+        back = np.array([np.cos(a), np.sin(a), 0.0])
+        right = np.cross([0.0, 0.0, 1.0], back)
+        poses.append(np.concatenate([np.stack([right, np.cross(back, right), back], 1), 3 * back[:, None]], 1))
+    poses = np.stack(poses)
+    new = teacher_poses(poses, np.full(6, 3.0), count=10, push=0.2, seed=1)
+    for k, pose in enumerate(new):
+        np.testing.assert_allclose(pose[:, :3].T @ pose[:, :3], np.eye(3), atol=1e-5)  # a rotation
+        if k % 2 == 0:  # on the chord between two neighbours at t in [0.25, 0.75], the axis turned by t of their angle
+            found = []
+            for i in range(6):
+                j = (i + 1) % 6
+                ci, cj = poses[i][:, 3], poses[j][:, 3]
+                t = float(np.dot(pose[:, 3] - ci, cj - ci) / np.dot(cj - ci, cj - ci))
+                if np.linalg.norm((1 - t) * ci + t * cj - pose[:, 3]) < 1e-5 and 0.25 - 1e-6 <= t <= 0.75 + 1e-6:
+                    angle = 2 * np.pi * (i + t) / 6
+                    found.append(np.allclose(pose[:, 2], [np.cos(angle), np.sin(angle), 0.0], atol=1e-5))
+            assert found == [True]
+        else:  # a ring camera moved along its axis by at most 0.2 x its depth
+            radius = np.linalg.norm(pose[:, 3])
+            assert 3 - 0.6 - 1e-5 <= radius <= 3 + 0.6 + 1e-5
+            np.testing.assert_allclose(pose[:, 2], pose[:, 3] / radius, atol=1e-5)
+            assert np.min(np.linalg.norm(poses[:, :, 2] - pose[:, 2], axis=1)) < 1e-5  # one of the ring's axes
+
+
+def test_the_fits_ssim_is_scikit_images():
+    from skimage.metrics import structural_similarity
+
+    rng = np.random.default_rng(0)
+    a = rng.random((30, 41, 3))
+    b = np.clip(a + 0.1 * rng.standard_normal(a.shape), 0, 1)
+    ours = float(ssim_map(torch.tensor(a), torch.tensor(b)).mean())
+    ref = structural_similarity(a, b, channel_axis=-1, data_range=1.0, gaussian_weights=True, sigma=1.5,
+                                use_sample_covariance=False)
+    assert abs(ours - ref) < 1e-9
+    pred = torch.tensor(b, requires_grad=True)
+    loss = fit_loss(pred, torch.tensor(a), 0.2)
+    loss.backward()
+    expected = 0.8 * np.abs(b - a).mean() + 0.2 * (1 - ref)
+    assert abs(loss.item() - expected) < 1e-9 and torch.isfinite(pred.grad).all()
