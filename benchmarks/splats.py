@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         "video_splats": {**video, "frames": args.frames, "seconds_per_frame": round(video["seconds"] / args.frames, 3)},
     }
     if args.field_frames:
-        fv = enerf(["render", "--ckpt", args.ckpt, "--path", args.path, "--frames", str(args.field_frames),
+        fv = enerf(["render", "--ckpt", args.ckpt, "--field", "--path", args.path, "--frames", str(args.field_frames),
                     "--out", str(out / f"{args.name}_video_field"), *data])
         entry["video_field"] = {**fv, "frames": args.field_frames,
                                 "seconds_per_frame": round(fv["seconds"] / args.field_frames, 2),

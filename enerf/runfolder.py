@@ -14,6 +14,8 @@
   never leaves a stale lock behind.
 * ``remove_stale_temp_files``: the ``.NAME.*.tmp`` files of an atomic write that a killed process
   never renamed (``enerf.atomic``); removed once the lock is held, so no live writer owns them.
+* ``run_splats_path`` / ``choose_splats``: the splats baked into a run folder (``<run>/splats.ply``),
+  which ``enerf view``, ``render`` and ``export html`` draw unless told otherwise.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import errno
 import fcntl
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,9 +33,11 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from .config import RunConfig, ShapeRunConfig
 
-__all__ = ["config_run_folder", "checkpoint_run_folder", "check_output_dir", "check_output_file", "check_parent_exists", "RunLock", "remove_stale_temp_files", "LOCK_NAME"]
+__all__ = ["config_run_folder", "checkpoint_run_folder", "check_output_dir", "check_output_file", "check_parent_exists", "RunLock", "remove_stale_temp_files", "LOCK_NAME",
+           "RUN_SPLATS", "run_splats_path", "SplatChoice", "choose_splats"]
 
 LOCK_NAME = ".lock"
+RUN_SPLATS = "splats.ply"  # the run's baked splats (a 3DGS PLY), in the run folder
 
 
 def config_run_folder(cfg: RunConfig | ShapeRunConfig) -> Path:
@@ -45,6 +50,52 @@ def checkpoint_run_folder(ckpt_path: str | Path, cfg: RunConfig | ShapeRunConfig
     run was moved), else the folder its config names (``config_run_folder``)."""
     ckpt = Path(ckpt_path).resolve()
     return ckpt.parent.parent if ckpt.parent.name == "checkpoints" else config_run_folder(cfg)
+
+
+def run_splats_path(run_folder: str | Path) -> Path | None:
+    """``<run>/splats.ply`` (the field baked into Gaussian splats) when the run folder has that
+    file, else None."""
+    path = Path(run_folder) / RUN_SPLATS
+    return path if path.is_file() else None
+
+
+def _shown(path: Path) -> str:
+    """``path`` as a line shows it: relative to the working folder when inside it."""
+    path = Path(os.path.abspath(path))
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+@dataclass(frozen=True)
+class SplatChoice:
+    """What a command that reads a run draws: a splat file, or the field; and why."""
+
+    path: Path | None  # the splat file; None: the field
+    origin: str  # "--splats" (named), "run" (<run>/splats.ply), "--field" (asked for), "none" (the run has none)
+
+    def describe(self, hint: str = "--field for the field") -> str:
+        """The command's line, after ``PROG: ``: e.g. ``drawing the run's splats (runs/x/splats.ply);
+        --field for the field``; ``hint`` follows the run's splats ("": nothing)."""
+        if self.origin == "--splats":
+            return f"drawing the splats of {_shown(self.path)} (--splats)"
+        if self.origin == "run":
+            return f"drawing the run's splats ({_shown(self.path)})" + (f"; {hint}" if hint else "")
+        if self.origin == "--field":
+            return "rendering the field (--field)"
+        return f"rendering the field (the run has no {RUN_SPLATS})"
+
+
+def choose_splats(splats: str | Path | None, run_folder: str | Path | None, field: bool = False) -> SplatChoice:
+    """``--splats F`` when given, else (without ``--field``) ``<run>/splats.ply`` when it exists,
+    else the field. ``run_folder``: None without a run (then only ``splats`` can be drawn)."""
+    if splats is not None:
+        return SplatChoice(Path(splats), "--splats")
+    if field:
+        return SplatChoice(None, "--field")
+    found = run_splats_path(run_folder) if run_folder is not None else None
+    return SplatChoice(found, "run") if found is not None else SplatChoice(None, "none")
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -15,7 +15,7 @@ from ..config.spec import choices, value_type
 from ..errors import ConfigError, EnerfError
 
 __all__ = ["DATADIR_HELP", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args", "given_values",
-           "add_ckpt_flags", "add_splats_flag", "parse_export_args", "flag_name", "error_line", "system_error_line"]
+           "add_ckpt_flags", "add_splats_flag", "FIELD_HELP", "parse_export_args", "flag_name", "error_line", "system_error_line"]
 
 # The configs whose fields are flags; flag_name() reads their `flag` metadata.
 FLAG_CONFIGS = (RunConfig, ShapeRunConfig, VideoConfig, MeshConfig, CompareConfig, SynthConfig, ShapeMeshConfig)
@@ -154,19 +154,27 @@ SPLATS_HELP = ("a 3DGS splat file (.ply, e.g. from enerf export splats) to rende
                "it declares (world when it declares none); the run's cameras and background")
 
 
-def add_splats_flag(parser) -> None:
-    """--splats F.ply: render from baked splats instead of the field (``enerf render``, ``enerf eval``)."""
-    parser.add_argument("--splats", default=None, metavar="F.ply", help=SPLATS_HELP)
+FIELD_HELP = "render the field even where the run has baked splats (<run>/splats.ply, drawn by default)"
+
+
+def add_splats_flag(parser, help: str = SPLATS_HELP, field: str = "") -> None:
+    """--splats F.ply: render from baked splats instead of the field (``enerf render``, ``enerf eval``,
+    ``enerf view``); with ``field`` (its help), also --field, which --splats excludes: the field
+    where the run's ``splats.ply`` would be drawn (``enerf.runfolder.choose_splats``)."""
+    group = parser.add_mutually_exclusive_group() if field else parser
+    group.add_argument("--splats", default=None, metavar="F.ply", help=help)
+    if field:
+        group.add_argument("--field", action="store_true", help=field)
 
 
 def parse_export_args(prog: str, description: str, out_help: str, cfg_cls, argv: list[str], splats: bool = False):
     """The arguments of a command that exports from a NeRF checkpoint (``enerf render``, ``enerf mesh``):
-    --ckpt, --device, --datadir, --out, --quiet, (``splats``) --splats and the flags of ``cfg_cls``.
-    Returns (args, the config)."""
+    --ckpt, --device, --datadir, --out, --quiet, (``splats``) --splats / --field and the flags of
+    ``cfg_cls``. Returns (args, the config)."""
     parser = OneLineParser(prog=prog, description=description)
     add_ckpt_flags(parser, datadir=True)
     if splats:
-        add_splats_flag(parser)
+        add_splats_flag(parser, SPLATS_HELP + " (default: <run>/splats.ply when the run has it)", FIELD_HELP)
     parser.add_argument("--out", default=None, help=out_help)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_flags(parser, cfg_cls)

@@ -5,12 +5,13 @@
 * ``depth|pointcloud|splats --ckpt PATH --out OUT``: metric depth maps of a set of cameras, a
   coloured point cloud back-projected from them, or the field baked into Gaussian splats (a 3DGS PLY);
 * ``html --splats F.ply --out OUT [--ckpt PATH]``: a splat file as one self-contained web page (with
-  the run's cameras when a checkpoint is given).
+  the run's cameras when a checkpoint is given; ``--ckpt`` alone: the run's ``splats.ply``).
 
 Their options: ``enerf.config.export``."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Callable
 
 from ..config import DATA_ROOT, DepthExportConfig, HtmlExportConfig, PointCloudConfig, SplatConfig
 from ..errors import ConfigError
-from ..runfolder import check_output_dir, check_output_file, check_parent_exists
+from ..runfolder import RUN_SPLATS, check_output_dir, check_output_file, check_parent_exists, choose_splats
 from .common import OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
 from .mesh import cmd_mesh
 from .render import cmd_render
@@ -57,6 +58,14 @@ def _splats(run, out: Path, cfg: SplatConfig, progress: bool) -> str:
 def _html(run, out: Path, cfg: HtmlExportConfig, progress: bool) -> str:
     from ..splats.export import export_html
 
+    if not cfg.splats:  # the run's splats.ply, titled with the run's name
+        choice = choose_splats(None, run.folder, field=False) if run is not None else None
+        if choice is None or choice.path is None:
+            raise ConfigError("enerf export html needs --splats F.ply" + (
+                "" if run is None else f": the run has no {RUN_SPLATS} (bake one: enerf export splats --ckpt "
+                f"{run.ckpt_path} --out {run.folder / RUN_SPLATS})"))
+        print(f"enerf export html: {choice.describe('--splats F.ply for another file')}", flush=True)
+        cfg = dataclasses.replace(cfg, splats=str(choice.path), title=cfg.title or run.folder.name)
     info = export_html(cfg, out, run)
     kept = f"{info['splats']} splats" + (f" (of {info['splats_in']})" if info["splats"] < info["splats_in"] else "")
     views = (f"{info['cameras']} cameras of the run ({info['frame']} frame)" if run is not None
@@ -100,7 +109,8 @@ ACTIONS = {
     "html": Action(HtmlExportConfig, "F.html|DIR", "the page (.html) in an existing folder, or an existing folder "
                    "(then DIR/index.html)",
                    "A splat file as one self-contained web page (WebGL; opens from file:// with no network). With "
-                   "--ckpt, the page starts at the run's first training camera and steps through its cameras.",
+                   "--ckpt, the page starts at the run's first training camera and steps through its cameras; "
+                   "--ckpt without --splats takes the run's splats.ply.",
                    _html, suffixes=(".html",), what="a page", ckpt_required=False, index="index.html"),
 }
 

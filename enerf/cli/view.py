@@ -1,5 +1,5 @@
-"""``enerf view --ckpt PATH [--ckpt PATH2] [--splats F.ply]``: a trained run (or two, side by side), its
-splats, or splats alone, in the browser."""
+"""``enerf view --ckpt PATH [--ckpt PATH2] [--splats F.ply | --field]``: a trained run (or two, side by
+side), its splats (by default ``<run>/splats.ply`` when it exists), or splats alone, in the browser."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..config import DATA_ROOT, DEVICES, ViewerConfig
-from .common import DATADIR_HELP, OneLineParser, add_config_flags, config_from_args
+from .common import DATADIR_HELP, OneLineParser, add_config_flags, add_splats_flag, config_from_args
 
 __all__ = ["cmd_view", "add_viewer_flags"]
 
@@ -32,18 +32,17 @@ def cmd_view(argv: list[str]) -> int:
                            "side by side, or Gaussian splats (needs the viewer extra: pip install -e \".[viewer]\").")
     parser.add_argument("--ckpt", action="append", default=[],
                         help="a NeRF checkpoint (.pt); give it twice to compare two runs of one scene")
-    parser.add_argument("--splats", default=None,
-                        help="a 3DGS .ply (enerf export splats): alone, the splats only; with one --ckpt, drawn by the "
-                             "browser while the camera moves (default: <run>/splats.ply when it exists)")
+    add_splats_flag(parser, "a 3DGS .ply (enerf export splats): alone, the splats only; with one --ckpt, drawn by the "
+                    "browser while the camera moves (default: <run>/splats.ply when it exists)",
+                    "the field only: no splats, not even the run's splats.ply")
     parser.add_argument("--device", choices=DEVICES, default=None,
                         help="auto (CUDA if available), cpu or cuda (default: the run's device setting)")
     parser.add_argument("--datadir", default=None, help=DATADIR_HELP)
     add_viewer_flags(parser)
     args = parser.parse_args(argv)
     cfg = config_from_args(ViewerConfig, args)
-    viewer = open_view(args.ckpt, cfg, DATA_ROOT, args.device, datadir=args.datadir, splats=args.splats)
-    if viewer.splat_layer.note:
-        print(f"enerf view: {viewer.splat_layer.note}", flush=True)
+    viewer = open_view(args.ckpt, cfg, DATA_ROOT, args.device, datadir=args.datadir, splats=args.splats,
+                       field=args.field, announce=lambda line: print(f"enerf view: {line}", flush=True))
     print(f"enerf view: open {viewer.url} in a browser (Ctrl+C stops the viewer)", flush=True)
     if cfg.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"enerf view: note: listening on {cfg.host}, reachable from other machines", file=sys.stderr)

@@ -185,9 +185,11 @@ class SplatConfig:
 
 @config_class
 class HtmlExportConfig:
-    """``enerf export html``: which splat file goes into the page, how many of its splats, its title."""
+    """``enerf export html``: which splat file goes into the page (empty: the run's ``splats.ply``, so
+    ``--ckpt`` is needed then; ``enerf.cli.export``), how many of its splats, its title."""
 
-    splats: str = option("", "the 3DGS splat file (.ply, e.g. from enerf export splats) to show (required)")
+    splats: str = option("", "the 3DGS splat file (.ply, e.g. from enerf export splats) to show (default with "
+                         "--ckpt: the run's splats.ply)")
     title: str = option("", "the page's title (default: the splat file's name)")
     max_splats: int = option(500_000, "splats kept at most (the largest opacity x volume first)", lo=1,
                              hi=50_000_000)
@@ -196,5 +198,3 @@ class HtmlExportConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
-        if not self.splats:
-            raise ConfigError("splats is required: the 3DGS splat file (.ply) to put in the page", fields=("splats",))

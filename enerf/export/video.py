@@ -20,6 +20,7 @@ import dataclasses
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import imageio.v3 as iio
 import imageio_ffmpeg
@@ -36,7 +37,7 @@ from ..data.scene import Scene
 from ..errors import ConfigError
 from ..progress import progress_bar
 from ..loaded_run import LoadedRun, load_run
-from ..runfolder import check_output_dir
+from ..runfolder import check_output_dir, choose_splats
 from ..render.sources import ImageSource, PinholeView, field_source
 from ..train.estimate import duration_text
 from ..train.short_run import capped_frames
@@ -297,31 +298,39 @@ def render_video(
 def render_video_from_checkpoint(
     ckpt_path: str | Path, cfg: VideoConfig, data_root: Path, out_dir: str | Path | None = None,
     device_name: str | None = None, progress: bool = True, datadir: str | Path | None = None,
-    splats: str | Path | None = None,
+    splats: str | Path | None = None, field: bool = False, announce: Callable[[str], None] | None = None,
 ) -> dict:
     """``enerf render``: load the checkpoint, render, write into ``out_dir`` (default ``<run>/video_<path>``);
     ``datadir``: the scene folder instead of the recorded one (``enerf.loaded_run``); ``splats``: a 3DGS
-    PLY rendered instead of the field (``enerf render --splats``; default folder ``<run>/video_<path>_splats``)."""
+    PLY rendered instead of the field (``enerf render --splats``; default folder ``<run>/video_<path>_splats``);
+    without it the run's ``splats.ply`` when it has one, unless ``field`` (``enerf.runfolder.choose_splats``).
+    ``announce`` gets the line that says which (before rendering). The dict's ``splats``: the file drawn
+    (None: the field)."""
     if out_dir:
         check_output_dir(out_dir, "--out")
     if cfg.path.lower().endswith(".json"):
         read_camera_path(cfg.path)  # a missing or malformed file: one line before the checkpoint loads
-    splat_file = None
-    if splats is not None:
-        from ..splats.ply import read_splats
+    from ..splats.ply import read_splats
 
-        splat_file = read_splats(splats)  # a file that is no 3DGS PLY: one line before the checkpoint loads
+    splat_file = read_splats(splats) if splats is not None else None  # no 3DGS PLY: one line before the run loads
     run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
+    choice = choose_splats(splats, run.folder, field)
+    if splat_file is None and choice.path is not None:
+        splat_file = read_splats(choice.path)
+    if announce is not None:
+        announce(choice.describe())
     name = f"video_{Path(cfg.path).stem if cfg.path.lower().endswith('.json') else cfg.path}"
-    target = Path(out_dir) if out_dir else run.folder / (name + ("_splats" if splats is not None else ""))
+    target = Path(out_dir) if out_dir else run.folder / (name + ("_splats" if choice.path is not None else ""))
     check_output_dir(target, "--out")
     source = None
     if splat_file is not None:
         from ..splats.source import run_background, splat_source, splats_for_run
 
-        source = splat_source(splats_for_run(run, *splat_file, where=splats), run.scene, run_background(run.cfg.render))
+        source = splat_source(splats_for_run(run, *splat_file, where=choice.path), run.scene,
+                              run_background(run.cfg.render))
     info = render_video(run, target, cfg, progress, source)
-    return {**info, "source": "field" if splats is None else "splats"}
+    return {**info, "source": "field" if choice.path is None else "splats",
+            "splats": None if choice.path is None else str(choice.path)}
 
 
 def run_splat_source(run: LoadedRun) -> ImageSource | None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from ..config import DATA_ROOT, ViewerConfig
 from ..errors import ConfigError
 from ..loaded_run import LoadedRun, load_run
+from ..runfolder import choose_splats
 from ..train.evaluate import read_metrics
 from .server import Viewer
-from .splats import bake_hint, default_splats_file, read_viewer_splats
+from .splats import bake_hint, read_viewer_splats
 from .session import import_viser
 
 __all__ = ["open_view", "check_same_scene"]
@@ -31,22 +33,26 @@ def check_same_scene(a: LoadedRun, b: LoadedRun) -> None:
 
 def open_view(ckpts: list[str | Path], cfg: ViewerConfig, data_root: Path = DATA_ROOT,
               device_name: str | None = None, worker: bool = True, datadir: str | Path | None = None,
-              splats: str | Path | None = None) -> Viewer:
+              splats: str | Path | None = None, field: bool = False,
+              announce: Callable[[str], None] | None = None) -> Viewer:
     """Serve ``ckpts`` (one, or two of one scene) and / or ``splats`` (a 3DGS PLY) at
     ``cfg.host:cfg.port``; returns the running Viewer (``close()`` it; ``viewer.splat_layer.note``
-    says when a run has no splats); ``datadir``: the scene folder instead of the recorded one.
+    says when a run has no splats); ``datadir``: the scene folder instead of the recorded one;
+    ``announce`` gets one line saying what is drawn (before the server starts rendering).
 
     Splats: ``splats`` alone are shown in their own frame, nothing rendered on the server; with
-    one run, ``splats`` (else ``<run>/splats.ply`` when it exists) in the run's scene frame,
-    drawn by the browser while the camera moves (``splat_layer.py``); two runs have none. The
-    port is checked before anything loads; nothing is written but the camera paths the panel
-    saves (into ``<first run>/camera_paths/``)."""
+    one run, ``splats`` (else ``<run>/splats.ply`` when it exists, unless ``field``:
+    ``enerf.runfolder.choose_splats``) in the run's scene frame, drawn by the browser while the
+    camera moves (``splat_layer.py``); two runs have none. The port is checked before anything
+    loads; nothing is written but the camera paths the panel saves (into ``<first run>/camera_paths/``)."""
     if not ckpts and splats is None:
         raise ConfigError("enerf view needs --ckpt (a trained run) or --splats (a 3DGS .ply), or both")
     if len(ckpts) > 2:
         raise ConfigError(f"enerf view shows one or two checkpoints, got {len(ckpts)} --ckpt")
     if len(ckpts) == 2 and splats is not None:
         raise ConfigError("--splats goes with one --ckpt (or none); the two-run view draws no splats")
+    if field and not ckpts:
+        raise ConfigError("--field goes with --ckpt: without a run there is no field to render")
     import_viser()
     viewer = Viewer(cfg, title="enerf view")
     try:
@@ -55,14 +61,17 @@ def open_view(ckpts: list[str | Path], cfg: ViewerConfig, data_root: Path = DATA
             check_same_scene(*runs)
         metrics = [read_metrics(run.folder / "metrics.json") for run in runs]
         drawn, note = None, ""
-        if not runs:
-            drawn = read_viewer_splats(splats)
-        elif len(runs) == 1:
-            path = Path(splats) if splats is not None else default_splats_file(runs[0].folder)
-            if splats is not None or path.is_file():
-                drawn = read_viewer_splats(path, runs[0].scene)
-            else:
+        if len(runs) == 2:
+            line = "rendering the two runs' fields (the two-run view draws no splats)"
+        else:
+            choice = choose_splats(splats, runs[0].folder if runs else None, field)
+            line = choice.describe()
+            if choice.path is not None:
+                drawn = read_viewer_splats(choice.path, runs[0].scene if runs else None)
+            elif choice.origin == "none":
                 note = bake_hint(runs[0].ckpt_path, runs[0].folder)
+        if announce is not None:
+            announce(line)
         viewer.attach(runs, metrics, path_dir=runs[0].folder / "camera_paths" if runs else None, splats=drawn,
                       splats_note=note)
     except BaseException:

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cameras.scene_kind import look_at_point
 from ..loaded_run import LoadedRun
 from .render import fov_from_focal
 
 __all__ = ["quat_to_matrix", "matrix_to_quat", "c2w_from_viser", "viser_from_c2w", "Frustum", "frustums",
-           "initial_view", "frustum_scale", "run_label", "run_summary", "heldout_psnr"]
+           "initial_view", "frustum_scale", "camera_spacing", "scene_centre", "run_label", "run_summary", "heldout_psnr"]
 
 _GL_TO_CV = np.diag([1.0, -1.0, -1.0])
 
@@ -111,28 +112,79 @@ def frustums(run: LoadedRun, metrics: dict) -> list[Frustum]:
     return out
 
 
+def camera_spacing(positions: np.ndarray) -> float:
+    """The median over the cameras of the distance to the nearest other camera centre (cameras at
+    one point are not neighbours); 0 when fewer than two distinct centres.
+
+    Args:
+        positions: np.ndarray  # [N, 3] camera centres
+    """
+    positions = np.asarray(positions, np.float64)
+    dist = np.linalg.norm(positions[:, None] - positions[None], axis=-1)  # [N, N]
+    dist[dist <= 1e-9] = np.inf
+    nearest = dist.min(axis=1)
+    nearest = nearest[np.isfinite(nearest)]
+    return float(np.median(nearest)) if nearest.size else 0.0
+
+
 def frustum_scale(run: LoadedRun) -> float:
-    """Size of the drawn frustums: a tenth of the cameras' spread (their distance to their mean),
-    at least 1 % of the scene's depth range."""
-    positions = run.scene.poses[:, :3, 3].astype(np.float64)
-    spread = float(np.median(np.linalg.norm(positions - positions.mean(0), axis=1)))
+    """Size of the drawn frustums: a quarter of the cameras' spacing (``camera_spacing``), so
+    neighbouring frustums never overlap and a view between cameras is not covered by wireframes;
+    1 % of the scene's depth range when all cameras stand at one point."""
+    spacing = camera_spacing(run.scene.poses[:, :3, 3])
+    if spacing > 0:
+        return 0.25 * spacing
     depth = float(run.scene.bounds.min()) if run.scene.bounds.size else 1.0
-    return max(0.1 * spread, 0.01 * depth, 1e-3)
+    return max(0.01 * depth, 1e-3)
 
 
-def initial_view(run: LoadedRun) -> dict:
-    """Where the browser's camera starts: at the first training camera (position, a point it looks
-    at in front of it, its up axis, its vertical field of view in radians, its pose ``c2w`` and
-    view ``index``)."""
+def scene_centre(run: LoadedRun) -> np.ndarray:
+    """[3] the point the training cameras look at (the least-squares nearest point to their optical
+    axes, ``enerf.cameras.scene_kind.look_at_point``); for cameras that look one way (forward-facing,
+    NDC rays or no such point), the point the mean depth bound in front of their mean centre, along
+    their mean viewing axis."""
+    scene = run.scene
+    poses = scene.poses[np.asarray(scene.i_train if len(scene.i_train) else np.arange(len(scene.poses)))]
+    point = None if scene.use_ndc else look_at_point(poses)
+    if point is not None:
+        return point
+    forward = -(poses[:, :3, 2] / np.linalg.norm(poses[:, :3, 2], axis=1, keepdims=True)).mean(0)
+    depth = float(scene.bounds.mean()) if scene.bounds.size else 1.0
+    return poses[:, :3, 3].mean(0) + depth * forward / max(float(np.linalg.norm(forward)), 1e-9)
+
+
+def initial_view(run: LoadedRun, back: float = 0.1, above: float = 0.05) -> dict:
+    """Where the browser's camera starts: a little behind (``back`` of its distance to the scene's
+    centre, ``scene_centre``) and above (``above`` of it, along the camera's up axis) the first
+    training camera, looking at the centre; so the first picture shows the scene from near a
+    photographed view, that camera's frustum hidden (``server.py``) and the others small
+    (``frustum_scale``) and off to the sides.
+
+    Returns:
+        dict: ``position`` [3], ``look_at`` [3] (the centre), ``up`` [3], ``fov`` (vertical, radians),
+        ``c2w`` [3, 4] (enerf's axes: its back axis points away from the centre) and the camera's
+        view ``index``.
+    """
     scene = run.scene
     index = int(scene.i_train[0]) if len(scene.i_train) else 0
     pose = scene.poses[index].astype(np.float64)
-    dist = float(np.linalg.norm(pose[:3, 3])) if scene.aabb is not None else float(scene.bounds.mean())
-    dist = dist if dist > 1e-6 else 1.0
-    forward = -pose[:3, 2] / np.linalg.norm(pose[:3, 2])
+    centre = scene_centre(run)
     up = pose[:3, 1] / np.linalg.norm(pose[:3, 1])
-    return {"position": pose[:3, 3], "look_at": pose[:3, 3] + dist * forward, "up": up,
-            "fov": fov_from_focal(scene.focal, scene.height), "c2w": pose[:3, :4], "index": index}
+    away = pose[:3, 3] - centre
+    dist = float(np.linalg.norm(away))
+    if dist < 1e-9:  # the camera stands at the centre: keep its own view
+        away, dist = pose[:3, 2] / np.linalg.norm(pose[:3, 2]), 1.0
+        centre = pose[:3, 3] - away
+    position = pose[:3, 3] + back * away + above * dist * up
+    forward = (centre - position) / np.linalg.norm(centre - position)
+    right = np.cross(forward, up)
+    if np.linalg.norm(right) < 1e-9:  # looking along its up axis: keep the camera's right
+        right = pose[:3, 0] / np.linalg.norm(pose[:3, 0])
+    right /= np.linalg.norm(right)
+    true_up = np.cross(right, forward)
+    c2w = np.stack([right, true_up, -forward, position], axis=1)
+    return {"position": position, "look_at": centre, "up": up, "fov": fov_from_focal(scene.focal, scene.height),
+            "c2w": c2w, "index": index}
 
 
 def run_label(run: LoadedRun, metrics: dict) -> str:

@@ -123,7 +123,7 @@ class Viewer:
         server.initial_camera.up = tuple(float(v) for v in view["up"])
         server.initial_camera.fov = float(view["fov"])
         self._draw_cameras(run)
-        # the first view is a training camera's: its own frustum (around the view) is hidden until the camera leaves it
+        # the first view is just behind a training camera: its frustum (in front) is hidden until the camera leaves
         self._start = (np.asarray(view["position"], dtype=np.float64), 2.0 * frustum_scale(run))
         self._start_frustum = next((h for h in self.frustum_handles if h.name == f"/cameras/train/{view['index']:03d}"),
                                    None)

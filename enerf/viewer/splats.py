@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, DataError
+from ..runfolder import RUN_SPLATS
 from ..splats.gaussians import SH_C0, Splats, quat_to_rotmat
 
 __all__ = ["ViewerSplats", "viewer_splats", "read_viewer_splats", "node_scale", "splat_view", "default_splats_file",
@@ -138,8 +139,9 @@ def splat_view(centers: np.ndarray, fov: float = math.radians(50.0), elevation: 
 
 
 def default_splats_file(run_folder: str | Path) -> Path:
-    """Where ``enerf view --ckpt C`` looks for the run's splats: ``<run>/splats.ply``."""
-    return Path(run_folder) / "splats.ply"
+    """Where ``enerf view --ckpt C`` looks for the run's splats: ``<run>/splats.ply``
+    (``enerf.runfolder.run_splats_path``)."""
+    return Path(run_folder) / RUN_SPLATS
 
 
 def bake_hint(ckpt: str | Path, run_folder: str | Path) -> str:

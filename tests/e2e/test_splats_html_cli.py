@@ -137,7 +137,7 @@ def test_bad_input_is_one_line_and_writes_nothing(baked, tmp_path, capsys):
         "not a 3DGS splat PLY (the vertex element lacks": ["--splats", str(mesh), "--out", page],
         "not a PLY file": ["--splats", str(text), "--out", page],
         "splat file not found": ["--splats", str(tmp_path / "none.ply"), "--out", page],
-        "--splats is required": ["--out", page],
+        "needs --splats F.ply": ["--out", page],
         "does not exist; create it first": ["--splats", ply, "--out", str(tmp_path / "missing" / "p.html")],
         "a page is written as .html": ["--splats", ply, "--out", str(out_dir / "p.htm")],
         "--sh_degree must be an integer in [0, 1]": ["--splats", ply, "--out", page, "--sh_degree", "2"],

@@ -37,7 +37,7 @@ from enerf.cameras.path_file import camera_path_dict  # noqa: E402
 from enerf.loaded_run import load_run  # noqa: E402
 from enerf.viewer.app import open_view  # noqa: E402
 from enerf.viewer.render import fov_from_focal, render_camera  # noqa: E402
-from enerf.viewer.scene import viser_from_c2w  # noqa: E402
+from enerf.viewer.scene import initial_view, viser_from_c2w  # noqa: E402
 from browser_frames import as_shown, fills  # noqa: E402
 
 WINDOW = (560, 360)  # headless Chromium's canvas is then 560 x ~220 pixels
@@ -278,10 +278,10 @@ def test_camera_path_editor(runs, browser):
 
         browser.find_element(By.XPATH, "//*[normalize-space(text())='Camera path']").click()
         scene = viewer.runs[0].scene
-        # the first view: the first training camera's pose, its own frustum hidden
-        start = scene.poses[int(scene.i_train[0])].astype(np.float64)
+        # the first view: just behind the first training camera, looking at the scene; that camera's frustum hidden
+        start = initial_view(viewer.runs[0])
         camera = next(iter(viewer.browsers().values())).client.camera
-        np.testing.assert_allclose(camera.position, start[:3, 3], atol=1e-4)
+        np.testing.assert_allclose(camera.position, start["position"], atol=1e-4)
         hidden = [h.name for h in viewer.frustum_handles if not h.visible]
         assert hidden == [f"/cameras/train/{int(scene.i_train[0]):03d}"]
         poses = []

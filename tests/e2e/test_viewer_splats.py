@@ -109,8 +109,9 @@ def test_view_names_the_bake_command_and_refuses_splats_with_two_runs(ckpt, tmp_
     class _Stop(Exception):
         pass
 
-    def fake_open(ckpts, cfg, data_root, device, datadir=None, splats=None):
-        viewer = real_open(ckpts, cfg, data_root, device, worker=False, datadir=datadir, splats=splats)
+    def fake_open(ckpts, cfg, data_root, device, datadir=None, splats=None, field=False, announce=None):
+        viewer = real_open(ckpts, cfg, data_root, device, worker=False, datadir=datadir, splats=splats, field=field,
+                           announce=announce)
         seen["note"] = viewer.splat_layer.note
         viewer.close()
         raise _Stop
@@ -120,6 +121,7 @@ def test_view_names_the_bake_command_and_refuses_splats_with_two_runs(ckpt, tmp_
     with pytest.raises(_Stop):
         main(["view", "--ckpt", str(ckpt), "--port", "0"])
     assert seen["note"] == f"no splats: enerf export splats --ckpt {ckpt} --out {ckpt.parent.parent / 'splats.ply'}"
+    assert capsys.readouterr().out == "enerf view: rendering the field (the run has no splats.ply)\n"
     monkeypatch.setattr(app, "open_view", real_open)
     assert main(["view", "--ckpt", str(ckpt), "--ckpt", str(ckpt), "--splats", str(tmp_path / "s.ply"),
                  "--port", "0"]) == 2
