@@ -37,7 +37,7 @@ from ..data.scene import Scene
 from ..errors import ConfigError
 from ..progress import progress_bar
 from ..loaded_run import LoadedRun, load_run
-from ..runfolder import check_output_dir, choose_splats
+from ..runfolder import check_output_dir, choose_splats, run_splats_path
 from ..render.sources import ImageSource, PinholeView, field_source
 from ..train.estimate import duration_text
 from ..train.short_run import capped_frames
@@ -334,12 +334,10 @@ def render_video_from_checkpoint(
 
 
 def run_splat_source(run: LoadedRun) -> ImageSource | None:
-    """The splats a run ended in (``<run>/splats.ply``, ``enerf.train.splat_stage``) as an image source;
-    None when it has none."""
-    from ..train.splat_stage import SPLATS_FILE
-
-    path = run.folder / SPLATS_FILE
-    if not path.is_file():
+    """The splats a run ended in (``<run>/splats.ply``: ``enerf.runfolder.run_splats_path``) as an image
+    source; None when it has none."""
+    path = run_splats_path(run.folder)
+    if path is None:
         return None
     from ..splats.source import read_splats_for_run, run_background, splat_source
 

@@ -5,8 +5,8 @@ field is trained and scored:
 
 1. **Bake** (``enerf.splats.bake``, ``enerf export splats``' defaults with ``bake_seconds`` =
    ``splat_seconds``): the splats start from the field and are fitted to the photos and to the field's
-   views between them; written atomically as a 3DGS PLY, ``<run>/splats.ply`` (``SPLATS_FILE``), in the
-   capture's frame (``world``).
+   views between them; written atomically as a 3DGS PLY, ``<run>/splats.ply`` (``RUN_SPLATS``), in the
+   capture's frame (``world``); view, render and export html open it (``enerf.runfolder.run_splats_path``).
 2. **Score** the same held-out views from the splats (``enerf.train.evaluate.evaluate_checkpoint``:
    ``<run>/metrics_splats.json``, ``<run>/test_views_splats/``) and add a summary under ``splats`` to
    ``metrics.json``, whose own keys stay the field's.
@@ -24,10 +24,9 @@ from pathlib import Path
 from ..atomic import atomic_write_json
 from ..config import DATA_ROOT, RunConfig, SplatConfig
 from ..loaded_run import load_run
+from ..runfolder import RUN_SPLATS
 
-__all__ = ["SPLATS_FILE", "bake_seconds", "splats_summary", "splat_stage"]
-
-SPLATS_FILE = "splats.ply"  # <run>/splats.ply: what training ends in, and what view / render / export html open
+__all__ = ["bake_seconds", "splats_summary", "splat_stage"]
 
 
 def splats_summary(scored: dict, bake: dict | None) -> dict:
@@ -63,7 +62,7 @@ def splat_stage(cfg: RunConfig, ckpt_path: Path, metrics: dict, data_root: Path 
     from .evaluate import evaluate_checkpoint
 
     folder = Path(ckpt_path).parent.parent
-    out = folder / SPLATS_FILE
+    out = folder / RUN_SPLATS
     bake = None
     if not (out.is_file() and out.stat().st_mtime >= Path(ckpt_path).stat().st_mtime):
         seconds = bake_seconds(cfg, metrics.get("train_seconds") or 0.0)

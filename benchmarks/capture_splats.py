@@ -1,0 +1,104 @@
+"""A capture trained with no config, as a user types it, ending in splats: ``enerf train --datadir S``.
+
+One capture per call: ``python -m enerf train --datadir S --expname NAME --basedir OUT [FLAGS]`` as a
+subprocess, timed on the wall (training, bake and scoring; the preview video is turned off, it is no part
+of the figure), the load average recorded before and after. The entry keeps, from the run's metrics.json,
+the field's and the splats' held-out PSNR / SSIM / LPIPS, each held-out view's PSNR from both and the
+share of its pixels the splats leave under half opacity, the worst view (largest loss of the splats
+against the field), the splats' count and file size, and the bake's figures.
+
+    python -m benchmarks.capture_splats --name fox --datadir ../shared/data/nerfstudio/fox \\
+        --record benchmarks/capture_splats.json
+    python -m benchmarks.capture_splats --name fox_far --datadir ../shared/data/nerfstudio/fox \\
+        --record benchmarks/capture_splats.json -- --holdout far
+    python -m benchmarks.capture_splats --table benchmarks/capture_splats.json
+
+Figures are only meaningful with nothing else running on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.harness import TRAINING_CODE, Timer, command_line, git_commit, load_average, machine, write_record
+from benchmarks.pages.records import fmt
+
+DEPENDS = TRAINING_CODE + ["enerf/splats", "enerf/export", "enerf/cli/train.py", "enerf/loaded_run.py"]
+WHAT = ("enerf train --datadir CAPTURE with no config (10-minute field, then the splats), wall time of training, "
+        "bake and scoring; held-out figures of the field and of the splats")
+
+
+def entry_from_run(run: Path) -> dict:
+    """The record's entry from a finished run folder (its metrics.json with ``splats``)."""
+    m = json.loads((run / "metrics.json").read_text())
+    s = m.get("splats")
+    if not s:
+        raise SystemExit(f"{run}/metrics.json has no splats: the run did not end in splats")
+    field = {p["view"]: p["psnr"] for p in m["per_image"]}
+    views = [{"view": v["view"], "field": field[v["view"]], "splats": v["psnr"], "delta": v["psnr"] - field[v["view"]],
+              "uncovered": v.get("uncovered")} for v in s["per_view"]]
+    worst = min(views, key=lambda v: v["delta"])
+    return {"steps": m["steps"], "train_seconds": m["train_seconds"],
+            "field": {k: m.get(k) for k in ("psnr", "ssim", "lpips")},
+            "splats": {k: s.get(k) for k in ("psnr", "ssim", "lpips", "splat_count", "uncovered_max")},
+            "delta_psnr": s["psnr"] - m["psnr"], "views": views, "worst_view": worst,
+            "views_more_than_1db_below": sum(v["delta"] < -1.0 for v in views),
+            "ply_megabytes": round((run / "splats.ply").stat().st_size / 2**20, 1), "bake": s.get("bake")}
+
+
+def table(record: dict) -> str:
+    """The markdown table of docs/splats.md and docs/captures.md (``<!-- table capture_splats -->``)."""
+    rows = ["| capture | field PSNR | splats PSNR | Δ | worst view, Δ | views > 1 dB below | most uncovered view | splats | "
+            "file | wall |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, e in record["entries"].items():
+        worst = e["worst_view"]
+        rows.append(f"| {name} | {e['field']['psnr']:.2f} dB | {e['splats']['psnr']:.2f} dB | "
+                    f"{fmt(e['delta_psnr'], '+.2f')} dB | {worst['view']}, {fmt(worst['delta'], '+.2f')} dB | "
+                    f"{e['views_more_than_1db_below']} of {len(e['views'])} | "
+                    f"{100 * (e['splats']['uncovered_max'] or 0):.1f} % | {e['splats']['splat_count']:,} | "
+                    f"{e['ply_megabytes']:.1f} MB | {e['wall_minutes']:.1f} min |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--table", default=None, metavar="RECORD", help="print the docs table of RECORD and stop")
+    parser.add_argument("--name", help="the entry's name (and the run's --expname)")
+    parser.add_argument("--datadir")
+    parser.add_argument("--basedir", default="runs/capture_splats")
+    parser.add_argument("--record", default=None, help="JSON record to add the entry to")
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if args.table:
+        print(table(json.loads(Path(args.table).read_text())))
+        return None
+    if not args.name or not args.datadir:
+        raise SystemExit("--name and --datadir are needed (or --table RECORD)")
+    cmd = [sys.executable, "-m", "enerf", "train", "--datadir", args.datadir, "--expname", args.name,
+           "--basedir", args.basedir, "--video", "none", "--quiet", *extra]
+    load = load_average()
+    with Timer() as t:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"enerf train failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    entry = {**entry_from_run(Path(args.basedir) / args.name), "wall_minutes": round(t.seconds / 60, 2),
+             "load_before": load, "load_after": load_average(), "flags": extra,
+             "printed": done.stdout.strip().splitlines()[-6:], "command": command_line(), "commit": git_commit()}
+    print("\n".join(entry["printed"]))
+    print(f"wall {entry['wall_minutes']:.1f} min; worst view {entry['worst_view']}")
+    if args.record:
+        path = Path(args.record)
+        record = json.loads(path.read_text()) if path.is_file() else {"what": WHAT, "machine": machine(), "entries": {}}
+        record["entries"][args.name] = entry
+        record.update(commit=git_commit(), depends=DEPENDS)
+        write_record(path, record)
+    return entry
+
+
+if __name__ == "__main__":
+    main()
