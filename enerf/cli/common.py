@@ -150,13 +150,13 @@ def add_ckpt_flags(parser, what: str = "a checkpoint (.pt)", datadir: bool = Fal
         parser.add_argument("--datadir", default=None, help=DATADIR_HELP)
 
 
-SPLATS_HELP = ("a 3DGS splat file (.ply, e.g. from enerf export splats) to render instead of the field, in the frame "
+SPLATS_HELP = ("a splat file (.ply, .spz or .splat, e.g. from enerf export splats) to render instead of the field, in the frame "
                "it declares (world when it declares none); the run's cameras and background")
 
 
 def add_splats_flag(parser) -> None:
     """--splats F.ply: render from baked splats instead of the field (``enerf render``, ``enerf eval``)."""
-    parser.add_argument("--splats", default=None, metavar="F.ply", help=SPLATS_HELP)
+    parser.add_argument("--splats", default=None, metavar="F.ply|F.spz|F.splat", help=SPLATS_HELP)
 
 
 def parse_export_args(prog: str, description: str, out_help: str, cfg_cls, argv: list[str], splats: bool = False):

@@ -33,7 +33,7 @@ def cmd_view(argv: list[str]) -> int:
     parser.add_argument("--ckpt", action="append", default=[],
                         help="a NeRF checkpoint (.pt); give it twice to compare two runs of one scene")
     parser.add_argument("--splats", default=None,
-                        help="a 3DGS .ply (enerf export splats): alone, the splats only; with one --ckpt, drawn by the "
+                        help="a splat file, .ply (3DGS), .spz or .splat (enerf export splats): alone, the splats only; with one --ckpt, drawn by the "
                              "browser while the camera moves (default: <run>/splats.ply when it exists)")
     parser.add_argument("--device", choices=DEVICES, default=None,
                         help="auto (CUDA if available), cpu or cuda (default: the run's device setting)")

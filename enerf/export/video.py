@@ -308,9 +308,9 @@ def render_video_from_checkpoint(
         read_camera_path(cfg.path)  # a missing or malformed file: one line before the checkpoint loads
     splat_file = None
     if splats is not None:
-        from ..splats.ply import read_splats
+        from ..splats.files import read_splat_file
 
-        splat_file = read_splats(splats)  # a file that is no 3DGS PLY: one line before the checkpoint loads
+        splat_file = read_splat_file(splats)  # a file that is no splat file: one line before the checkpoint loads
     run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
     name = f"video_{Path(cfg.path).stem if cfg.path.lower().endswith('.json') else cfg.path}"
     target = Path(out_dir) if out_dir else run.folder / (name + ("_splats" if splats is not None else ""))

@@ -34,18 +34,20 @@ __all__ = ["SplatFormat", "FORMATS", "SUFFIXES", "splat_format", "read_splat_fil
 @dataclass(frozen=True)
 class SplatFormat:
     """One splat file layout: its reader ``(path) -> (Splats, frame or None)``, its writer ``(path,
-    splats, frame) -> bytes written`` (atomic), and whether the file records its frame."""
+    splats, frame) -> bytes written`` (atomic), whether the file records its frame, and the highest
+    SH degree it keeps."""
 
     what: str
     read: Callable[[Path], tuple[Splats, str | None]]
     write: Callable[[Path, Splats, str], int]
     records_frame: bool
+    max_degree: int = 3
 
 
 FORMATS = {
     ".ply": SplatFormat("a 3DGS PLY", read_splats, write_splats, True),
     ".spz": SplatFormat("an SPZ file (Niantic)", read_spz, write_spz, False),
-    ".splat": SplatFormat("a .splat file (antimatter15)", read_dotsplat, write_dotsplat, False),
+    ".splat": SplatFormat("a .splat file (antimatter15)", read_dotsplat, write_dotsplat, False, max_degree=0),
 }
 SUFFIXES = tuple(FORMATS)
 

@@ -17,11 +17,7 @@ from enerf.splats import SH_C0, Splats
 from enerf.splats.files import finite_splats, read_splat_file, write_splat_file
 from enerf.splats.gaussians import quat_to_rotmat
 from enerf.splats.rasterize import SplatCamera, rasterize
-
-# Niantic's RDF <-> RUB (flip y and z): the sign of each SH coefficient past band 0 (load-spz.cc's
-# convertCoordinates: band 1 ~ y, z, x; band 2 ~ xy, yz, 1, xz, 1; band 3 ~ y, xyz, y, z, x, z, x)
-_SH_FLIP = np.array([-1, -1, 1, -1, 1, 1, -1, 1, -1, 1, -1, -1, 1, -1, 1], np.float64)
-_FLIP = np.array([1.0, -1.0, -1.0])
+from splat_readers import read_spz_file
 
 
 def _splats(n: int, degree: int, seed: int = 0, spread: float = 1.0) -> Splats:
@@ -29,41 +25,6 @@ def _splats(n: int, degree: int, seed: int = 0, spread: float = 1.0) -> Splats:
     k = (degree + 1) ** 2
     return Splats(torch.randn(n, 3, generator=g) * spread, torch.randn(n, 3, generator=g) * 0.5 - 3.0,
                   torch.randn(n, 4, generator=g), torch.randn(n, generator=g), torch.randn(n, k, 3, generator=g) * 0.3)
-
-
-def _read_spz_independently(raw: bytes) -> dict:
-    """The SPZ spec, read with numpy: header fields and every attribute, turned from RUB into RDF."""
-    data = gzip.decompress(raw)
-    magic, version, n, degree, bits, flags, _ = struct.unpack_from("<IIIBBBB", data)
-    k = (degree + 1) ** 2 - 1
-    off = 16
-
-    def take(count: int) -> np.ndarray:
-        nonlocal off
-        out = np.frombuffer(data, np.uint8, n * count, off).reshape(n, count).astype(np.int64)
-        off += n * count
-        return out
-
-    pos = take(9).reshape(n, 3, 3)
-    fixed = pos[..., 0] + pos[..., 1] * 256 + pos[..., 2] * 65536
-    means = np.where(fixed >= 2**23, fixed - 2**24, fixed) / 2.0**bits
-    alpha, color, scale = take(1)[:, 0] / 255.0, take(3), take(3)
-    rot = take(4 if version == 3 else 3)
-    sh = (take(3 * k).reshape(n, k, 3) - 128.0) / 128.0
-    assert off == len(data)
-    quats = np.zeros((n, 4))  # x y z w
-    for row in range(n):
-        comp = int(rot[row, 0] | rot[row, 1] << 8 | rot[row, 2] << 16 | rot[row, 3] << 24)
-        largest = comp >> 30
-        for i in (3, 2, 1, 0):
-            if i != largest:
-                quats[row, i] = np.sqrt(0.5) * (comp & 511) / 511 * (-1 if comp >> 9 & 1 else 1)
-                comp >>= 10
-        quats[row, largest] = np.sqrt(max(0.0, 1 - (quats[row] ** 2).sum()))
-    quats = quats * np.array([1, -1, -1, 1])  # RUB -> RDF (Niantic: x, y, z of the quaternion times flipQ)
-    return {"magic": magic, "version": version, "n": n, "degree": degree, "flags": flags, "means": means * _FLIP,
-            "alpha": alpha, "dc": (color / 255.0 - 0.5) / 0.15, "log_scales": scale / 16.0 - 10.0,
-            "quats_wxyz": quats[:, [3, 0, 1, 2]], "sh": sh * _SH_FLIP[:k, None]}
 
 
 def _same_axes(quats_a: np.ndarray, quats_b: np.ndarray, atol: float) -> None:
@@ -79,7 +40,7 @@ def test_spz_read_by_an_independent_reader(tmp_path, degree):
     path = tmp_path / "s.spz"
     size = write_splat_file(path, splats, "world")
     assert size == path.stat().st_size and path.read_bytes()[:2] == b"\x1f\x8b"
-    f = _read_spz_independently(path.read_bytes())
+    f = read_spz_file(path.read_bytes())
     assert (f["magic"], f["version"], f["n"], f["degree"], f["flags"]) == (0x5053474E, 3, 50, degree, 0)
     np.testing.assert_allclose(f["means"], splats.means.numpy(), atol=0.5 / 4096 + 1e-6)  # 12 fractional bits
     np.testing.assert_allclose(f["alpha"], torch.sigmoid(splats.opacity_logits).numpy(), atol=0.5 / 255 + 1e-6)
