@@ -133,3 +133,10 @@ def test_finite_splats():
     kept, dropped = finite_splats(splats)
     assert dropped == 2 and len(kept) == 4
     np.testing.assert_array_equal(kept.means.numpy(), splats.means.numpy()[[0, 2, 3, 5]])
+
+
+def test_the_cli_suffixes_are_the_registry():
+    from enerf.config.export import SPLAT_SUFFIXES
+    from enerf.splats.files import FORMATS
+
+    assert SPLAT_SUFFIXES == tuple(FORMATS)
