@@ -29,7 +29,8 @@ __all__ = ["export_splats", "scene_cameras", "export_html"]
 
 def _from_run(run: LoadedRun, cfg: SplatConfig, progress: bool) -> tuple[Splats, str, dict]:
     """The splats in ``run``'s scene frame (baked, or ``cfg.splats`` brought into it), cleaned of
-    floaters (``cfg.min_contribution``), then in ``cfg.frame``: (splats, frame, removed counts, bake report)."""
+    floaters (``cfg.min_contribution``), then in ``cfg.frame``: (splats, frame, {why: count removed,
+    "report": the bake's ``BakeReport`` or None})."""
     removed, report = {}, None
     if cfg.splats:
         read, frame = read_splat_file(cfg.splats)
