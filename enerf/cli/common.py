@@ -150,7 +150,7 @@ def add_ckpt_flags(parser, what: str = "a checkpoint (.pt)", datadir: bool = Fal
         parser.add_argument("--datadir", default=None, help=DATADIR_HELP)
 
 
-SPLATS_HELP = ("a 3DGS splat file (.ply, e.g. from enerf export splats) to render instead of the field, in the frame "
+SPLATS_HELP = ("a splat file (.ply, .spz or .splat, e.g. from enerf export splats) to render instead of the field, in the frame "
                "it declares (world when it declares none); the run's cameras and background")
 
 
@@ -162,7 +162,7 @@ def add_splats_flag(parser, help: str = SPLATS_HELP, field: str = "") -> None:
     ``enerf view``); with ``field`` (its help), also --field, which --splats excludes: the field
     where the run's ``splats.ply`` would be drawn (``enerf.runfolder.choose_splats``)."""
     group = parser.add_mutually_exclusive_group() if field else parser
-    group.add_argument("--splats", default=None, metavar="F.ply", help=help)
+    group.add_argument("--splats", default=None, metavar="F.ply|F.spz|F.splat", help=help)
     if field:
         group.add_argument("--field", action="store_true", help=field)
 

@@ -3,8 +3,9 @@
 * ``mesh`` (also ``enerf mesh``) and ``video`` (also ``enerf render``): a mesh, novel-view videos;
   their own parsers (``cli/mesh.py``, ``cli/render.py``: ``--out`` optional, a file in the run folder);
 * ``depth|pointcloud|splats --ckpt PATH --out OUT``: metric depth maps of a set of cameras, a
-  coloured point cloud back-projected from them, or the field baked into Gaussian splats (a 3DGS PLY);
-* ``html --splats F.ply --out OUT [--ckpt PATH]``: a splat file as one self-contained web page (with
+  coloured point cloud back-projected from them, or the field baked into Gaussian splats (a 3DGS PLY,
+  SPZ or .splat; or ``--splats IN`` cropped / converted without a bake, ``--ckpt`` optional);
+* ``html --splats F.ply|F.spz|F.splat --out OUT [--ckpt PATH]``: a splat file as one self-contained web page (with
   the run's cameras when a checkpoint is given; ``--ckpt`` alone: the run's ``splats.ply``).
 
 Their options: ``enerf.config.export``."""
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import DATA_ROOT, DepthExportConfig, HtmlExportConfig, PointCloudConfig, SplatConfig
+from ..config.export import SPLAT_SUFFIXES
 from ..errors import ConfigError
 from ..runfolder import RUN_SPLATS, check_output_dir, check_output_file, check_parent_exists, choose_splats
 from .common import OneLineParser, add_ckpt_flags, add_config_flags, config_from_args
@@ -50,9 +52,16 @@ def _splats(run, out: Path, cfg: SplatConfig, progress: bool) -> str:
     info = export_splats(run, out, cfg, progress=progress)
     report = info["report"]
     how = (f": started from {report.candidates} pixels of the field in {report.init_seconds:.0f} s, fitted "
-           f"{report.fit_steps} steps ({report.backend}) in {report.fit_seconds:.0f} s" if report is not None else "")
+           f"{report.fit_steps} steps ({report.backend}) in {report.fit_seconds:.0f} s" if report is not None
+           else f" from {cfg.splats}")
+    removed = "; ".join(f"removed {n} {_REMOVED[why]}" for why, n in info["removed"].items() if n or why != "not finite")
     return (f"wrote {info['count']} splats (SH degree {info['sh_degree']}, {info['frame']} frame, "
-            f"{info['bytes'] / 1e6:.1f} MB) in {info['seconds']:.0f} s{how} -> {info['out']}")
+            f"{info['bytes'] / 1e6:.1f} MB) in {info['seconds']:.0f} s{how}{'; ' if removed else ''}{removed} "
+            f"-> {info['out']}")
+
+
+_REMOVED = {"not finite": "with a value that is not finite", "floaters": "floaters (below --min_contribution)",
+            "crop": "outside --crop"}  # export_splats' removed counts, worded
 
 
 def _html(run, out: Path, cfg: HtmlExportConfig, progress: bool) -> str:
@@ -70,7 +79,8 @@ def _html(run, out: Path, cfg: HtmlExportConfig, progress: bool) -> str:
     kept = f"{info['splats']} splats" + (f" (of {info['splats_in']})" if info["splats"] < info["splats_in"] else "")
     views = (f"{info['cameras']} cameras of the run ({info['frame']} frame)" if run is not None
              else "no cameras (the page's own view)")
-    return (f"wrote a page of {kept}, SH degree {info['sh_degree']}, {views}, {info['bytes'] / 1e6:.1f} MB "
+    dropped = f" (dropped {info['not_finite']} {_REMOVED['not finite']})" if info["not_finite"] else ""
+    return (f"wrote a page of {kept}{dropped}, SH degree {info['sh_degree']}, {views}, {info['bytes'] / 1e6:.1f} MB "
             f"-> {info['path']}")
 
 
@@ -101,11 +111,13 @@ ACTIONS = {
     "pointcloud": Action(PointCloudConfig, "F.ply", "point cloud file (.ply) in an existing folder",
                          "A coloured point cloud with normals, back-projected from the rendered depth of a set of "
                          "cameras.", _pointcloud, suffixes=(".ply",), what="a point cloud"),
-    "splats": Action(SplatConfig, "F.ply", "splat file (.ply, the 3DGS layout) in an existing folder",
-                     "The field baked into 3D Gaussian splats, fitted to the training photos, written as a 3DGS PLY "
-                     "(SuperSplat, Spark, gsplat, nerfstudio and viser read it).", _splats, suffixes=(".ply",),
-                     what="a splat file", images=True,
-                     refused=((".spz", "no well-kept library writes SPZ (Niantic's compressed splats) yet; write .ply"),)),
+    "splats": Action(SplatConfig, "F.ply|F.spz|F.splat", "splat file in an existing folder, by its extension: .ply "
+                     "(the 3DGS layout, float32), .spz (Niantic's, quantised and gzip'd), .splat (antimatter15's, "
+                     "SH band 0 only)",
+                     "The field baked into 3D Gaussian splats, fitted to the training photos (or the splat file "
+                     "--splats, without a bake), cropped and cleaned, written as a 3DGS PLY (SuperSplat, Spark, "
+                     "gsplat, nerfstudio and viser read it), SPZ or .splat.", _splats, suffixes=SPLAT_SUFFIXES,
+                     what="a splat file", images=True, ckpt_required=False),
     "html": Action(HtmlExportConfig, "F.html|DIR", "the page (.html) in an existing folder, or an existing folder "
                    "(then DIR/index.html)",
                    "A splat file as one self-contained web page (WebGL; opens from file:// with no network). With "

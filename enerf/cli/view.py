@@ -32,7 +32,7 @@ def cmd_view(argv: list[str]) -> int:
                            "side by side, or Gaussian splats (needs the viewer extra: pip install -e \".[viewer]\").")
     parser.add_argument("--ckpt", action="append", default=[],
                         help="a NeRF checkpoint (.pt); give it twice to compare two runs of one scene")
-    add_splats_flag(parser, "a 3DGS .ply (enerf export splats): alone, the splats only; with one --ckpt, drawn by the "
+    add_splats_flag(parser, "a splat file, .ply (3DGS), .spz or .splat (enerf export splats): alone, the splats only; with one --ckpt, drawn by the "
                     "browser while the camera moves (default: <run>/splats.ply when it exists)",
                     "the field only: no splats, not even the run's splats.ply")
     parser.add_argument("--device", choices=DEVICES, default=None,

@@ -8,7 +8,7 @@ from typing import Literal, get_args
 from ..errors import ConfigError
 from .spec import MAX_GRID, check_box, check_config, config_class, option
 
-__all__ = ["CAMERA_PATHS", "CAMERAS_HELP", "XATLAS_MAX_FACES", "check_cameras", "VideoConfig", "MeshConfig",
+__all__ = ["CAMERA_PATHS", "CAMERAS_HELP", "SPLAT_SUFFIXES", "check_crop", "XATLAS_MAX_FACES", "check_cameras", "VideoConfig", "MeshConfig",
            "DepthExportConfig", "PointCloudConfig", "SplatConfig", "HtmlExportConfig"]
 
 CameraPath = Literal["spiral", "orbit", "test", "train", "interp", "ellipse"]
@@ -18,6 +18,8 @@ MeshMethod = Literal["density", "tsdf"]
 MeshUnwrap = Literal["auto", "xatlas", "pairs"]
 XATLAS_MAX_FACES = 20_000  # --unwrap auto: xatlas's charts up to this many faces, face pairs above
 CAMERA_PATHS = get_args(CameraPath)
+SPLAT_SUFFIXES = (".ply", ".spz", ".splat")  # the keys of enerf.splats.files.FORMATS (a test keeps them equal)
+_CROP_SHAPES = {6: "a box x0 y0 z0 x1 y1 z1", 4: "a sphere cx cy cz r"}  # enerf.splats.clean.CROPS by count
 CAMERAS_HELP = ("test (held-out views), train, or a camera path of enerf render --path: spiral, orbit, interp, "
                 "ellipse, or a .json file saved by enerf view")
 
@@ -138,6 +140,17 @@ class PointCloudConfig:
             check_box("bbox", self.bbox)
 
 
+def check_crop(crop: tuple[float, ...]) -> None:
+    """``--crop``: empty, a box (6 numbers, each min < max) or a sphere (4 numbers, radius > 0)."""
+    if crop and len(crop) not in _CROP_SHAPES:
+        raise ConfigError(f"crop takes {' or '.join(_CROP_SHAPES.values())}, got {len(crop)} numbers",
+                          fields=("crop",))
+    if len(crop) == 6:
+        check_box("crop", crop)
+    if len(crop) == 4 and not crop[3] > 0:
+        raise ConfigError(f"crop: the sphere's radius must be positive, got {crop[3]}", fields=("crop",))
+
+
 @config_class
 class SplatConfig:
     """``enerf export splats``: how many Gaussians, their SH degree, how they start and how long they fit."""
@@ -177,10 +190,20 @@ class SplatConfig:
     densify_until: float = option(0.5, "densify during this fraction of the fitting time", lo=0.0, hi=1.0)
     seed: int = option(0, "seed of the subset and of the fitting order", lo=0)
     frame: MeshFrame = option("world", "world (the capture's own frame: poses_bounds.npy / transforms.json) or scene "
-                              "(the normalised frame the run trained in)")
+                              "(the normalised frame the run trained in; .ply only: .spz and .splat cannot name "
+                              "it); with --splats and no --ckpt, the file's own frame is kept")
+    splats: str = option("", "a splat file (.ply, .spz, .splat) to crop, clean or convert into --out instead of "
+                         "baking (--ckpt then optional: it brings the run's cameras for --min_contribution and "
+                         "its frames for --frame)")
+    crop: tuple[float, ...] = option((), "keep the Gaussians whose centre lies in a box x0 y0 z0 x1 y1 z1 or a sphere "
+                                     "cx cy cz r, in the frame of the file written (default: all)")
+    min_contribution: float = option(0.0, "drop the Gaussians that give every training view less than this many "
+                                     "pixels' worth of colour (their blending weight summed over a view; floaters "
+                                     "no training camera sees; 0: off; needs --ckpt)", lo=0.0)
 
     def __post_init__(self) -> None:
         check_config(self)
+        check_crop(self.crop)
 
 
 @config_class
@@ -188,7 +211,7 @@ class HtmlExportConfig:
     """``enerf export html``: which splat file goes into the page (empty: the run's ``splats.ply``, so
     ``--ckpt`` is needed then; ``enerf.cli.export``), how many of its splats, its title."""
 
-    splats: str = option("", "the 3DGS splat file (.ply, e.g. from enerf export splats) to show (default with "
+    splats: str = option("", "the splat file (.ply, .spz or .splat, e.g. from enerf export splats) to show (default with "
                          "--ckpt: the run's splats.ply)")
     title: str = option("", "the page's title (default: the splat file's name)")
     max_splats: int = option(500_000, "splats kept at most (the largest opacity x volume first)", lo=1,

@@ -310,13 +310,13 @@ def render_video_from_checkpoint(
         check_output_dir(out_dir, "--out")
     if cfg.path.lower().endswith(".json"):
         read_camera_path(cfg.path)  # a missing or malformed file: one line before the checkpoint loads
-    from ..splats.ply import read_splats
+    from ..splats.files import read_splat_file
 
-    splat_file = read_splats(splats) if splats is not None else None  # no 3DGS PLY: one line before the run loads
+    splat_file = read_splat_file(splats) if splats is not None else None  # no splat file: one line before the run loads
     run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
     choice = choose_splats(splats, run.folder, field)
     if splat_file is None and choice.path is not None:
-        splat_file = read_splats(choice.path)
+        splat_file = read_splat_file(choice.path)
     if announce is not None:
         announce(choice.describe())
     name = f"video_{Path(cfg.path).stem if cfg.path.lower().endswith('.json') else cfg.path}"

@@ -1,5 +1,6 @@
-"""``enerf export splats``: bake a run's field into splats (``enerf.splats.bake``), move them into the
-frame asked for (``enerf.splats.frames``) and write them as a 3DGS PLY (``enerf.splats.ply``).
+"""``enerf export splats``: bake a run's field into splats (``enerf.splats.bake``), or read a splat
+file, clean and crop them (``enerf.splats.clean``), move them into the frame asked for
+(``enerf.splats.frames``) and write them by the file's extension (``enerf.splats.files``).
 
 ``enerf export html``: a splat file into one self-contained page (``enerf.splats.html``), with, given
 a run, its training and held-out cameras brought into the file's frame."""
@@ -10,34 +11,87 @@ import math
 import time
 from pathlib import Path
 
+from torch import Tensor
 
 from ..config import HtmlExportConfig, SplatConfig
 from ..data.scene import Scene
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..export.views import OutputFrame
 from ..loaded_run import LoadedRun
-from .frames import FRAMES, splats_from_scene
+from .clean import crop_mask, drop_floaters
+from .files import finite_splats, read_splat_file, splat_format, write_splat_file
+from .frames import FRAMES, splats_from_scene, splats_into_scene
+from .gaussians import Splats
 from .html import write_html
-from .ply import read_splats, write_splats
 
 __all__ = ["export_splats", "scene_cameras", "export_html"]
 
 
-def export_splats(run: LoadedRun, out: str | Path, cfg: SplatConfig, progress: bool = True) -> dict:
-    """Bake ``run`` (loaded with its images: the bake fits the training photos) and write ``out``
-    (atomically: nothing is written when the bake fails).
+def _from_run(run: LoadedRun, cfg: SplatConfig, progress: bool) -> tuple[Splats, str, dict]:
+    """The splats in ``run``'s scene frame (baked, or ``cfg.splats`` brought into it), cleaned of
+    floaters (``cfg.min_contribution``), then in ``cfg.frame``: (splats, frame, {why: count removed,
+    "report": the bake's ``BakeReport`` or None})."""
+    removed, report = {}, None
+    if cfg.splats:
+        read, frame = read_splat_file(cfg.splats)
+        read, removed["not finite"] = finite_splats(read)
+        splats = splats_into_scene(read, run.scene, frame, cfg.splats)
+    else:
+        from .bake import bake  # the bake pulls in the rasterizer and its fitting loop: only for this command
+
+        splats, report = bake(run, cfg, progress=progress)
+    if cfg.min_contribution > 0:
+        from .bake import scene_cameras as training_cameras
+
+        cameras = training_cameras(run, run.scene.i_train)
+        splats, removed["floaters"] = drop_floaters(splats.map(lambda t: t.to(run.device)), cameras, cfg.min_contribution)
+    return splats_from_scene(splats.map(lambda t: t.cpu()), run.scene, cfg.frame), cfg.frame, {**removed, "report": report}
+
+
+def export_splats(run: LoadedRun | None, out: str | Path, cfg: SplatConfig, progress: bool = True) -> dict:
+    """Bake ``run`` (loaded with its images: the bake fits the training photos), or read ``cfg.splats``;
+    drop floaters (``cfg.min_contribution``, with a run) and what lies outside ``cfg.crop`` (in the
+    frame written); write ``out`` by its extension (``enerf.splats.files``; atomically: nothing is
+    written when a step fails).
 
     Returns:
         dict: out, count, sh_degree, frame, bytes (the file's size), seconds (bake and write), report
-        (``enerf.splats.bake.BakeReport``).
+        (``enerf.splats.bake.BakeReport``, None without a bake), removed ({why: count}: not finite,
+        floaters, crop; the steps taken)
+    Raises:
+        ConfigError: neither a run nor ``cfg.splats``; ``min_contribution`` without a run; a crop
+            that keeps nothing; a frame ``out``'s format cannot record.
     """
-    from .bake import bake  # the bake pulls in the rasterizer and its fitting loop: only for this command
-
     tic = time.perf_counter()
-    splats, report = bake(run, cfg, progress=progress)
-    size = write_splats(out, splats_from_scene(splats, run.scene, cfg.frame), cfg.frame)
-    return {"out": str(out), "count": len(splats), "sh_degree": splats.degree, "frame": cfg.frame, "bytes": size,
-            "seconds": time.perf_counter() - tic, "report": report}
+    if run is None and not cfg.splats:
+        raise ConfigError("enerf export splats needs --ckpt (to bake the run) or --splats (a file to crop or convert)")
+    if run is None and cfg.min_contribution > 0:
+        raise ConfigError("min_contribution needs --ckpt: the run's training cameras judge the floaters",
+                          fields=("min_contribution",))
+    fmt = splat_format(out)  # an unknown extension: one line before the bake
+    if run is not None:
+        splats, frame, removed = _from_run(run, cfg, progress)
+    else:
+        read, frame = read_splat_file(cfg.splats)
+        splats, not_finite = finite_splats(read)
+        frame, removed = frame or "world", {"not finite": not_finite, "report": None}
+    report = removed.pop("report")
+    if cfg.crop:
+        inside = crop_mask(splats.means, cfg.crop)
+        if not bool(inside.any()):
+            raise ConfigError(f"crop {' '.join(f'{v:g}' for v in cfg.crop)} keeps none of the {len(splats)} splats "
+                              f"(their centres span {_span(splats.means)} in the {frame} frame)", fields=("crop",))
+        splats, removed["crop"] = splats.select(inside), int((~inside).sum())
+    size = write_splat_file(out, splats, frame)
+    return {"out": str(out), "count": len(splats), "sh_degree": min(splats.degree, fmt.max_degree), "frame": frame, "bytes": size,
+            "seconds": time.perf_counter() - tic, "report": report, "removed": removed}
+
+
+def _span(means: Tensor) -> str:
+    """``x0..x1 y0..y1 z0..z1`` of the centres ``means`` [N, 3]."""
+    if len(means) == 0:
+        return "nothing"
+    return " ".join(f"{a:.3g}..{b:.3g}" for a, b in zip(means.amin(0).tolist(), means.amax(0).tolist()))
 
 
 def scene_cameras(scene: Scene, frame: str) -> list[dict]:
@@ -57,11 +111,13 @@ def export_html(cfg: HtmlExportConfig, out: str | Path, run: LoadedRun | None = 
     it declares none, as ``enerf render --splats`` reads it), else the page's own default view.
 
     Returns:
-        dict: ``write_html``'s (path, splats, splats_in, sh_degree, bytes), cameras (how many), frame
+        dict: ``write_html``'s (path, splats, splats_in, sh_degree, bytes), cameras (how many), frame,
+        not_finite (the splats dropped for a parameter that is not finite)
     Raises:
-        DataError: the file is no 3DGS PLY, or declares a frame enerf does not know.
+        DataError: not a splat file (``enerf.splats.files``), or it declares a frame enerf does not know.
     """
-    splats, frame = read_splats(cfg.splats)
+    read, frame = read_splat_file(cfg.splats)
+    splats, not_finite = finite_splats(read)
     cameras = None
     if run is not None:
         frame = frame or "world"
@@ -69,4 +125,4 @@ def export_html(cfg: HtmlExportConfig, out: str | Path, run: LoadedRun | None = 
             raise DataError(f"{cfg.splats}: declares frame {frame!r}; enerf knows {', '.join(FRAMES)}")
         cameras = scene_cameras(run.scene, frame)
     info = write_html(splats, Path(out), cfg.title or Path(cfg.splats).stem, cameras, cfg.max_splats, cfg.sh_degree)
-    return {**info, "cameras": len(cameras or ()), "frame": frame}
+    return {**info, "cameras": len(cameras or ()), "frame": frame, "not_finite": not_finite}

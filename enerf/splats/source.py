@@ -1,5 +1,5 @@
 """Baked splats as an image source (``enerf.render.sources.ImageSource``): ``enerf render --splats`` and
-``enerf eval --splats`` render the run's cameras from a 3DGS PLY with ``rasterize`` instead of the field.
+``enerf eval --splats`` render the run's cameras from a splat file (.ply, .spz, .splat) with ``rasterize`` instead of the field.
 
 The file is read in the frame it declares (``comment enerf frame NAME``; a file without one, from
 another tool, is taken to be in ``world``, the capture's own frame) and brought into the run's
@@ -23,7 +23,7 @@ from ..loaded_run import LoadedRun
 from ..render.sources import ImageSource, PinholeView
 from .frames import splats_into_scene
 from .gaussians import Splats
-from .ply import read_splats
+from .files import read_splat_file
 
 __all__ = ["run_background", "splats_for_run", "read_splats_for_run", "splat_source"]
 
@@ -34,17 +34,17 @@ def run_background(cfg: RenderConfig) -> Tensor:
 
 
 def splats_for_run(run: LoadedRun, splats: Splats, frame: str | None, where: str | Path = "the splats") -> Splats:
-    """``splats`` in ``frame`` (as read by ``read_splats``) -> the run's scene frame, on its device."""
+    """``splats`` in ``frame`` (as read by ``read_splat_file``) -> the run's scene frame, on its device."""
     return splats_into_scene(splats, run.scene, frame, str(where)).map(lambda t: t.to(run.device))
 
 
 def read_splats_for_run(run: LoadedRun, path: str | Path) -> Splats:
-    """Read a 3DGS PLY and bring it into the run's scene frame (``splats_for_run``).
+    """Read a splat file (.ply, .spz, .splat: ``enerf.splats.files``) and bring it into the run's scene frame (``splats_for_run``).
 
     Raises:
-        DataError: not a 3DGS PLY (``enerf.splats.ply.read_splats``) or an unknown declared frame.
+        DataError: not a splat file (``enerf.splats.files.read_splat_file``) or an unknown declared frame.
     """
-    return splats_for_run(run, *read_splats(path), where=path)
+    return splats_for_run(run, *read_splat_file(path), where=path)
 
 
 def _ndc_depth(depth: Tensor, acc: Tensor, view: PinholeView) -> Tensor:

@@ -191,15 +191,15 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
     """Recompute metrics.json for a run from its checkpoint and its scene's images (``enerf eval``;
     ``datadir``: the scene folder instead of the one recorded at training).
 
-    ``splats``: a 3DGS PLY to score instead of the field (``enerf eval --splats``; read in the frame
+    ``splats``: a splat file (.ply, .spz, .splat) to score instead of the field (``enerf eval --splats``; read in the frame
     it declares, ``enerf.splats.source``): the same views and metrics, into ``metrics_splats.json``
     (plus ``splats``: the file, ``source``: ``splats``, ``splat_count``, ``sh_degree``) and
     ``test_views_splats/``; the field's metrics.json is left as it is.
     """
     if splats is not None:
-        from ..splats.ply import read_splats
+        from ..splats.files import read_splat_file
 
-        splat_file = read_splats(splats)  # a file that is no 3DGS PLY: one line before the checkpoint loads
+        splat_file = read_splat_file(splats)  # a file that is no splat file: one line before the checkpoint loads
     run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=True)
     cfg, scene, device, out_dir = run.cfg, run.scene, run.device, run.folder
     check_output_dir(out_dir, "--ckpt's run folder")

@@ -88,17 +88,17 @@ def scaled_for_viser(splats: ViewerSplats) -> tuple[np.ndarray, np.ndarray, floa
 
 
 def read_viewer_splats(path: str | Path, scene=None) -> ViewerSplats:
-    """Read a 3DGS PLY (``enerf.splats.ply.read_splats``) for the viewer; with a run's ``scene``
-    (``Scene``), bring a ``world`` file (or one that names no frame) into its normalised frame
+    """Read a splat file (.ply, .spz, .splat: ``enerf.splats.files.read_splat_file``) for the viewer;
+    with a run's ``scene`` (``Scene``), bring a ``world`` file (or one that names no frame) into its normalised frame
     (``enerf.splats.frames.splats_into_scene``). A missing file is a ConfigError, an unreadable
     or empty one a DataError (one line)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--splats {path}: no such file (write one with enerf export splats --ckpt C --out {path})")
     from ..splats.frames import splats_into_scene  # the splat file's modules (imported where used)
-    from ..splats.ply import read_splats
+    from ..splats.files import read_splat_file
 
-    splats, frame = read_splats(path)
+    splats, frame = read_splat_file(path)
     if len(splats) == 0:
         raise DataError(f"--splats {path}: the file holds no splats")
     if scene is None:

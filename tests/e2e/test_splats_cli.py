@@ -19,13 +19,14 @@ import torch
 import enerf.splats.rasterize as rasterize_module
 from enerf.checkpoint import save_checkpoint
 from cli_errors import one_line_error
+from splat_readers import read_spz_means
 from enerf.cli import main
 from enerf.config import ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
 from enerf.loaded_run import load_run
 from enerf.shapes.field import ShapeField
 from enerf.splats import Splats
 from enerf.splats.frames import splats_to_frame
-from enerf.splats.ply import write_splats
+from enerf.splats.files import write_splat_file
 
 plyfile = pytest.importorskip("plyfile")
 
@@ -109,13 +110,14 @@ def test_export_splats_refuses_bad_input_in_one_line_writing_nothing(ckpt, tmp_p
         "is a shape checkpoint": [str(shape), str(out_dir / "a.ply")],
         "not a readable checkpoint": [str(junk), str(out_dir / "a.ply")],
         "does not exist": [str(ckpt), str(tmp_path / "missing" / "a.ply")],
-        "SPZ": [str(ckpt), str(out_dir / "a.spz")],
+        "not a splat file enerf reads": [str(ckpt), str(out_dir / "a.spz"), "--splats", str(junk)],
+        "keeps none": [str(ckpt), str(out_dir / "a.spz"), "--crop", "90", "90", "90", "1"],
         "is written as .ply": [str(ckpt), str(out_dir / "a.txt")],
     }
-    for words, (checkpoint, out) in cases.items():
-        err = _one_line_error(capsys, ["export", "splats", "--ckpt", checkpoint, "--out", out, "--quiet"])
+    for words, (checkpoint, out, *more) in cases.items():
+        err = _one_line_error(capsys, ["export", "splats", "--ckpt", checkpoint, "--out", out, "--quiet", *more])
         assert words in err, err
-    assert fake_bake == [] and list(out_dir.iterdir()) == [] and not (tmp_path / "missing").exists()
+    assert len(fake_bake) == 1 and list(out_dir.iterdir()) == []  # the crop is known to keep nothing after the bake and not (tmp_path / "missing").exists()
 
 
 def _fake_rasterize(record: list):
@@ -128,26 +130,28 @@ def _fake_rasterize(record: list):
 
 
 def _world_file(run, path: Path) -> Splats:
-    """A splat file in the world frame whose scene-frame splats are returned."""
+    """A splat file (by ``path``'s extension) in the world frame whose scene-frame splats are returned."""
     scene_splats = _splats(30, 1)
-    write_splats(path, splats_to_frame(scene_splats, run.scene.scene_to_world), "world")
+    write_splat_file(path, splats_to_frame(scene_splats, run.scene.scene_to_world), "world")
     return scene_splats
 
 
-def test_eval_splats_scores_the_splats_images_on_the_held_out_views(ckpt, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("suffix, atol", [(".ply", 1e-5), (".spz", 2e-3)])  # SPZ: 12 fractional bits in world units
+def test_eval_splats_scores_the_splats_images_on_the_held_out_views(ckpt, tmp_path, monkeypatch, capsys, suffix, atol):
     record: list = []
     monkeypatch.setattr(rasterize_module, "rasterize", _fake_rasterize(record))
     run = load_run(ckpt, Path("data"), images=True)
-    scene_splats = _world_file(run, tmp_path / "s.ply")
+    splat_file = tmp_path / f"s{suffix}"
+    scene_splats = _world_file(run, splat_file)
     metrics_json = run.folder / "metrics.json"
     field_metrics = metrics_json.read_bytes()
     capsys.readouterr()
-    assert main(["eval", "--ckpt", str(ckpt), "--splats", str(tmp_path / "s.ply"), "--quiet"]) == 0
+    assert main(["eval", "--ckpt", str(ckpt), "--splats", str(splat_file), "--quiet"]) == 0
     line = capsys.readouterr().out.strip().splitlines()[0]
     assert "held-out PSNR" in line and "metrics_splats.json" in line
     assert metrics_json.read_bytes() == field_metrics  # the field's record is untouched
     metrics = json.loads((run.folder / "metrics_splats.json").read_text())
-    assert metrics["source"] == "splats" and metrics["splats"] == str((tmp_path / "s.ply").resolve())
+    assert metrics["source"] == "splats" and metrics["splats"] == str(splat_file.resolve())
     assert metrics["splat_count"] == 30 and metrics["sh_degree"] == 1
     scene, stride = run.scene, run.cfg.train.eval_stride
     psnr = [-10 * np.log10(np.mean((scene.image(int(i), stride) - np.array(COLOUR)) ** 2)) for i in scene.i_test]
@@ -158,18 +162,24 @@ def test_eval_splats_scores_the_splats_images_on_the_held_out_views(ckpt, tmp_pa
     # the rasterizer got the splats in the scene frame, the held-out cameras and the run's (black) background
     assert len(record) == len(scene.i_test)
     for (splats, camera, background), view in zip(record, scene.i_test):
-        torch.testing.assert_close(splats.means, scene_splats.means, rtol=0, atol=1e-5)
+        torch.testing.assert_close(splats.means, scene_splats.means, rtol=0, atol=atol)
         np.testing.assert_allclose(camera.c2w.numpy(), scene.poses[view], atol=1e-6)
         assert (camera.width, camera.height, camera.focal) == (scene.width, scene.height, scene.focal)
         assert torch.equal(background, torch.zeros(3))
 
 
-def test_render_splats_writes_the_splats_video_beside_the_fields(ckpt, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(rasterize_module, "rasterize", _fake_rasterize([]))
+@pytest.mark.parametrize("suffix", [".ply", ".splat"])
+def test_render_splats_writes_the_splats_video_beside_the_fields(ckpt, tmp_path, monkeypatch, capsys, suffix):
+    record: list = []
+    monkeypatch.setattr(rasterize_module, "rasterize", _fake_rasterize(record))
     run = load_run(ckpt, Path("data"))
-    _world_file(run, tmp_path / "s.ply")
+    scene_splats = _world_file(run, tmp_path / f"s{suffix}")
     capsys.readouterr()
-    assert main(["render", "--ckpt", str(ckpt), "--splats", str(tmp_path / "s.ply"), "--frames", "3", "--quiet"]) == 0
+    assert main(["render", "--ckpt", str(ckpt), "--splats", str(tmp_path / f"s{suffix}"), "--frames", "3",
+                 "--quiet"]) == 0
+    drawn = record[0][0]  # .splat: sorted largest first; the same centres
+    torch.testing.assert_close(drawn.means[torch.argsort(drawn.means[:, 0])],
+                               scene_splats.means[torch.argsort(scene_splats.means[:, 0])], rtol=0, atol=1e-5)
     assert "from the splats of" in capsys.readouterr().out
     with iio2.get_reader(run.folder / "video_spiral_splats" / "rgb.mp4") as reader:
         frames = np.stack([np.asarray(f) for f in reader])
@@ -190,3 +200,49 @@ def test_a_splats_file_that_is_no_3dgs_ply_is_one_line_and_writes_nothing(ckpt, 
         err = _one_line_error(capsys, [*command, "--ckpt", str(ckpt), "--splats", str(tmp_path / "no.ply"), "--quiet"])
         assert "not found" in err
     assert sorted(p.name for p in run.folder.iterdir()) == before
+
+
+def test_a_splat_file_cropped_and_converted_without_a_run(tmp_path, capsys):
+    splats = _splats(200, 2)
+    write_splat_file(tmp_path / "in.ply", splats, "world")
+    box = (-0.5, -1.0, -0.8, 1.0, 0.6, 0.9)
+    m = splats.means.numpy()
+    inside = np.all((m >= box[:3]) & (m <= box[3:]), axis=1)
+    capsys.readouterr()
+    assert main(["export", "splats", "--splats", str(tmp_path / "in.ply"), "--out", str(tmp_path / "out.spz"),
+                 "--crop", *map(str, box)]) == 0
+    line = capsys.readouterr().out.strip()
+    assert f"wrote {inside.sum()} splats" in line and f"removed {200 - inside.sum()} outside --crop" in line
+    v = plyfile.PlyData.read(str(tmp_path / "in.ply"))["vertex"].data  # the kept ones, by an independent reader
+    kept = np.stack([v["x"], v["y"], v["z"]], 1)[inside]
+    back = read_spz_means(tmp_path / "out.spz")
+    np.testing.assert_allclose(back[np.argsort(back[:, 0])], kept[np.argsort(kept[:, 0])], atol=0.5 / 4096 + 1e-6)
+    bad = tmp_path / "bad.ply"  # a NaN and an inf: dropped, said so
+    splats.means[3, 1], splats.log_scales[7, 0] = float("nan"), float("inf")
+    write_splat_file(bad, splats, "world")
+    assert main(["export", "html", "--splats", str(bad), "--out", str(tmp_path / "p.html")]) == 0
+    assert "198 splats (dropped 2 with a value that is not finite)" in capsys.readouterr().out
+    assert main(["export", "splats", "--splats", str(bad), "--out", str(tmp_path / "ok.splat")]) == 0
+    assert "wrote 198 splats" in capsys.readouterr().out and (tmp_path / "ok.splat").stat().st_size == 198 * 32
+    (tmp_path / "cut.spz").write_bytes((tmp_path / "out.spz").read_bytes()[:-9])
+    for argv in (["export", "html", "--splats", str(tmp_path / "cut.spz"), "--out", str(tmp_path / "c.html")],
+                 ["export", "splats", "--splats", str(tmp_path / "cut.spz"), "--out", str(tmp_path / "c.ply")]):
+        assert "truncated or corrupt SPZ" in _one_line_error(capsys, argv)
+    assert not (tmp_path / "c.html").exists() and not (tmp_path / "c.ply").exists()
+
+
+def test_floaters_no_training_camera_sees_are_dropped(ckpt, tmp_path, capsys):
+    run = load_run(ckpt, Path("data"))
+    c2w = torch.as_tensor(run.scene.poses[int(run.scene.i_train[0])], dtype=torch.float32)
+    n = 12
+    ahead = c2w[:, 3] - 3.0 * c2w[:, 2] + 0.1 * torch.randn(n, 3, generator=torch.Generator().manual_seed(0))
+    means = torch.cat([ahead, ahead + 100.0 * c2w[:, 2]])  # and the same far behind every camera
+    scene_splats = Splats(means, torch.full((2 * n, 3), -3.0), torch.tensor([[1.0, 0, 0, 0]]).repeat(2 * n, 1),
+                          torch.zeros(2 * n), torch.zeros(2 * n, 1, 3))
+    write_splat_file(tmp_path / "in.ply", splats_to_frame(scene_splats, run.scene.scene_to_world), "world")
+    capsys.readouterr()
+    assert main(["export", "splats", "--ckpt", str(ckpt), "--splats", str(tmp_path / "in.ply"), "--out",
+                 str(tmp_path / "out.ply"), "--min_contribution", "0.01", "--frame", "scene", "--quiet"]) == 0
+    assert f"removed {n} floaters" in capsys.readouterr().out
+    v = plyfile.PlyData.read(str(tmp_path / "out.ply"))["vertex"].data
+    np.testing.assert_allclose(np.sort(v["x"]), np.sort(ahead[:, 0].numpy()), atol=1e-4)

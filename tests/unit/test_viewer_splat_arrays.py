@@ -12,6 +12,7 @@ import pytest
 import torch
 from scipy.spatial.transform import Rotation
 
+import enerf.splats.files as splat_files
 from enerf.errors import ConfigError, DataError
 from enerf.splats.gaussians import SH_C0, Splats
 from enerf.viewer.splats import (bake_hint, default_splats_file, node_scale, read_viewer_splats, scaled_for_viser,
@@ -74,8 +75,7 @@ def test_float16_covariances_keep_small_splats():
 @pytest.mark.parametrize("frame", ["world", None, "scene"])
 def test_a_world_file_comes_into_the_run_scene_frame(tmp_path, monkeypatch, frame):
     p = _random_splats(n=20, seed=3, size=0.05)
-    ply, _ = splat_modules(monkeypatch)
-    monkeypatch.setattr(ply, "read_splats", lambda path: (_splats(p), frame))
+    monkeypatch.setattr(splat_files, "read_splat_file", lambda path: (_splats(p), frame))
     path = tmp_path / "s.ply"
     path.write_bytes(b"stand-in")
     rot = Rotation.from_rotvec([0.3, -0.5, 0.9]).as_matrix()
@@ -105,11 +105,10 @@ def test_reading_a_3dgs_file(tmp_path, monkeypatch):
 
 
 def test_missing_and_empty_files(tmp_path, monkeypatch):
-    ply, _ = splat_modules(monkeypatch)
     with pytest.raises(ConfigError, match="no such file"):
         read_viewer_splats(tmp_path / "nope.ply")
     empty = _splats({k: v[:0] for k, v in _random_splats().items()})
-    monkeypatch.setattr(ply, "read_splats", lambda path: (empty, "world"))
+    monkeypatch.setattr(splat_files, "read_splat_file", lambda path: (empty, "world"))
     (tmp_path / "e.ply").write_bytes(b"")
     with pytest.raises(DataError, match="no splats"):
         read_viewer_splats(tmp_path / "e.ply")
