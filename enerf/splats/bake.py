@@ -306,6 +306,8 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     cams = scene_cameras(run, views, cfg.fit_downscale)
     targets = fit_targets(run, views, cfg.fit_downscale)
     height = cams[0].height
+    coarse = ((scene_cameras(run, views, 2 * cfg.fit_downscale), fit_targets(run, views, 2 * cfg.fit_downscale))
+              if cfg.fit_coarse > 0 else None)
     bg = run_background(run.cfg.render).to(device)
     leaves = _leaves(splats, device)
     extent = _camera_extent(run)
@@ -329,6 +331,11 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
                 k = int(torch.randint(len(teacher[0]), (1,), generator=gen))
                 target = teacher[1][k].to(device)
                 rgb = rasterize(_as_splats(leaves), teacher[0][k], bg, backend=backend)["rgb"]
+            elif coarse is not None and elapsed < cfg.fit_coarse * budget:  # early on: a whole photo at half the size
+                k = int(torch.randint(len(views), (1,), generator=gen))
+                target = coarse[1][k].to(device)
+                rgb = rasterize(_as_splats(leaves), coarse[0][k], bg, backend=backend)["rgb"]
+                taught = True  # no densification statistics from another scale
             else:
                 k = int(torch.randint(len(views), (1,), generator=gen))
                 r0 = int(torch.randint(height - rows + 1, (1,), generator=gen))

@@ -60,18 +60,23 @@ def teacher_poses(poses: np.ndarray, depths: np.ndarray, count: int, push: float
     return out.astype(np.float32)
 
 
-def _window(device, dtype) -> Tensor:
-    """[11] the normalised 1D Gaussian of SSIM's window."""
+def _band(n: int, device, dtype) -> Tensor:
+    """[n, n - 10] the 11-tap Gaussian window as a banded matrix: ``x @ band`` blurs the last axis of x
+    over its valid positions (a matrix product: on a CPU far cheaper to differentiate than a convolution)."""
     x = torch.arange(-SSIM_RADIUS, SSIM_RADIUS + 1, device=device, dtype=dtype)
     w = torch.exp(-0.5 * (x / SSIM_SIGMA) ** 2)
-    return w / w.sum()
+    w = w / w.sum()
+    band = torch.zeros(n, n - 2 * SSIM_RADIUS, device=device, dtype=dtype)
+    cols = torch.arange(n - 2 * SSIM_RADIUS, device=device)
+    for k in range(2 * SSIM_RADIUS + 1):
+        band[cols + k, cols] = w[k]
+    return band
 
 
-def _blur(x: Tensor, w: Tensor) -> Tensor:
+def _blur(x: Tensor) -> Tensor:
     """[C, H, W] -> [C, H - 10, W - 10]: the separable Gaussian window over the valid part."""
-    c = x.shape[0]
-    x = F.conv2d(x[:, None], w.view(1, 1, 1, -1))
-    return F.conv2d(x, w.view(1, 1, -1, 1))[:, 0].reshape(c, x.shape[2] - 2 * SSIM_RADIUS, -1)
+    along_w = x @ _band(x.shape[2], x.device, x.dtype)  # [C, H, W - 10]
+    return (along_w.transpose(1, 2) @ _band(x.shape[1], x.device, x.dtype)).transpose(1, 2)
 
 
 def ssim_map(pred: Tensor, target: Tensor) -> Tensor:
@@ -83,8 +88,7 @@ def ssim_map(pred: Tensor, target: Tensor) -> Tensor:
         Tensor  # [3, H - 10, W - 10] (the window's valid positions; scikit-image crops the same border)
     """
     x, y = pred.permute(2, 0, 1), target.permute(2, 0, 1)
-    w = _window(pred.device, pred.dtype)
-    stacked = _blur(torch.cat([x, y, x * x, y * y, x * y]), w)
+    stacked = _blur(torch.cat([x, y, x * x, y * y, x * y]))
     mx, my, xx, yy, xy = stacked.split(3)
     vx, vy, cxy = xx - mx * mx, yy - my * my, xy - mx * my  # population (co)variances, as use_sample_covariance=False
     return ((2 * mx * my + _C1) * (2 * cxy + _C2)) / ((mx * mx + my * my + _C1) * (vx + vy + _C2))
