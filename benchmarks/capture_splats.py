@@ -2,7 +2,8 @@
 
 One capture per call: ``python -m enerf train --datadir S --expname NAME --basedir OUT [FLAGS]`` as a
 subprocess, timed on the wall (training, bake and scoring; the preview video is turned off, it is no part
-of the figure), the load average recorded before and after. The entry keeps, from the run's metrics.json,
+of the figure), the load average recorded before and after; then ``enerf render --ckpt C --path interp
+--frames 120`` (the run's splats, at the training size), timed. The entry keeps, from the run's metrics.json,
 the field's and the splats' held-out PSNR / SSIM / LPIPS, each held-out view's PSNR from both and the
 share of its pixels the splats leave under half opacity, the worst view (largest loss of the splats
 against the field), the splats' count and file size, and the bake's figures.
@@ -53,14 +54,14 @@ def entry_from_run(run: Path) -> dict:
 def table(record: dict) -> str:
     """The markdown table of docs/splats.md and docs/captures.md (``<!-- table capture_splats -->``)."""
     rows = ["| capture | field PSNR | splats PSNR | Δ | worst view, Δ | views > 1 dB below | most uncovered view | splats | "
-            "file | wall |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "file | wall | 120-frame video |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in record["entries"].items():
         worst = e["worst_view"]
         rows.append(f"| {name} | {e['field']['psnr']:.2f} dB | {e['splats']['psnr']:.2f} dB | "
                     f"{fmt(e['delta_psnr'], '+.2f')} dB | {worst['view']}, {fmt(worst['delta'], '+.2f')} dB | "
                     f"{e['views_more_than_1db_below']} of {len(e['views'])} | "
                     f"{100 * (e['splats']['uncovered_max'] or 0):.1f} % | {e['splats']['splat_count']:,} | "
-                    f"{e['ply_megabytes']:.1f} MB | {e['wall_minutes']:.1f} min |")
+                    f"{e['ply_megabytes']:.1f} MB | {e['wall_minutes']:.1f} min | {e['video']['seconds']:.0f} s |")
     return "\n".join(rows)
 
 
@@ -86,7 +87,16 @@ def main(argv: list[str] | None = None) -> dict | None:
         done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"enerf train failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    entry = {**entry_from_run(Path(args.basedir) / args.name), "wall_minutes": round(t.seconds / 60, 2),
+    run = Path(args.basedir) / args.name
+    video_load = load_average()
+    with Timer() as v:  # the run's splats drawn along a 120-frame path through the training cameras
+        drawn = subprocess.run([sys.executable, "-m", "enerf", "render", "--ckpt", str(run / "checkpoints" / "latest.pt"),
+                                "--path", "interp", "--frames", "120", "--quiet"], capture_output=True, text=True)
+    if drawn.returncode != 0:
+        raise SystemExit(f"enerf render failed: {(drawn.stderr.strip().splitlines() or ['?'])[-1]}")
+    entry = {**entry_from_run(run), "wall_minutes": round(t.seconds / 60, 2),
+             "video": {"seconds": round(v.seconds, 1), "frames": 120, "path": "interp", "load_before": video_load,
+                       "printed": drawn.stdout.strip().splitlines()[-1:]},
              "load_before": load, "load_after": load_average(), "flags": extra,
              "printed": done.stdout.strip().splitlines()[-6:], "command": command_line(), "commit": git_commit()}
     print("\n".join(entry["printed"]))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from benchmarks import splats
+from benchmarks import capture_splats, splats
 from benchmarks.pages.records import figure, fmt, record, table, template_table
 
 __all__: list[str] = []
@@ -25,22 +25,18 @@ RESULTS = [
     f"| [train]({T}#what-the-configs-reach) · [record]({R}fern_cpu.json) |",
     "| Blender lego in 10 min (`configs/lego_cpu.txt`) | {lego_cpu:summary.psnr:.2f} dB "
     f"| [train]({T}#what-the-configs-reach) · [record]({R}lego_cpu.json) |",
-    "| instant-ngp's fox (a phone capture), 10 min with no config (`enerf train --datadir`) "
-    "| {capture_defaults:runs.fox_defaults.psnr:.2f} dB in {capture_defaults:runs.fox_defaults.steps:,} steps; "
-    "its far views (`--holdout far`) {capture_defaults:runs.fox_far_defaults.psnr:.2f} dB "
-    f"| [captures]({C}#ten-minutes-with-no-config) · [record]({R}capture_defaults.json) |",
-    "| a walk around a board game (96 phone photos), 10 min with no config "
-    "| {capture_defaults:runs.boardgame_defaults.psnr:.2f} dB in {capture_defaults:runs.boardgame_defaults.steps:,} "
-    "steps; its far views {capture_defaults:runs.boardgame_far_defaults.psnr:.2f} dB "
-    f"| [captures]({C}#ten-minutes-with-no-config) · [record]({R}capture_defaults.json) |",
+    "| instant-ngp's fox (a phone capture), `enerf train --datadir` with no config: 10 min of field, then the splats "
+    "| splats {capture_splats:entries.fox.splats.psnr:.2f} dB against the field's {capture_splats:entries.fox.field.psnr:.2f} dB "
+    "({capture_splats:entries.fox.steps:,} steps); {capture_splats:entries.fox.wall_minutes:.1f} min wall in all "
+    f"| [splats](docs/splats.md#training-ends-in-splats) · [record]({R}capture_splats.json) |",
+    "| a walk around a board game (96 phone photos), the same "
+    "| splats {capture_splats:entries.boardgame.splats.psnr:.2f} dB against the field's {capture_splats:entries.boardgame.field.psnr:.2f} dB "
+    "({capture_splats:entries.boardgame.steps:,} steps); {capture_splats:entries.boardgame.wall_minutes:.1f} min wall in all "
+    f"| [splats](docs/splats.md#training-ends-in-splats) · [record]({R}capture_splats.json) |",
     "| a 24 s phone video to a trained scene: `enerf data video` then `enerf train --datadir`, no other flag "
     "| {video_recipe:registered} frames kept and registered; held-out {video_recipe:psnr:.2f} dB; "
     "{video_recipe:total_minutes:.1f} min wall in all "
     f"| [data](docs/data.md#from-a-phone-video-enerf-data-video) · [record]({R}video_recipe.json) |",
-    "| the fox's field baked into Gaussian splats (`enerf export splats`, defaults), against the field "
-    "| {splats:entries.fox.splats.psnr:.2f} dB against {splats:entries.fox.field.psnr:.2f} dB; bake "
-    "{splats:entries.fox.bake.seconds:.0f} s; a 120-frame video from the splats {splats:entries.fox.video_splats.seconds:.0f} s "
-    f"| [splats](docs/splats.md) · [record]({R}splats.json) |",
     "| row vs vanilla, demo, 3 seeds × 3,000 steps | {conditioning_demo:summary.delta_row:+.2f} dB "
     "({conditioning_demo:summary.row_mean:.2f} ± {conditioning_demo:summary.row_std:.2f} vs "
     "{conditioning_demo:summary.none_mean:.2f} ± {conditioning_demo:summary.none_std:.2f}) "
@@ -64,9 +60,9 @@ RESULTS = [
     "{marcher_race:summary.speed.time_ratio_max:.2f}× the time; "
     "{marcher_race:summary.speed.fewer_queries_min:.2f}–{marcher_race:summary.speed.fewer_queries_max:.2f}× "
     f"fewer network queries per ray | [render](docs/render.md#renderers) · [record]({R}marcher_race.json) |",
-    "| cost of `row` per training step (demo grid config, 3 seeds) "
-    "| {marcher_race:summary.overhead.ratio_row_over_none_min:.3f}–{marcher_race:summary.overhead.ratio_row_over_none_max:.3f}"
-    f" × vanilla | [conditioning]({D}#cost-per-training-step) · [record]({R}marcher_race.json) |",
+    "| cost of `row` per training step against vanilla (alternating pairs of fresh processes, medians) "
+    "| demo ×{row_cost:summary.demo_ratio:.3f}; the capture preset (fox) ×{row_cost:summary.capture_ratio:.3f} "
+    f"| [conditioning]({D}#cost-per-training-step) · [record]({R}row_cost.json) |",
     "| shapes in 300 s (`configs/shape_cpu.txt`), torus / bunny | occupancy IoU "
     "{shapes_targets:summary.torus_occupancy_iou:.4f} / {shapes_targets:summary.bunny_occupancy_iou:.4f}; SDF "
     "Chamfer-L1 {shapes_targets:summary.torus_sdf_chamfer_l1:.5f} / {shapes_targets:summary.bunny_sdf_chamfer_l1:.5f} "
@@ -88,6 +84,13 @@ template_table("results", "| what | figure | where |\n|---|---|---|", RESULTS)
 # docs/conditioning.md's table: the README's conditioning rows, without their links column.
 template_table("conditioning", "| what | figure |\n|---|---|",
                [re.sub(r" \| \[[^|]*\|$", " |", row) for row in RESULTS if "#conditioning" in row or "conditioning.md" in row])
+
+
+@table("capture_splats", "capture_splats")
+def capture_splats_table() -> str:
+    """docs/splats.md's and docs/captures.md's table: each capture's run ending in splats, the field and the
+    splats on the same held-out views (``benchmarks.capture_splats.table``)."""
+    return capture_splats.table(record("capture_splats"))
 
 
 @table("splats", "splats")
