@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness import ROOT, TRAINING_CODE, git_commit, keep_previous, load_average, machine, write_record
+from benchmarks.harness import ROOT, TRAINING_CODE, as_run, git_commit, keep_previous, load_average, machine, write_record
 
 RECORD = ROOT / "benchmarks" / "demo.json"
 CONFIG = "configs/demo.txt"
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     load, commit = load_average(), git_commit()
     with tempfile.TemporaryDirectory(prefix="enerf_demo_") as basedir:
         tic = time.perf_counter()
-        done = subprocess.run(train_command(basedir), cwd=ROOT)
+        done = subprocess.run(as_run(train_command(basedir)), cwd=ROOT)
         wall = time.perf_counter() - tic
         if done.returncode != 0:
             print(f"benchmarks.demo: enerf train exited with {done.returncode}; nothing recorded", file=sys.stderr)

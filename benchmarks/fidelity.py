@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import ROOT, TRAINING_CODE, git_commit, load_average, machine, parse_load, write_record
+from benchmarks.harness import ROOT, TRAINING_CODE, as_run, git_commit, load_average, machine, parse_load, write_record
 
 RECORD = ROOT / "benchmarks" / "fidelity.json"
 BASEDIR = "runs/fid"
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         commit = args.commit or git_commit()
     else:
         load, commit = load_average(), git_commit()
-        done = subprocess.run(train_command(args.name, args.datadir, flags), cwd=ROOT)
+        done = subprocess.run(as_run(train_command(args.name, args.datadir, flags)), cwd=ROOT)
         if done.returncode != 0:
             return done.returncode
     path = Path(args.record)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from enerf.atomic import atomic_write_text, json_safe
 
-__all__ = ["ROOT", "TRAINING_CODE", "Timer", "command_line", "git_commit", "load_average", "machine", "parse_load", "write_record",
-           "write_report_files"]
+__all__ = ["ROOT", "TRAINING_CODE", "Timer", "as_run", "command_line", "git_commit", "load_average", "machine", "parse_load",
+           "write_record", "write_report_files"]
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository root (benchmarks/ and studies/ live in it)
 # What a record of a NeRF training run depends on (its ``depends``, benchmarks/pages: a later commit to one of
@@ -101,6 +101,14 @@ def command_line(argv: list[str] | None = None) -> str:
     else:
         head = ["python", *argv[:1]]
     return shlex.join(head + argv[1:])
+
+
+def as_run(cmd: list) -> list[str]:
+    """CMD as this interpreter runs it: a leading ``enerf`` (the command a record shows) becomes
+    ``sys.executable -m enerf``, so a benchmark started with a venv's python runs that venv's enerf
+    whether or not the venv is activated (the ``enerf`` on PATH may be another installation's)."""
+    cmd = [str(c) for c in cmd]
+    return [sys.executable, "-m", "enerf", *cmd[1:]] if cmd[:1] == ["enerf"] else cmd
 
 
 class Timer:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 from benchmarks.fidelity import DEPENDS as TRAIN_DEPENDS, run_entry
-from benchmarks.harness import ROOT, Timer, command_line, git_commit, load_average, machine, parse_load, write_record
+from benchmarks.harness import ROOT, Timer, as_run, command_line, git_commit, load_average, machine, parse_load, write_record
 
 DEPENDS = ["enerf/ingest", *TRAIN_DEPENDS]
 
@@ -40,7 +40,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def timed(cmd: list[str]) -> float:
     """Wall seconds of CMD run in a child process (its output goes to ours); exits when it fails."""
     with Timer() as clock:
-        failed = subprocess.run(cmd, cwd=ROOT).returncode
+        failed = subprocess.run(as_run(cmd), cwd=ROOT).returncode
     if failed:
         sys.exit(f"video_recipe: {' '.join(cmd)} failed")
     return clock.seconds

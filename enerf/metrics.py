@@ -3,10 +3,12 @@
 
 Images are ``[H, W, 3]`` arrays or tensors in [0, 1]; the data range is 1.
 
-LPIPS needs torchvision's ImageNet AlexNet weights, which torchvision would download on
-first use. This module never downloads: ``make_lpips`` looks for the file in torch.hub's
-checkpoint folder (``$TORCH_HOME/hub/checkpoints``, default ``~/.cache/torch/hub/checkpoints``)
-and reports LPIPS as unavailable, with a one-line reason, when it is missing.
+LPIPS needs torchvision's ImageNet AlexNet weights in torch.hub's checkpoint folder
+(``$TORCH_HOME/hub/checkpoints``, default ``~/.cache/torch/hub/checkpoints``). ``make_lpips``
+fetches the file there once when it is missing, as torchvision would (``enerf.download``: a short
+timeout, the SHA-256 prefix of its name checked before it takes the name), and otherwise reports
+LPIPS as unavailable with a one-line reason: no network, ``ENERF_NO_DOWNLOAD`` set, a bad file.
+``--no_lpips`` never calls it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 from skimage.metrics import structural_similarity
 
+from .download import fetch_checked
 from .errors import DataError
 
 __all__ = [
@@ -33,6 +36,7 @@ __all__ = [
     "alexnet_weights_path",
     "image_metrics",
     "ALEXNET_WEIGHTS_URL",
+    "ALEXNET_SHA256_PREFIX",
     "LPIPS_MIN_SIZE",
     "volumetric_iou",
     "surface_samples",
@@ -42,6 +46,7 @@ __all__ = [
 
 # torchvision.models.AlexNet_Weights.IMAGENET1K_V1.url; torch.hub caches it under its basename.
 ALEXNET_WEIGHTS_URL = "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth"
+ALEXNET_SHA256_PREFIX = "7be5be79"  # the hash in the file's name, as torch.hub's check_hash reads it
 LPIPS_MIN_SIZE = 32  # smaller images vanish inside AlexNet's pooling layers
 
 
@@ -91,7 +96,7 @@ def ssim(pred, gt) -> float:
 
 
 def alexnet_weights_path() -> Path:
-    """Where torchvision looks for (and would download) the ImageNet AlexNet weights."""
+    """Where torchvision looks for (and ``make_lpips`` downloads) the ImageNet AlexNet weights."""
     return Path(torch.hub.get_dir()) / "checkpoints" / ALEXNET_WEIGHTS_URL.rsplit("/", 1)[-1]
 
 
@@ -130,13 +135,14 @@ class LpipsMetric:
 
 
 def make_lpips(
-    device: torch.device | str = "cpu", pnet_rand: bool = False
+    device: torch.device | str = "cpu", pnet_rand: bool = False, download_timeout: float = 10.0
 ) -> tuple[LpipsMetric | None, str | None]:
-    """Build the LPIPS metric without touching the network.
+    """Build the LPIPS metric, fetching the AlexNet weights once when they are missing.
 
     Returns ``(metric, None)``, or ``(None, reason)`` with a one-line reason when the
-    ``lpips`` package or the AlexNet weights file is missing. ``pnet_rand=True`` uses a
-    randomly initialised trunk: for tests only, never a reportable metric.
+    ``lpips`` package is missing or the AlexNet weights file is missing and could not be fetched
+    (``download_timeout`` seconds to connect and per read). ``pnet_rand=True`` uses a randomly
+    initialised trunk and never downloads: for tests only, never a reportable metric.
     """
     try:
         import lpips  # noqa: F401
@@ -144,10 +150,10 @@ def make_lpips(
         return None, "the lpips package is not installed (pip install lpips)"
     if not pnet_rand:
         weights = alexnet_weights_path()
-        if not weights.is_file():
+        failed = fetch_checked(ALEXNET_WEIGHTS_URL, weights, ALEXNET_SHA256_PREFIX, timeout=download_timeout)
+        if failed:
             return None, (
-                f"AlexNet weights {weights} are missing (no download attempted); "
-                f"copy {ALEXNET_WEIGHTS_URL.rsplit('/', 1)[-1]} from {ALEXNET_WEIGHTS_URL} there "
+                f"AlexNet weights {weights} are missing ({failed}); copy the file there by hand "
                 f"or point TORCH_HOME at a folder whose hub/checkpoints/ holds it"
             )
     try:

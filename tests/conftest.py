@@ -31,6 +31,13 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from enerf.download import NO_DOWNLOAD_ENV  # noqa: E402
+
+# No test reaches the network: enerf's one download (LPIPS' AlexNet weights, enerf.download) is off for the
+# whole session, in process and in every subprocess the tests start (tests/unit/test_download.py lifts it
+# for its local server only).
+os.environ[NO_DOWNLOAD_ENV] = "1"
+
 # Real scenes (LLFF fern, Blender lego) live in ../shared/data beside the checkout (or where
 # ENERF_SHARED_DATA points, e.g. from a git worktree elsewhere); a user's fresh clone has none,
 # so every test that uses them skips.

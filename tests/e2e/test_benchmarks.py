@@ -20,6 +20,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
+import enerf
 from benchmarks import harness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +53,16 @@ def test_harness_command_line_names_the_module():
     assert harness.command_line(argv) == "python -m benchmarks.real --scene fern --seed 0"
     assert harness.command_line([str(ROOT / "studies" / "kappa_shapes.py"), "--out", "a b.json"]) == \
         "python -m studies.kappa_shapes --out 'a b.json'"
+
+
+def test_harness_runs_enerf_with_this_python(tmp_path):
+    """A record's ``enerf ...`` runs as ``sys.executable -m enerf ...`` (a venv's enerf, activated or not);
+    other commands are left as they are."""
+    cmd = harness.as_run(["enerf", "--version"])
+    assert cmd == [sys.executable, "-m", "enerf", "--version"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PATH": ""})
+    assert done.returncode == 0 and done.stdout.strip() == f"enerf {enerf.__version__}", done.stderr
+    assert harness.as_run(["git", "status", tmp_path]) == ["git", "status", str(tmp_path)]
 
 
 def test_harness_record_is_valid_json_and_atomic(tmp_path):

@@ -95,14 +95,15 @@ def test_readme_is_at_most_200_lines():
 
 def test_readme_set_up_commands_are_what_ci_runs():
     """The README's first code block: line 1 installs and trains the demo, line 2 is exactly the
-    install and test commands of .ci/run."""
+    install and test commands of .ci/run, which runs them in a fresh venv it makes and activates first."""
     block = re.search(r"^```bash\n(.*?)^```", README.read_text(), re.M | re.S).group(1).splitlines()
     commands = [[c.strip() for c in line.split("#")[0].split("&&")] for line in block]
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
-          if line.startswith("python3 ")]
+          if line.startswith(("python3 ", ". "))]
     assert commands[0][0] == "python3 -m pip install -e ."
     assert shlex.split(commands[0][1])[:2] == ["enerf", "train"]
-    assert commands[1] == ci
+    assert ci[:2] == ["python3 -m venv --clear venv", ". venv/bin/activate"] and commands[1] == ci[2:]
+    assert "/venv/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 def test_readme_python_example_runs(tmp_path):

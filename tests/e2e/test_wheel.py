@@ -1,7 +1,7 @@
 """The wheel path: build enerf's wheel from a copy of the clone (``pip wheel --no-deps
---no-build-isolation``), install it with ``--no-deps`` into a fresh venv outside the clone
-(``--system-site-packages``: torch and the other dependencies come from this Python, nothing is
-downloaded), and from a working directory outside the clone run ``enerf --version`` and a few
+--no-build-isolation``), install it with ``--no-deps`` into a fresh venv outside the clone (which
+sees the site-packages of the Python running the tests, a venv's, a conda env's or the system's:
+torch and the other dependencies come from there, nothing is downloaded), and from a working directory outside the clone run ``enerf --version`` and a few
 zero-config training steps on the embedded scene and on a transforms.json capture: the presets come
 from the installed package, not the repository. Skips, saying why, where a venv or the build is
 impossible offline."""
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -37,6 +38,21 @@ def _why(proc: subprocess.CompletedProcess) -> str:
     return lines[-1] if lines else f"exit code {proc.returncode}"
 
 
+def _see_these_site_packages(python: Path, cwd: Path) -> None:
+    """Let the venv of ``python`` import what the Python running the tests has installed: a .pth file in
+    its site-packages lists this interpreter's site-packages folders (``site.getsitepackages()``, and the
+    user site where enabled). ``--system-site-packages`` would give the base interpreter's instead, which
+    lacks the dependencies when the tests run in a venv. The folders are plain path lines, so the .pth
+    files inside them are not run: an editable install's finder for enerf stays out and the wheel's enerf
+    is the one imported."""
+    folders = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    where = _run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], cwd)
+    assert where.returncode == 0, where.stderr
+    pth = Path(where.stdout.strip()) / "_enerf_test_parent_site.pth"
+    pth.parent.mkdir(parents=True, exist_ok=True)
+    pth.write_text("".join(f"{folder}\n" for folder in dict.fromkeys(folders) if Path(folder).is_dir()))
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> tuple[Path, Path, Path]:
     """(the venv's python, its bin folder, the wheel): the wheel built from a copy of the clone's
@@ -52,13 +68,14 @@ def venv(tmp_path_factory) -> tuple[Path, Path, Path]:
     wheels = sorted((tmp / "dist").glob("enerf-*.whl"))
     if built.returncode != 0 or not wheels:
         pytest.skip(f"cannot build the wheel offline here: {_why(built)}")
-    made = _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", tmp / "venv"], tmp)
+    made = _run([sys.executable, "-m", "venv", "--without-pip", tmp / "venv"], tmp)
     python = tmp / "venv" / "bin" / "python"
     if made.returncode != 0 or not python.exists():
         pytest.skip(f"python -m venv cannot make a venv here: {_why(made)}")
+    _see_these_site_packages(python, tmp)
     installed = _run([python, "-m", "pip", "install", "--no-deps", "--no-index", wheels[0]], tmp)
     if installed.returncode != 0 and "No module named pip" in installed.stderr:
-        pytest.skip("the venv sees no pip (this Python has none in its site-packages)")
+        pytest.skip("the venv sees no pip (the Python running the tests has none in its site-packages)")
     assert installed.returncode == 0, installed.stdout + installed.stderr
     return python, python.parent, wheels[0]
 

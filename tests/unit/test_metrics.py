@@ -1,6 +1,7 @@
 """Image metrics against scikit-image, a numpy SSIM and analytic values; LPIPS availability."""
 
 import math
+import urllib.request
 
 import numpy as np
 import pytest
@@ -8,8 +9,10 @@ import torch
 from numpy.lib.stride_tricks import sliding_window_view
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
+from enerf.download import NO_DOWNLOAD_ENV
 from enerf.errors import DataError
 from enerf.metrics import (
+    ALEXNET_SHA256_PREFIX,
     ALEXNET_WEIGHTS_URL,
     LPIPS_MIN_SIZE,
     image_metrics,
@@ -87,20 +90,24 @@ def test_ssim_of_images_smaller_than_the_window():
 
 
 def test_lpips_reports_missing_weights_without_download(monkeypatch, tmp_path):
+    """ENERF_NO_DOWNLOAD (set for every test by tests/conftest.py): no request, a one-line reason."""
     def no_download(*args, **kwargs):
         raise AssertionError("make_lpips tried to download")
 
     monkeypatch.setattr(torch.hub, "_hub_dir", str(tmp_path))
     monkeypatch.setattr(torch.hub, "download_url_to_file", no_download)
+    monkeypatch.setattr(urllib.request, "urlopen", no_download)
     metric, message = make_lpips("cpu")
     assert metric is None
     assert "alexnet-owt-7be5be79.pth" in message and str(tmp_path / "checkpoints") in message
-    assert "\n" not in message
+    assert f"(not downloading {ALEXNET_WEIGHTS_URL}: {NO_DOWNLOAD_ENV} is set)" in message
+    assert "\n" not in message and not (tmp_path / "checkpoints").exists()
 
 
 def test_weights_file_name_is_torchvisions():
     tv_models = pytest.importorskip("torchvision.models")
     assert tv_models.AlexNet_Weights.IMAGENET1K_V1.url == ALEXNET_WEIGHTS_URL
+    assert torch.hub.HASH_REGEX.search(ALEXNET_WEIGHTS_URL.rsplit("/", 1)[-1]).group(1) == ALEXNET_SHA256_PREFIX
 
 
 def test_lpips_random_trunk(capsys):
