@@ -177,8 +177,6 @@ class SplatConfig:
     fit_rows: int = option(0, "image rows rendered per fitting step (0: the whole photo)", lo=0)
     fit_downscale: int = option(1, "fit to the photos at 1/N of the training size (N x N blocks averaged)", lo=1)
     fit_lr: float = option(3.0, "learning rates of the fit relative to 3DGS's", lo=0.0, lo_open=True)
-    fit_coarse: float = option(0.0, "the first this fraction of the fit's time on the photos at half the fitting size "
-                               "(more steps while the splats are far off)", lo=0.0, hi=1.0)
     fit_ssim: float = option(0.2, "weight of D-SSIM in the fit's loss, (1 - w) L1 + w (1 - SSIM) (3DGS's 0.2; 0: L1 "
                              "alone)", lo=0.0, hi=1.0)
     teacher_views: int = option(32, "the field rendered from this many cameras between and beyond the training ones "

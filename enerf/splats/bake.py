@@ -3,24 +3,28 @@
 1. **Start from the field** (``field_candidates``, ``merge_candidates``, ``splats_from_candidates``):
    render the training cameras (at most ``init_views`` of them, evenly spread) at 1 / ``init_downscale``
    of their size (``enerf.export.views.render_views``, the renderer of evaluation). Each pixel whose
-   accumulated opacity is at least ``init_min_acc`` gives a candidate at the ray's median termination
-   depth (where its cumulative weight reaches half
-   its opacity: floaters in front and weight left at the far end do not pull it, as they pull the
-   expected depth), with the rendered colour and the depth map's normal, unless more than
-   ``init_max_violations`` other views see through it (their surface at its pixel lies well beyond
-   it: a floater, ``free_space_violations``). The views see the same
+   accumulated opacity is at least ``init_min_acc`` (a hazy pixel too: where the field is fog, a faint
+   Gaussian rather than a hole) gives a candidate at the ray's median termination depth (where its
+   cumulative weight reaches half its opacity: floaters in front and weight left at the far end do not
+   pull it, as they pull the expected depth), with the rendered colour, the pixel's opacity and the depth
+   map's normal, unless more than ``init_max_violations`` other views see through it (their surface at its
+   pixel lies well beyond it: a floater, ``free_space_violations``). The views see the same
    surface many times over, so candidates are pooled in cells as wide as one rendered pixel's
    footprint there and averaged: one Gaussian per cell, a flat disc facing the normal (a ball where
    there is none) with a standard deviation of half the cell, band-0 SH of the colour (higher bands
-   0), opacity ``init_opacity``. Unbounded captures keep their background: rays that end far away
-   give far, large Gaussians. When there are more cells than ``count``, a random subset is kept and
-   widened by sqrt(cells / count).
-2. **Fit** (``fit_splats``): Adam on every parameter (3DGS's learning rates times ``fit_lr``, the
+   0), opacity ``init_opacity`` times the cell's mean accumulated opacity. Unbounded captures keep their
+   background: rays that end far away give far, large Gaussians. When there are more cells than
+   ``count``, a random subset is kept and widened by sqrt(cells / count).
+2. **The field as a teacher** (``teacher_targets``, ``enerf.splats.teacher``): the field rendered at the
+   same size from ``teacher_views`` cameras the capture does not have, between neighbouring training
+   cameras and pushed in or out along their axes.
+3. **Fit** (``fit_splats``): Adam on every parameter (3DGS's learning rates times ``fit_lr``, the
    centres' scaled by the cameras' extent and decaying), for what is left of ``bake_seconds`` after
-   step 1 (at least a quarter of it): each step renders
-   one training photo (or ``fit_rows`` consecutive rows of it) at 1 / ``fit_downscale`` of its training size
-   (``enerf.splats.rasterize``: numba's compiled forward and backward passes on a CPU, gsplat on
-   CUDA) and lowers the L1 distance to the photo. During the first ``densify_until`` of the time,
+   steps 1 and 2 (at least a quarter of it): each step renders one training photo (or ``fit_rows``
+   consecutive rows of it) at 1 / ``fit_downscale`` of its training size, or in a ``teacher_share`` of
+   the steps one of the field's views (``enerf.splats.rasterize``: numba's compiled forward and backward
+   passes on a CPU, gsplat on CUDA), and lowers 3DGS's loss, (1 - ``fit_ssim``) L1 + ``fit_ssim``
+   (1 - SSIM). During the first ``densify_until`` of the time,
    every ``densify_every`` steps the Gaussians with the largest screen-space gradient are cloned
    or split and the faint ones pruned (``enerf.splats.densify``), up to ``count``; Gaussians whose
    opacity ends below 1/255 are dropped.
@@ -306,8 +310,6 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     cams = scene_cameras(run, views, cfg.fit_downscale)
     targets = fit_targets(run, views, cfg.fit_downscale)
     height = cams[0].height
-    coarse = ((scene_cameras(run, views, 2 * cfg.fit_downscale), fit_targets(run, views, 2 * cfg.fit_downscale))
-              if cfg.fit_coarse > 0 else None)
     bg = run_background(run.cfg.render).to(device)
     leaves = _leaves(splats, device)
     extent = _camera_extent(run)
@@ -331,11 +333,6 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
                 k = int(torch.randint(len(teacher[0]), (1,), generator=gen))
                 target = teacher[1][k].to(device)
                 rgb = rasterize(_as_splats(leaves), teacher[0][k], bg, backend=backend)["rgb"]
-            elif coarse is not None and elapsed < cfg.fit_coarse * budget:  # early on: a whole photo at half the size
-                k = int(torch.randint(len(views), (1,), generator=gen))
-                target = coarse[1][k].to(device)
-                rgb = rasterize(_as_splats(leaves), coarse[0][k], bg, backend=backend)["rgb"]
-                taught = True  # no densification statistics from another scale
             else:
                 k = int(torch.randint(len(views), (1,), generator=gen))
                 r0 = int(torch.randint(height - rows + 1, (1,), generator=gen))
@@ -365,7 +362,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
 
 
 def bake(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splats, BakeReport]:
-    """Steps 1 and 2: the run's field baked into Splats (scene frame, CPU tensors) and what it took."""
+    """Steps 1 to 3: the run's field baked into Splats (scene frame, CPU tensors) and what it took."""
     if run.scene is None:
         raise ConfigError("the bake needs the run's scene (its training photos): give --datadir")
     tic = time.perf_counter()
