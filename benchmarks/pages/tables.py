@@ -93,6 +93,19 @@ def capture_splats_table() -> str:
     return capture_splats.table(record("capture_splats"))
 
 
+@table("capture_splats_half", "capture_splats")
+def capture_splats_half() -> str:
+    """docs/splats.md's table: the field and its splats at half the training size (``benchmarks.half_size``)."""
+    rows = ["| capture | field | splats | Δ | views where the splats lose |", "|---|---|---|---|---|"]
+    for name, e in record("capture_splats")["entries"].items():
+        half = e.get("half_size")
+        if half:
+            lose = sum(v["splats"] < v["field"] for v in half["views"])
+            rows.append(f"| {name} | {half['field']:.2f} dB | {half['splats']:.2f} dB | "
+                        f"{fmt(half['splats'] - half['field'], '+.2f')} dB | {lose} of {len(half['views'])} |")
+    return "\n".join(rows)
+
+
 @table("splats", "splats")
 def splats_table() -> str:
     """docs/splats.md's table: the field against its splats, per capture (``benchmarks.splats.table``)."""

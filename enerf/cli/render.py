@@ -19,7 +19,7 @@ def cmd_render(argv: list[str], prog: str = "enerf render") -> int:
                                     "drawing splats)", VideoConfig, argv, splats=True)
     info = render_video_from_checkpoint(args.ckpt, video, DATA_ROOT, args.out, args.device, progress=not args.quiet,
                                         datadir=args.datadir, splats=args.splats, field=args.field,
-                                        announce=lambda line: print(f"{prog}: {line}", flush=True))
+                                        announce=lambda line: print(line, flush=True))
     source = f"; from the splats of {info['splats']}" if info["splats"] else ""
     print(f"wrote {info['frames']} frames of {info['width']}x{info['height']} ({info['path']} path, "
           f"{info['depth_kind']} colour-mapped{source}) -> {info['rgb']}, {info['depth']}")

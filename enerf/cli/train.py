@@ -153,8 +153,8 @@ def print_metrics(metrics: dict, where: Path) -> None:
         f"held-out PSNR {fmt(metrics['psnr'], '.2f')} dB  SSIM {fmt(metrics['ssim'], '.4f')}"
         f"  LPIPS {fmt(metrics['lpips'], '.4f')}  ({len(metrics['per_image'])} views, {metrics['steps']} steps) -> {where}"
     )
-    splats = metrics.get("splats")
-    if splats:
+    splats = metrics.get("splats")  # metrics.json of a run that ended in splats (enerf.train.splat_stage)
+    if isinstance(splats, dict):
         worst = min(splats["per_view"], key=lambda v: v["psnr"] - _field_psnr(metrics, v["view"]), default=None)
         tail = (f"; worst view {worst['view']}: {worst['psnr']:.2f} dB against the field's "
                 f"{_field_psnr(metrics, worst['view']):.2f}" if worst else "")

@@ -83,7 +83,7 @@ def test_render_draws_the_runs_splats_and_the_field_with_field(runs, capsys):
     capsys.readouterr()
     assert main(["render", "--ckpt", ckpt, "--path", "test", "--png", "--quiet"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"enerf render: drawing the run's splats ({run.folder / 'splats.ply'}); --field for the field"
+    assert out[0] == f"drawing the run's splats ({run.folder / 'splats.ply'}); --field for the field"
     assert len(out) == 2 and "from the splats of" in out[1]
     drawn = _frames(run.folder / "video_test_splats", len(scene.i_test))
     for frame, view in zip(drawn, scene.i_test):
@@ -95,12 +95,12 @@ def test_render_draws_the_runs_splats_and_the_field_with_field(runs, capsys):
         np.testing.assert_allclose(frame, expected, atol=1.5 / 255)
     assert main(["render", "--ckpt", ckpt, "--path", "test", "--png", "--quiet", "--field"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "enerf render: rendering the field (--field)" and "from the splats" not in out[1]
+    assert out[0] == "rendering the field (--field)" and "from the splats" not in out[1]
     field = _frames(run.folder / "video_test", len(scene.i_test))
     assert np.abs(field - drawn).mean() > 0.02
     assert main(["render", "--ckpt", str(runs["bare"]), "--frames", "1", "--quiet", "--out",
                  str(runs["bare"].parent.parent / "v")]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "enerf render: rendering the field (the run has no splats.ply)"
+    assert capsys.readouterr().out.splitlines()[0] == "rendering the field (the run has no splats.ply)"
 
 
 def test_field_and_splats_together_are_one_line(runs, tmp_path, capsys):
