@@ -22,9 +22,9 @@ RESULTS = [
     "| LLFF fern in 10 min (`configs/fern_cpu.txt`), seeds 0–2 | {fern_cpu:summary.psnr_mean:.2f} ± "
     "{fern_cpu:summary.psnr_std:.2f} dB; an earlier equal-time pair: nerf-pytorch {fern_cpu:summary.peer_psnr:.2f} dB, "
     "enerf {fern_cpu:summary.enerf_beside_peer_psnr:.2f} dB "
-    f"| [train]({T}#what-the-configs-reach) · [record]({R}fern_cpu.json) |",
+    "{stale:fern_cpu} " f"| [train]({T}#what-the-configs-reach) · [record]({R}fern_cpu.json) |",
     "| Blender lego in 10 min (`configs/lego_cpu.txt`) | {lego_cpu:summary.psnr:.2f} dB "
-    f"| [train]({T}#what-the-configs-reach) · [record]({R}lego_cpu.json) |",
+    "{stale:lego_cpu} " f"| [train]({T}#what-the-configs-reach) · [record]({R}lego_cpu.json) |",
     "| instant-ngp's fox (a phone capture), `enerf train --datadir` with no config: 10 min of field, then the splats "
     "| splats {capture_splats:entries.fox.splats.psnr:.2f} dB against the field's {capture_splats:entries.fox.field.psnr:.2f} dB "
     "({capture_splats:entries.fox.steps:,} steps); {capture_splats:entries.fox.wall_minutes:.1f} min wall in all "
@@ -36,37 +36,37 @@ RESULTS = [
     "| a 24 s phone video to a trained scene: `enerf data video` then `enerf train --datadir`, no other flag "
     "| {video_recipe:registered} frames kept and registered; held-out {video_recipe:psnr:.2f} dB; "
     "{video_recipe:total_minutes:.1f} min wall in all "
-    f"| [data](docs/data.md#from-a-phone-video-enerf-data-video) · [record]({R}video_recipe.json) |",
+    "{stale:video_recipe} " f"| [data](docs/data.md#from-a-phone-video-enerf-data-video) · [record]({R}video_recipe.json) |",
     "| row vs vanilla, demo, 3 seeds × 3,000 steps | {conditioning_demo:summary.delta_row:+.2f} dB "
     "({conditioning_demo:summary.row_mean:.2f} ± {conditioning_demo:summary.row_std:.2f} vs "
     "{conditioning_demo:summary.none_mean:.2f} ± {conditioning_demo:summary.none_std:.2f}) "
-    f"| [conditioning]({D}#vanilla-vs-e-nerf-on-the-embedded-scene) · [record]({R}conditioning_demo.json) |",
+    "{stale:conditioning_demo} " f"| [conditioning]({D}#vanilla-vs-e-nerf-on-the-embedded-scene) · [record]({R}conditioning_demo.json) |",
     "| all methods against vanilla, demo, 3 seeds × 500 steps | `col` {methods_demo:summary.col_delta:+.2f} dB, "
     "`row+bnp` {methods_demo:summary.row_bnp_delta:+.2f} dB, `row` {methods_demo:summary.row_delta:+.2f} dB; "
     "`ws` renders black ({methods_demo:summary.ws_psnr:.2f} dB) "
-    f"| [conditioning]({D}#all-methods) · [record]({R}methods_demo.json) |",
+    "{stale:methods_demo} " f"| [conditioning]({D}#all-methods) · [record]({R}methods_demo.json) |",
     "| row vs vanilla, 3 seeds: fern 1,500 steps / lego 300 steps (Δ and its 95 % CI) "
     "| fern {conditioning_real:summary.fern_row_delta:+.2f} dB [{conditioning_real:summary.fern_ci_low:+.2f}, "
     "{conditioning_real:summary.fern_ci_high:+.2f}]; lego {conditioning_real:summary.lego_row_delta:+.2f} dB "
     "[{conditioning_real:summary.lego_ci_low:+.2f}, {conditioning_real:summary.lego_ci_high:+.2f}] "
-    f"| [conditioning]({D}#vanilla-vs-e-nerf-on-fern-and-lego) · [record]({R}conditioning_real.json) |",
+    "{stale:conditioning_real} " f"| [conditioning]({D}#vanilla-vs-e-nerf-on-fern-and-lego) · [record]({R}conditioning_real.json) |",
     "| the paper's 8 × 256 NeRF, row vs vanilla, 3 seeds × 400 steps (Δ and its 95 % CI) "
     "| fern {paper_study:summary.nerf.fern_delta:+.2f} dB [{paper_study:summary.nerf.fern_ci_low:+.2f}, "
     "{paper_study:summary.nerf.fern_ci_high:+.2f}]; lego {paper_study:summary.nerf.lego_delta:+.2f} dB "
     "[{paper_study:summary.nerf.lego_ci_low:+.2f}, {paper_study:summary.nerf.lego_ci_high:+.2f}] "
-    f"| [paper](docs/paper.md#e-nerf-vs-nerf-on-fern-and-lego) · [record]({R}paper_study.json) |",
+    "{stale:paper_study} " f"| [paper](docs/paper.md#e-nerf-vs-nerf-on-fern-and-lego) · [record]({R}paper_study.json) |",
     "| occupancy grid vs hierarchical, demo: time to the hierarchical run's PSNR after 300 s (3 seeds) "
     "| reached on {marcher_race:summary.speed.reached} of 3 seeds, in {marcher_race:summary.speed.time_ratio_min:.2f}–"
     "{marcher_race:summary.speed.time_ratio_max:.2f}× the time; "
     "{marcher_race:summary.speed.fewer_queries_min:.2f}–{marcher_race:summary.speed.fewer_queries_max:.2f}× "
-    f"fewer network queries per ray | [render](docs/render.md#renderers) · [record]({R}marcher_race.json) |",
+    "fewer network queries per ray{stale:marcher_race} " f"| [render](docs/render.md#renderers) · [record]({R}marcher_race.json) |",
     "| cost of `row` per training step against vanilla (alternating pairs of fresh processes, medians) "
     "| demo ×{row_cost:summary.demo_ratio:.3f}; the capture preset (fox) ×{row_cost:summary.capture_ratio:.3f} "
     f"| [conditioning]({D}#cost-per-training-step) · [record]({R}row_cost.json) |",
     "| shapes in 300 s (`configs/shape_cpu.txt`), torus / bunny | occupancy IoU "
     "{shapes_targets:summary.torus_occupancy_iou:.4f} / {shapes_targets:summary.bunny_occupancy_iou:.4f}; SDF "
     "Chamfer-L1 {shapes_targets:summary.torus_sdf_chamfer_l1:.5f} / {shapes_targets:summary.bunny_sdf_chamfer_l1:.5f} "
-    f"| [shapes](docs/shapes.md#what-the-cpu-config-reaches-in-5-minutes) · [record]({R}shapes_targets.json) |",
+    "{stale:shapes_targets} " f"| [shapes](docs/shapes.md#what-the-cpu-config-reaches-in-5-minutes) · [record]({R}shapes_targets.json) |",
     "| `enerf data colmap` on fern's 20 photos | {colmap_fern:summary.registered}/{colmap_fern:summary.photos} "
     "registered; camera centres within {colmap_fern:summary.centre_error_median_pct:.2f} %, rotations within "
     "{colmap_fern:summary.rotation_error_median_deg:.2f}° of the release's (median) "
@@ -75,7 +75,7 @@ RESULTS = [
     "{classify_digits:summary.bn_e_points_below_bn_max:.2f} points of accuracy below BN "
     f"| [conditioning]({D}#beyond-mlps-handwritten-digits) · [record]({R}classify_digits.json) |",
     "| 2 processes (torchrun, gloo) vs 1, on 2 cores | ×{distributed:summary.speed_ratio_2_over_1:.2f} steps/s "
-    f"| [scale out](docs/scale-out.md#what-it-buys) · [record]({R}distributed.json) |",
+    "{stale:distributed} " f"| [scale out](docs/scale-out.md#what-it-buys) · [record]({R}distributed.json) |",
     "| on one GPU: the capture default on the fox, 90 s of training | {gpu_capture:runs.fox.psnr:.2f} dB in "
     "{gpu_capture:runs.fox.steps:,} steps{stale:gpu_capture} "
     f"| [gpu](docs/gpu.md#the-cpu-preset-on-a-gpu) · [record]({R}gpu_capture.json) |",
@@ -103,6 +103,20 @@ def capture_splats_half() -> str:
             lose = sum(v["splats"] < v["field"] for v in half["views"])
             rows.append(f"| {name} | {half['field']:.2f} dB | {half['splats']:.2f} dB | "
                         f"{fmt(half['splats'] - half['field'], '+.2f')} dB | {lose} of {len(half['views'])} |")
+    return "\n".join(rows)
+
+
+@table("capture_splats_files", "capture_splats")
+def capture_splats_files() -> str:
+    """docs/splats.md's table: each run's splats as .spz and .splat against its PLY (``benchmarks.splat_files``)."""
+    rows = ["| capture | PLY | .spz (÷ PLY) | .spz Δ PSNR | .splat (÷ PLY) | .splat Δ PSNR |", "|---|---|---|---|---|---|"]
+    for name, e in record("capture_splats")["entries"].items():
+        f = e.get("files")
+        if f:
+            mb = {k: f[k]["bytes"] / 2**20 for k in ("ply", "spz", "splat")}
+            rows.append(f"| {name} | {mb['ply']:.1f} MB | {mb['spz']:.1f} MB ({f['spz']['size_ratio']:.3f}) | "
+                        f"{fmt(f['spz']['delta_psnr'], '+.3f')} dB | {mb['splat']:.1f} MB ({f['splat']['size_ratio']:.3f}) | "
+                        f"{fmt(f['splat']['delta_psnr'], '+.3f')} dB |")
     return "\n".join(rows)
 
 

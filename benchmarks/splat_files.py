@@ -1,0 +1,73 @@
+"""A run's splats in the other layouts: each file's size against the PLY's, and its held-out PSNR against the PLY's.
+
+For a run that ended in splats (``<run>/splats.ply``), as a user types them (subprocesses of ``python -m enerf``):
+``enerf export splats --splats <run>/splats.ply --out OUT/NAME.EXT`` for EXT in spz, splat, then
+``enerf eval --ckpt C --splats FILE`` for the PLY and each of them (``<run>/metrics_splats.json``, read after
+each). The entry goes into a ``benchmarks.capture_splats`` record under ``files``.
+
+    python -m benchmarks.splat_files --name fox --record benchmarks/capture_splats.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.harness import git_commit, load_average, write_record
+
+FORMATS = ("spz", "splat")
+
+
+def enerf(*args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "enerf", *args, "--quiet"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"enerf {' '.join(args)} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+
+
+def measure(run: Path, out: Path, name: str) -> dict:
+    """Sizes and held-out PSNRs of the run's PLY and of its copies in ``FORMATS``."""
+    ckpt = str(run / "checkpoints" / "latest.pt")
+    files = {"ply": run / "splats.ply"}
+    for ext in FORMATS:
+        files[ext] = out / f"{name}.{ext}"
+        enerf("export", "splats", "--splats", str(files["ply"]), "--out", str(files[ext]))
+    result = {}
+    for ext in (*FORMATS, "ply"):  # the PLY last: the run's metrics_splats.json ends as training left it
+        path = files[ext]
+        enerf("eval", "--ckpt", ckpt, "--splats", str(path))
+        scored = json.loads((run / "metrics_splats.json").read_text())
+        result[ext] = {"bytes": path.stat().st_size, "psnr": scored["psnr"], "count": scored.get("splat_count")}
+    for ext in FORMATS:
+        result[ext]["size_ratio"] = result[ext]["bytes"] / result["ply"]["bytes"]
+        result[ext]["delta_psnr"] = result[ext]["psnr"] - result["ply"]["psnr"]
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--name", required=True, help="the record's entry (and the run's name)")
+    parser.add_argument("--basedir", default="runs/capture_splats")
+    parser.add_argument("--out", default="runs/splat_files")
+    parser.add_argument("--record", default=None)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    load = load_average()
+    result = {**measure(Path(args.basedir) / args.name, out, args.name), "load_before": load, "commit": git_commit()}
+    for ext in FORMATS:
+        r = result[ext]
+        print(f"{args.name} .{ext}: {r['bytes'] / 2**20:.1f} MB ({r['size_ratio']:.3f} of the PLY), "
+              f"{r['psnr']:.2f} dB ({r['delta_psnr']:+.3f} dB against the PLY)")
+    if args.record:
+        path = Path(args.record)
+        record = json.loads(path.read_text())
+        record["entries"][args.name]["files"] = result
+        write_record(path, record)
+    return result
+
+
+if __name__ == "__main__":
+    main()
