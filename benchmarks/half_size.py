@@ -32,15 +32,18 @@ def block_mean(image: np.ndarray, n: int) -> np.ndarray:
     return image[:h * n, :w * n].reshape(h, n, w, n, -1).mean((1, 3))
 
 
-def score(ckpt: str, downscale: int, datadir: str | None = None) -> dict:
-    """Per held-out view, the field's and the splats' PSNR at 1 / ``downscale`` of the training size."""
+def score(ckpt: str, downscale: int, datadir: str | None = None, splats: Path | None = None, field: bool = True
+          ) -> dict:
+    """Per held-out view, the field's (unless not ``field``) and the splats' PSNR at 1 / ``downscale`` of the
+    training size; ``splats``: a splat file in the run's frame (default: the run's splats.ply)."""
     run = load_run(ckpt, DATA_ROOT, task="nerf", datadir=datadir, images=True)
-    path = run_splats_path(run.folder)
+    path = splats or run_splats_path(run.folder)
     if path is None:
         raise SystemExit(f"{run.folder} has no splats.ply")
     scene = run.scene
-    sources = {"field": field_source(scene, run.fields, run.cfg.render, run.device, run.renderer),
-               "splats": splat_source(read_splats_for_run(run, path), scene, run_background(run.cfg.render))}
+    sources = {"splats": splat_source(read_splats_for_run(run, path), scene, run_background(run.cfg.render))}
+    if field:
+        sources["field"] = field_source(scene, run.fields, run.cfg.render, run.device, run.renderer)
     views = []
     for index in scene.i_test:
         target = block_mean(scene.image(int(index)), downscale)
@@ -49,9 +52,9 @@ def score(ckpt: str, downscale: int, datadir: str | None = None) -> dict:
         with torch.no_grad():
             scores = {name: psnr(src(view)["rgb"].clamp(0, 1).numpy(), target) for name, src in sources.items()}
         views.append({"view": int(index), **scores})
-        print(f"view {int(index)}: field {scores['field']:.2f} dB, splats {scores['splats']:.2f} dB", flush=True)
+        print(f"view {int(index)}: " + ", ".join(f"{k} {v:.2f} dB" for k, v in scores.items()), flush=True)
     return {"downscale": downscale, "views": views,
-            "field": float(np.mean([v["field"] for v in views])), "splats": float(np.mean([v["splats"] for v in views]))}
+            **{name: float(np.mean([v[name] for v in views])) for name in sources}}
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -12,12 +12,15 @@
 
 from __future__ import annotations
 
+import ctypes
+import sys
+
 import torch
 
 from .config import DEVICES
 from .errors import ConfigError
 
-__all__ = ["mps_available", "cuda_name", "choose_device", "select_device"]
+__all__ = ["mps_available", "cuda_name", "choose_device", "reuse_freed_memory", "select_device"]
 
 MPS_UNTESTED = "Apple's MPS backend, untested: no machine enerf is measured on has one"
 
@@ -59,6 +62,30 @@ def choose_device(name: str) -> tuple[str, str]:
     raise ConfigError(f"device {name!r} is not one of {', '.join(DEVICES)}", ("device",))
 
 
+# glibc's mallopt parameters and the size below which freed blocks stay in the process's heap
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_KEEP_BYTES = 1 << 30
+
+
+def reuse_freed_memory() -> bool:
+    """Let the next step reuse the memory a step frees (glibc's malloc); True where that was set.
+
+    A step allocates the same buffers every step ([rays · samples, width] activations of several MB).
+    By default glibc maps blocks above its mmap threshold (which moves, up to 32 MB) fresh and returns
+    them on free, and trims the heap's top, so each step pays page faults to zero those pages again:
+    2-6 thousand per step of the demo, a number that changes from one process to the next (benchmarks/
+    README.md: the cost of --conditioning row). Blocks under 1 GiB now come from the heap and stay there. Elsewhere (macOS, Windows, musl) a
+    no-op. Called by ``select_device``, so every command that computes sets it once."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, _KEEP_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, _KEEP_BYTES))
+
+
 def select_device(name: str) -> torch.device:
-    """The ``torch.device`` of ``--device name`` (``choose_device``)."""
+    """The ``torch.device`` of ``--device name`` (``choose_device``); sets ``reuse_freed_memory``."""
+    reuse_freed_memory()
     return torch.device(choose_device(name)[0])

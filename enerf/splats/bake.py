@@ -267,9 +267,10 @@ def _leaves(splats: Splats, device) -> dict[str, Tensor]:
     return {k: v.clone().requires_grad_(True) for k, v in t.items()}
 
 
-def _as_splats(leaves: dict[str, Tensor]) -> Splats:
+def _as_splats(leaves: dict[str, Tensor], antialiased: bool) -> Splats:
     return Splats(means=leaves["means"], log_scales=leaves["log_scales"], quats=leaves["quats"],
-                  opacity_logits=leaves["opacity_logits"], sh=torch.cat([leaves["sh0"], leaves["sh_rest"]], 1))
+                  opacity_logits=leaves["opacity_logits"], sh=torch.cat([leaves["sh0"], leaves["sh_rest"]], 1),
+                  antialiased=antialiased)
 
 
 def _optimizer(leaves: dict[str, Tensor], lr: dict[str, float]) -> torch.optim.Adam:
@@ -332,12 +333,12 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
             if taught:  # a view between the photos, from the field (whole, at its smaller size)
                 k = int(torch.randint(len(teacher[0]), (1,), generator=gen))
                 target = teacher[1][k].to(device)
-                rgb = rasterize(_as_splats(leaves), teacher[0][k], bg, backend=backend)["rgb"]
+                rgb = rasterize(_as_splats(leaves, splats.antialiased), teacher[0][k], bg, backend=backend)["rgb"]
             else:
                 k = int(torch.randint(len(views), (1,), generator=gen))
                 r0 = int(torch.randint(height - rows + 1, (1,), generator=gen))
                 target = targets[k][r0:r0 + rows].to(device)
-                out = rasterize(_as_splats(leaves), cams[k], bg, backend=backend,
+                out = rasterize(_as_splats(leaves, splats.antialiased), cams[k], bg, backend=backend,
                                 rows=None if backend == "gsplat" else (r0, r0 + rows))
                 rgb = out["rgb"] if backend != "gsplat" else out["rgb"][r0:r0 + rows]
             loss = fit_loss(rgb, target, cfg.fit_ssim)
@@ -356,7 +357,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
                 bar.set_postfix_str(f"step {steps}, {len(leaves['means']):,} splats, L1 {float(loss.detach()):.4f}",
                                     refresh=False)
     with torch.no_grad():
-        fitted = _as_splats(leaves).map(lambda t: t.detach().cpu())
+        fitted = _as_splats(leaves, splats.antialiased).map(lambda t: t.detach().cpu())
         fitted = fitted.select(fitted.opacities >= 1.0 / 255.0)
     return fitted, steps, backend
 
@@ -367,6 +368,7 @@ def bake(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splat
         raise ConfigError("the bake needs the run's scene (its training photos): give --datadir")
     tic = time.perf_counter()
     start, candidates, rendered = init_splats(run, cfg, progress)
+    start.antialiased = cfg.antialiased
     teacher = teacher_targets(run, cfg, rendered, progress) if cfg.bake_seconds > 0 else ([], [])
     init_seconds = time.perf_counter() - tic
     fit_seconds = max(cfg.bake_seconds - init_seconds, 0.25 * cfg.bake_seconds)

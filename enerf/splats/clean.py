@@ -49,7 +49,7 @@ def contributions(splats: Splats, cameras: list[SplatCamera]) -> Tensor:
     base = splats.map(lambda t: t.detach())
     for camera in cameras:
         dc = torch.zeros(len(splats), 1, 3, device=splats.means.device, requires_grad=True)  # colour 0.5
-        shaded = Splats(base.means, base.log_scales, base.quats, base.opacity_logits, dc)
+        shaded = Splats(base.means, base.log_scales, base.quats, base.opacity_logits, dc, base.antialiased)
         rasterize(shaded, camera)["rgb"][..., 0].sum().backward()
         if dc.grad is not None:
             best = torch.maximum(best, dc.grad[:, 0, 0] / SH_C0)

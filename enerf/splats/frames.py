@@ -117,7 +117,8 @@ def splats_to_frame(splats: Splats, matrix: np.ndarray) -> Splats:
     quats = quat_multiply(q.expand_as(splats.quats), splats.quats)
     mix = sh_rotation(np.sign(s) * rot, splats.degree).to(splats.sh.device)
     sh = torch.einsum("jk,nkc->njc", mix, splats.sh.double()).to(splats.sh.dtype)
-    return Splats(means, splats.log_scales + float(np.log(abs(s))), quats, splats.opacity_logits.clone(), sh)
+    return Splats(means, splats.log_scales + float(np.log(abs(s))), quats, splats.opacity_logits.clone(), sh,
+                  antialiased=splats.antialiased)
 
 
 def scene_to_frame(scene: Scene, frame: str) -> np.ndarray:

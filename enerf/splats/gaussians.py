@@ -37,6 +37,9 @@ class Splats:
     quats: Tensor  # [N, 4] rotation w, x, y, z (normalised where used)
     opacity_logits: Tensor  # [N] logit of the peak opacity
     sh: Tensor  # [N, K, 3] SH coefficients, K = (degree + 1)²; sh[:, 0] is 3DGS's f_dc
+    # drawn with the 2D mip filter (Mip-Splatting; gsplat's antialiased mode): each footprint's opacity times
+    # sqrt(det Σ / det(Σ + 0.3 I)), so a Gaussian keeps its coverage at any window size (rasterize.project)
+    antialiased: bool = False
 
     def __post_init__(self) -> None:
         n = self.means.shape[0]
@@ -67,11 +70,11 @@ class Splats:
 
     def tensors(self) -> dict[str, Tensor]:
         """The five parameter tensors by name."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "antialiased"}
 
     def map(self, fn) -> "Splats":
         """A new Splats with ``fn`` applied to every tensor (``.to(device)``, ``.detach()``, an index)."""
-        return Splats(**{name: fn(t) for name, t in self.tensors().items()})
+        return Splats(**{name: fn(t) for name, t in self.tensors().items()}, antialiased=self.antialiased)
 
     def select(self, index: Tensor) -> "Splats":
         """The Gaussians at ``index`` ([M] long or [N] bool)."""

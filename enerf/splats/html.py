@@ -23,8 +23,8 @@ The data, little-endian, sections in this order, each starting at a multiple of 
 28 bytes a splat (37 with band 1), 4/3 of that as base64: 300,000 splats make a page of about
 11 MB (15 MB). A JSON header beside the data gives ``count``, ``sh_degree``, ``cov_exponent``
 (chosen so the largest variance stays below float16's range), ``sh1_scale`` (the 99.9th percentile
-of the band's magnitude), each section's byte offset and length, the ``up`` vector, the
-``background`` and the ``cameras``. The splats are stored largest ``opacity * volume`` first (as
+of the band's magnitude), ``antialiased`` (``Splats.antialiased``: each opacity times the 2D mip filter's
+factor), each section's byte offset and length, the ``up`` vector, the ``background`` and the ``cameras``. The splats are stored largest ``opacity * volume`` first (as
 antimatter15/splat orders them; a preview draws the first ones), the first ``max_splats`` kept.
 
 ``window.enerfSplat`` is a test hook: ``setCamera(c2w16[, fov_y])`` (row-major 4 x 4, OpenGL axes),
@@ -103,7 +103,7 @@ def pack_splats(splats: Splats, max_splats: int, sh_degree: int = 1) -> tuple[by
         offsets[name] = [len(data), len(blob)]
         data += blob
     header = {"version": 1, "count": len(s), "sh_degree": degree, "cov_exponent": cov_exponent,
-              "sh1_scale": sh1_scale, "sections": offsets}
+              "sh1_scale": sh1_scale, "antialiased": splats.antialiased, "sections": offsets}
     return bytes(data), header
 
 

@@ -25,7 +25,7 @@
     R = createSplatRenderer(gl, {
       n, means: section("means", Float32Array, 3), cov: section("cov", Uint32Array, 3),
       rgba: section("rgba", Uint8Array, 4), sh1: header.sh_degree >= 1 ? section("sh1", Int8Array, 9) : null,
-      sh1Scale: header.sh1_scale, covExponent: header.cov_exponent });
+      sh1Scale: header.sh1_scale, covExponent: header.cov_exponent, antialiased: !!header.antialiased });
   } catch (e) { fail(String(e.message || e)); }
   hook.count = n;
 

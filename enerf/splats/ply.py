@@ -13,7 +13,8 @@ The file: ``format binary_little_endian 1.0``, one element ``vertex`` (one per G
   quaternion w, x, y, z (not necessarily unit).
 
 enerf adds one header line, ``comment enerf frame NAME`` (``world``: the capture's own frame,
-``scene``: the normalised one; ``enerf.splats.frames``); comments are legal PLY, every reader skips them.
+``scene``: the normalised one; ``enerf.splats.frames``), and ``comment enerf antialiased`` for splats fitted
+with the 2D mip filter (``Splats.antialiased``); comments are legal PLY, every reader skips them.
 
 Reading takes any 3DGS PLY (ascii or binary of either byte order, any property types, extra
 properties ignored); the number of ``f_rest_*`` properties decides the SH degree. A file that is
@@ -36,6 +37,7 @@ from .gaussians import Splats
 __all__ = ["property_names", "write_splats", "read_splats", "FRAME_COMMENT"]
 
 FRAME_COMMENT = "enerf frame"  # the header comment "enerf frame NAME" names the frame the file is in
+ANTIALIASED_COMMENT = "enerf antialiased"  # this header comment: fitted with the 2D mip filter (Splats.antialiased)
 _PLY_TYPES = {"char": "i1", "int8": "i1", "uchar": "u1", "uint8": "u1", "short": "i2", "int16": "i2",
               "ushort": "u2", "uint16": "u2", "int": "i4", "int32": "i4", "uint": "u4", "uint32": "u4",
               "float": "f4", "float32": "f4", "double": "f8", "float64": "f8"}
@@ -72,7 +74,8 @@ def write_splats(path: str | Path, splats: Splats, frame_name: str) -> int:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", frame_name):
         raise ValueError(f"frame name {frame_name!r} must be one word")
     names = property_names(splats.degree)
-    header = "\n".join(["ply", "format binary_little_endian 1.0", f"comment {FRAME_COMMENT} {frame_name}",
+    flags = [f"comment {ANTIALIASED_COMMENT}"] if splats.antialiased else []
+    header = "\n".join(["ply", "format binary_little_endian 1.0", f"comment {FRAME_COMMENT} {frame_name}", *flags,
                         f"element vertex {len(splats)}", *[f"property float {name}" for name in names],
                         "end_header"]) + "\n"
     data = header.encode("ascii") + np.ascontiguousarray(_columns(splats), "<f4").tobytes()
@@ -199,5 +202,6 @@ def read_splats(path: str | Path) -> tuple[Splats, str | None]:
     f_rest = column(*[f"f_rest_{i}" for i in rest]) if rest else torch.zeros(n, 0)
     sh = torch.cat([dc, f_rest.reshape(n, 3, k - 1).transpose(1, 2)], 1).contiguous()
     splats = Splats(column("x", "y", "z"), column("scale_0", "scale_1", "scale_2"),
-                    column("rot_0", "rot_1", "rot_2", "rot_3"), column("opacity")[:, 0].contiguous(), sh)
+                    column("rot_0", "rot_1", "rot_2", "rot_3"), column("opacity")[:, 0].contiguous(), sh,
+                    antialiased=ANTIALIASED_COMMENT in header.comments)
     return splats, header.frame()

@@ -8,7 +8,11 @@ The pure-torch path, per camera:
    ``enerf.cameras.rays`` uses OpenGL axes, so y and z flip), its 3D covariance ``R S S^T R^T``
    through the affine approximation ``J W`` of the perspective map (EWA splatting, with the
    reference's clamp of x / z and y / z to 1.3 x the half field of view), plus 0.3 px² on the
-   diagonal (the reference's low-pass filter). Centres nearer than ``NEAR`` are dropped.
+   diagonal (the reference's low-pass filter). Centres nearer than ``NEAR`` are dropped. Splats marked
+   ``antialiased`` (Mip-Splatting's 2D mip filter, gsplat's ``rasterize_mode="antialiased"``) also scale
+   each opacity by sqrt(det Σ / det(Σ + 0.3 I)) (``compensation``): the low-pass then widens a footprint
+   without adding to its coverage, so a Gaussian smaller than a pixel (a window smaller than the photos)
+   is drawn with the coverage it has, not inflated to the filter's.
 2. **Pairs** (``_pairs``): every (Gaussian, pixel) whose pixel centre lies in the Gaussian's
    bounding box and where its opacity ``o exp(-q / 2)`` (q the conic's quadratic form) is at least
    1/255, as the reference skips fainter ones. The box is the one of the ellipse q = 2 ln(255 o),
@@ -66,7 +70,8 @@ def project(splats: Splats, camera: SplatCamera) -> dict[str, Tensor]:
         dict of [N] / [N, k] tensors (differentiable): uv [N, 2] pixel coordinates of the centre (pixel
         (i, j) covers [i, i + 1) x [j, j + 1)), depth [N] (camera z, forward), conic [N, 3] (the
         inverse 2D covariance's a, b, c: q = a dx² + 2 b dx dy + c dy²), cov2d [N, 3] (xx, xy, yy),
-        visible [N] bool (in front of NEAR with a finite, positive-definite footprint).
+        visible [N] bool (in front of NEAR with a finite, positive-definite footprint), compensation [N]
+        (sqrt(det Σ / det(Σ + LOW_PASS I)) in [0, 1]: the 2D mip filter's opacity factor).
     """
     c2w = camera.c2w.to(splats.means)
     rot, centre = c2w[:3, :3], c2w[:3, 3]
@@ -94,8 +99,10 @@ def project(splats: Splats, camera: SplatCamera) -> dict[str, Tensor]:
     visible = (z > NEAR) & (det > 0) & torch.isfinite(det)
     det = torch.where(visible, det, torch.ones_like(det))
     conic = torch.stack([c / det, -b / det, a / det], -1)
+    raw_det = cov[:, 0, 0] * cov[:, 1, 1] - b * b
+    compensation = torch.sqrt((raw_det / det).clamp(1e-12, 1.0))  # 1e-12: sqrt's gradient stays finite
     return {"uv": torch.stack([u, v], -1), "depth": z, "conic": conic, "cov2d": torch.stack([a, b, c], -1),
-            "visible": visible}
+            "visible": visible, "compensation": compensation}
 
 
 def _extent(cov2d: Tensor, opacity: Tensor) -> Tensor:
@@ -183,7 +190,8 @@ def _rasterize_gsplat(splats: Splats, camera: SplatCamera, background: Tensor) -
     img, alpha, info = rasterization(splats.means, torch.nn.functional.normalize(splats.quats, dim=-1), splats.scales,
                                   splats.opacities, splats.sh, view[None], K[None], camera.width, camera.height,
                                   near_plane=NEAR, sh_degree=splats.degree, render_mode="RGB+ED",
-                                  backgrounds=background[None], packed=False)
+                                  backgrounds=background[None], packed=False,
+                                  rasterize_mode="antialiased" if splats.antialiased else "classic")
     acc = alpha[0, ..., 0]
     uv = info["means2d"][0]
     if uv.requires_grad:
@@ -217,7 +225,7 @@ def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = N
     r0, r1 = rows if rows is not None else (0, camera.height)
     width = camera.width
     proj = project(splats, camera)
-    opacity = splats.opacities
+    opacity = splats.opacities * proj["compensation"] if splats.antialiased else splats.opacities
     ext = _extent(proj["cov2d"], opacity)
     inside = proj["visible"] & (proj["uv"][:, 0] + ext[:, 0] > 0) & (proj["uv"][:, 0] - ext[:, 0] < width) \
         & (proj["uv"][:, 1] + ext[:, 1] > r0) & (proj["uv"][:, 1] - ext[:, 1] < r1)

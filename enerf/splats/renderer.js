@@ -5,7 +5,7 @@
 // sizes the quad where its alpha falls below 1/255; the fragment shader blends it back to front
 // (premultiplied "over", alpha clamped at 0.99) after a depth sort on the CPU (sortKeys).
 "use strict";
-function createSplatRenderer(gl, s) {  // s: {n, means, cov, rgba, sh1, sh1Scale, covExponent}
+function createSplatRenderer(gl, s) {  // s: {n, means, cov, rgba, sh1, sh1Scale, covExponent, antialiased}
   const VS = `#version 300 es
 precision highp float; precision highp int;
 uniform highp usampler2D u_data;  // 2 texels a splat: x, y, z, cov01 | cov23, cov45 (half pairs)
@@ -15,6 +15,7 @@ uniform mat4 u_view;              // world -> camera, x right, y down, z forward
 uniform vec2 u_focal;             // pixels
 uniform vec2 u_viewport;          // pixels
 uniform float u_cov_scale;
+uniform bool u_antialiased;       // the 2D mip filter: opacity times sqrt(det / det with the low-pass)
 out vec4 v_color;
 out vec2 v_offset;                // pixels from the centre
 out vec3 v_conic;
@@ -41,6 +42,10 @@ void main() {
   float a = c2[0][0] + 0.3, b = c2[0][1], c = c2[1][1] + 0.3;
   float det = a * c - b * b;
   if (det <= 0.0) return;
+  if (u_antialiased) {
+    v_color.a *= sqrt(clamp((c2[0][0] * c2[1][1] - b * b) / det, 0.0, 1.0));
+    if (v_color.a * 255.0 <= 1.0) return;
+  }
   float mid = 0.5 * (a + c), r = length(vec2(0.5 * (a - c), b));
   float l1 = mid + r, l2 = max(mid - r, 1e-4);
   vec2 e1 = abs(b) > 1e-9 ? normalize(vec2(b, l1 - a)) : (a >= c ? vec2(1.0, 0.0) : vec2(0.0, 1.0));
@@ -75,7 +80,7 @@ void main() {
   if (!gl.getProgramParameter(program, gl.LINK_STATUS)) throw new Error("program: " + gl.getProgramInfoLog(program));
   gl.useProgram(program);
   const U = {};
-  for (const name of ["u_data", "u_color", "u_order", "u_view", "u_focal", "u_viewport", "u_cov_scale"])
+  for (const name of ["u_data", "u_color", "u_order", "u_view", "u_focal", "u_viewport", "u_cov_scale", "u_antialiased"])
     U[name] = gl.getUniformLocation(program, name);
 
   const n = s.n, rows = Math.max(1, Math.ceil(n / 1024));
@@ -101,6 +106,7 @@ void main() {
   gl.uniform1i(U.u_color, 1);
   gl.uniform1i(U.u_order, 2);
   gl.uniform1f(U.u_cov_scale, Math.pow(2, s.covExponent));
+  gl.uniform1i(U.u_antialiased, s.antialiased ? 1 : 0);
   gl.bindVertexArray(gl.createVertexArray());  // no attributes
   const quads = new Uint32Array(6 * n);  // splat k: vertices 4k .. 4k + 3
   for (let k = 0, v = 0; k < 6 * n; k += 6, v += 4) {

@@ -2,8 +2,8 @@
 a gzip stream of a 16-byte header and the splats' attributes, quantised, one attribute after the other.
 
 The header, little-endian: ``uint32 magic`` 0x5053474e ("NGSP"), ``uint32 version``, ``uint32
-numPoints``, ``uint8 shDegree``, ``uint8 fractionalBits``, ``uint8 flags`` (1: antialiased; enerf
-writes 0), ``uint8 reserved``. Then, for N splats and K = (degree + 1)² - 1 SH coefficients besides
+numPoints``, ``uint8 shDegree``, ``uint8 fractionalBits``, ``uint8 flags`` (1: antialiased:
+``Splats.antialiased``), ``uint8 reserved``. Then, for N splats and K = (degree + 1)² - 1 SH coefficients besides
 band 0:
 
     positions  [N, 3, 3] uint8  24-bit signed fixed point (little-endian), x * 2**fractionalBits
@@ -47,6 +47,7 @@ __all__ = ["MAGIC", "HEADER", "VERSIONS", "RDF_TO_RUB", "encode_spz", "decode_sp
 
 MAGIC = 0x5053474E  # "NGSP" little-endian
 HEADER = struct.Struct("<IIIBBBB")  # magic, version, numPoints, shDegree, fractionalBits, flags, reserved
+ANTIALIASED = 0x1  # the flags bit of splats drawn with the 2D mip filter
 VERSIONS = (2, 3)  # read; version 3 is written
 COLOR_SCALE = 0.15
 FRACTIONAL_BITS = 12
@@ -125,7 +126,7 @@ def encode_spz(splats: Splats, version: int = 3, where: str = "the splats") -> b
     bucket = _sh_buckets(s.degree)[None, :, None]
     q = np.round(t["sh"][:, 1:] * 128.0) + 128.0
     sh = np.clip((q + bucket // 2) // bucket * bucket, 0, 255).astype(np.uint8)
-    header = HEADER.pack(MAGIC, version, n, s.degree, bits, 0, 0)
+    header = HEADER.pack(MAGIC, version, n, s.degree, bits, ANTIALIASED if splats.antialiased else 0, 0)
     return header + b"".join(a.tobytes() for a in (positions, alphas, colors, scales, rotations, sh))
 
 
@@ -137,7 +138,7 @@ def decode_spz(raw: bytes, where: str) -> Splats:
     """
     if len(raw) < HEADER.size:
         raise DataError(f"{where}: truncated SPZ file ({len(raw)} bytes after gunzip; the header alone is 16)")
-    magic, version, n, degree, bits, _, _ = HEADER.unpack_from(raw)
+    magic, version, n, degree, bits, flags, _ = HEADER.unpack_from(raw)
     if magic != MAGIC:
         raise DataError(f"{where}: not an SPZ file (no NGSP magic)")
     if version not in VERSIONS or degree > 3:
@@ -163,7 +164,8 @@ def decode_spz(raw: bytes, where: str) -> Splats:
         return torch.from_numpy(np.ascontiguousarray(x, np.float64))
 
     splats = Splats(tensor(means), tensor(parts["scales"] / 16.0 - 10.0), tensor(quats),
-                    tensor(np.log(alpha / (1.0 - alpha))), tensor(np.concatenate([dc[:, None], rest], 1)))
+                    tensor(np.log(alpha / (1.0 - alpha))), tensor(np.concatenate([dc[:, None], rest], 1)),
+                    antialiased=bool(flags & ANTIALIASED))
     return splats_to_frame(splats, RDF_TO_RUB).map(lambda t: t.float())
 
 

@@ -1,9 +1,11 @@
 """``--device auto|cpu|cuda|mps`` and the preset each (device, scene layout) pair gets, with CUDA and
 Apple's MPS faked where the machine has none; the divergence guard that reads its sums every
-``log_every`` steps on a GPU; the ray sampler's permutation kept where the batches are made."""
+``log_every`` steps on a GPU; the ray sampler's permutation kept where the batches are made; freed step buffers reused without page faults."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -174,3 +176,35 @@ def test_the_benchmark_checks_the_issues_figures_at_their_times():
     assert fox_rate == (pytest.approx(8_192_000 / 60.01), False)  # 136,511 rays/s < 283,000
     assert boardgame_rate == (None, None) and fern_psnr == (None, None)  # no such run; no 300-s mark
     assert ratios(runs) == {"fox": pytest.approx((8_192_000 / 60.01) / (2_560_000 / 30.01))}
+
+
+_FAULTS = """
+import resource, sys, torch
+sys.path.insert(0, {root!r})
+if {reuse}:
+    from enerf.device import select_device
+    select_device("cpu")
+def faults():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(20):
+        x = torch.empty(10 << 20)  # 40 MB: above the 32 MB ceiling of glibc's moving mmap threshold
+        x.fill_(1.0)
+        del x
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+faults()
+print(faults())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's; elsewhere a no-op")
+def test_a_step_s_freed_buffers_are_reused_without_page_faults():
+    """20 allocations of 40 MB fault in their 10 k pages each time under glibc's defaults (about 200 k faults,
+    counted by the kernel: getrusage); after select_device they reuse the heap's pages (none after the first)."""
+    root = str(Path(__file__).resolve().parents[2])
+    counts = {}
+    for reuse in (False, True):
+        done = subprocess.run([sys.executable, "-c", _FAULTS.format(root=root, reuse=reuse)], capture_output=True,
+                              text=True, check=True)
+        counts[reuse] = int(done.stdout.split()[-1])
+    assert counts[False] > 20 * 10240 * 0.5, counts  # the default maps each block anew
+    assert counts[True] < 20 * 10240 * 0.05, counts

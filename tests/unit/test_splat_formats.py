@@ -140,3 +140,20 @@ def test_the_cli_suffixes_are_the_registry():
     from enerf.splats.files import FORMATS
 
     assert SPLAT_SUFFIXES == tuple(FORMATS)
+
+
+@pytest.mark.parametrize("suffix", [".ply", ".spz"])
+def test_the_mip_filter_flag_travels_in_the_file(tmp_path, suffix):
+    """Antialiased splats say so in the file (SPZ's flags bit 1, read by the spec's reader; a PLY header comment)
+    and read back antialiased; plain ones read back plain."""
+    for antialiased in (False, True):
+        splats = _splats(20, 1)
+        splats.antialiased = antialiased
+        path = tmp_path / f"s{int(antialiased)}{suffix}"
+        write_splat_file(path, splats, "world")
+        if suffix == ".spz":
+            assert read_spz_file(path.read_bytes())["flags"] == int(antialiased)
+        else:
+            assert (b"comment enerf antialiased\n" in path.read_bytes()[:300]) == antialiased
+        assert read_splat_file(path)[0].antialiased == antialiased
+        assert read_splat_file(path)[0].select(torch.arange(3)).antialiased == antialiased

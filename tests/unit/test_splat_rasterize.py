@@ -146,3 +146,27 @@ def test_compiled_backward_matches_torch_autograd(n, degree):
     for name, ref in grads["torch"].items():
         assert ref.abs().max() > 0.1, name
         torch.testing.assert_close(grads["numba"][name], ref, atol=1e-3 * float(ref.abs().max()), rtol=0)
+
+
+@pytest.mark.parametrize("backend", ["torch", "numba"])
+def test_the_mip_filter_keeps_a_small_gaussians_coverage(backend):
+    """One round Gaussian of 0.5 px standard deviation, opacity 0.5, facing the camera: its coverage (acc summed
+    over the pixels) is o 2π sqrt(det Σ) for a 2D Gaussian of covariance Σ, less the tail under 1/255 (a share
+    1/255 / peak of it). Classic 3DGS draws Σ + 0.3 I at the full peak (coverage o 2π 0.55); antialiased splats
+    draw it at peak o Σ / (Σ + 0.3) and cover o 2π 0.25, the Gaussian's own."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    sigma_px, focal, depth, o = 0.5, 100.0, 2.0, 0.5
+    cam = SplatCamera(torch.eye(4)[:3], 41, 41, focal)
+    splats = Splats(means=torch.tensor([[0.0, 0.0, -depth]]),
+                    log_scales=torch.full((1, 3), float(np.log(sigma_px * depth / focal))),
+                    quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]), opacity_logits=torch.tensor([float(np.log(o / (1 - o)))]),
+                    sh=torch.zeros(1, 1, 3))
+    for antialiased, var, peak in ((False, sigma_px**2 + 0.3, o), (True, sigma_px**2 + 0.3, o * sigma_px**2 / (sigma_px**2 + 0.3))):
+        splats.antialiased = antialiased
+        with torch.no_grad():
+            acc = rasterize(splats, cam, backend=backend)["acc"]
+        expected = peak * 2 * np.pi * var * (1 - (1 / 255) / peak)
+        assert float(acc.max()) == pytest.approx(peak, rel=0.02), antialiased
+        assert float(acc.sum()) == pytest.approx(expected, rel=0.02), antialiased
+    assert expected == pytest.approx(o * 2 * np.pi * sigma_px**2 * (1 - (1 / 255) / peak))
