@@ -32,16 +32,19 @@ def block_mean(image: np.ndarray, n: int) -> np.ndarray:
     return image[:h * n, :w * n].reshape(h, n, w, n, -1).mean((1, 3))
 
 
-def score(ckpt: str, downscale: int, datadir: str | None = None, splats: Path | None = None, field: bool = True
-          ) -> dict:
+def score(ckpt: str, downscale: int, datadir: str | None = None, splats: Path | None = None, field: bool = True,
+          draw_classic: bool = False) -> dict:
     """Per held-out view, the field's (unless not ``field``) and the splats' PSNR at 1 / ``downscale`` of the
-    training size; ``splats``: a splat file in the run's frame (default: the run's splats.ply)."""
+    training size; ``splats``: a splat file in the run's frame (default: the run's splats.ply); ``draw_classic``:
+    drawn without the 2D mip filter even where the file has it (as a viewer without it draws them)."""
     run = load_run(ckpt, DATA_ROOT, task="nerf", datadir=datadir, images=True)
     path = splats or run_splats_path(run.folder)
     if path is None:
         raise SystemExit(f"{run.folder} has no splats.ply")
     scene = run.scene
-    sources = {"splats": splat_source(read_splats_for_run(run, path), scene, run_background(run.cfg.render))}
+    gaussians = read_splats_for_run(run, path)
+    gaussians.antialiased = gaussians.antialiased and not draw_classic
+    sources = {"splats": splat_source(gaussians, scene, run_background(run.cfg.render))}
     if field:
         sources["field"] = field_source(scene, run.fields, run.cfg.render, run.device, run.renderer)
     views = []

@@ -4,10 +4,14 @@ For each capture's trained run (a ``benchmarks.capture_splats`` run folder): the
 options, once plain and once ``--antialiased`` (each ``python -m enerf export splats``, a fresh process,
 ``bake_seconds`` of wall time), then both scored on the held-out views at the training size and at 1/2
 of it (``benchmarks.half_size.score``: the photo's 2 x 2 blocks averaged); the field at 1/2 beside them
-(the field at the training size: the run's own metrics.json).
+(the field at the training size: the run's own metrics.json). ``--drawn_classic`` then scores each run's
+antialiased file as a viewer without the filter draws it (3DGS's own rasterizer, most PLY viewers), into the
+same record.
 
     python -m benchmarks.splat_antialias --runs runs/capture_splats --names fox boardgame \\
         --record benchmarks/splat_antialias.json
+    python -m benchmarks.splat_antialias --runs runs/capture_splats --names fox boardgame \
+        --record benchmarks/splat_antialias.json --drawn_classic
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from benchmarks.half_size import score
 from benchmarks.harness import git_commit, load_average, machine, write_record
 
 DEPENDS = ["enerf/splats/bake.py", "enerf/splats/rasterize.py", "enerf/splats/tiles.py", "enerf/splats/teacher.py",
-           "enerf/splats/gaussians.py", "enerf/splats/ply.py", "enerf/config/export.py", "benchmarks/half_size.py"]
-VARIANTS = {"classic": [], "antialiased": ["--antialiased"]}
+           "enerf/splats/gaussians.py", "enerf/splats/ply.py", "benchmarks/half_size.py"]
+VARIANTS = {"classic": ["--antialiased", "false"], "antialiased": ["--antialiased", "true"]}  # whatever the default
 
 
 def bake(ckpt: Path, out: Path, flags: list[str]) -> float:
@@ -64,7 +68,22 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--runs", default="runs/capture_splats")
     parser.add_argument("--names", nargs="+", default=["fox", "boardgame"])
     parser.add_argument("--record", default=None)
+    parser.add_argument("--drawn_classic", action="store_true", help="score the antialiased files drawn classic, into "
+                        "--record's entries")
     args = parser.parse_args(argv)
+    if args.drawn_classic:
+        record = json.loads(Path(args.record).read_text())
+        for name in args.names:
+            folder = Path(args.runs) / name
+            full = score(str(folder / "checkpoints" / "latest.pt"), 1, splats=folder / "ab_antialiased.ply", field=False,
+                         draw_classic=True)
+            record["entries"][name]["variants"]["antialiased"]["drawn_classic"] = {"psnr": full["splats"],
+                                                                                   "views": full["views"]}
+            print(f"{name} antialiased, drawn classic: {full['splats']:.2f} dB", flush=True)
+        record["command_drawn_classic"] = "python -m benchmarks.splat_antialias " + " ".join(
+            argv if argv is not None else sys.argv[1:])
+        write_record(Path(args.record), record)
+        return record
     record = {"what": "splats baked from one checkpoint, classic vs --antialiased (2D mip filter): held-out PSNR at "
                       "the training size and at 1/2 of it", "command": "python -m benchmarks.splat_antialias "
                       + " ".join(argv if argv is not None else sys.argv[1:]),

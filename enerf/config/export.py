@@ -184,9 +184,9 @@ class SplatConfig:
     teacher_share: float = option(0.25, "share of the fit's steps spent on the field's renderings", lo=0.0, hi=1.0)
     teacher_push: float = option(0.2, "the teacher cameras pushed in or out along their axis by up to this times their "
                                  "depth", lo=0.0, hi=0.9)
-    antialiased: bool = option(False, "fit and draw the splats with the 2D mip filter (Mip-Splatting; gsplat's "
-                               "antialiased mode): they keep their coverage in a window smaller than the photos; "
-                               "recorded in the file (other viewers may draw it without the filter)")
+    antialiased: bool = option(True, "fit and draw the splats with the 2D mip filter (Mip-Splatting; gsplat's "
+                               "antialiased mode): they keep their coverage at any window size; recorded in the file "
+                               "(.ply, .spz; a viewer without the filter draws them fuller); false: classic 3DGS")
     densify_every: int = option(0, "fitting steps between two densifications (0: none, the count stays fixed)", lo=0)
     densify_grow: float = option(0.15, "fraction of the Gaussians cloned or split at each densification (those "
                                  "with the largest screen-space gradient), until --count", lo=0.0, hi=1.0)

@@ -73,7 +73,7 @@ def _fov_y(scene) -> float:
 def test_the_page_holds_every_splat_and_the_runs_cameras_in_the_files_frame(baked, tmp_path, capsys):
     run, scene = baked["run"], baked["run"].scene
     ply = plyfile.PlyData.read(str(baked["ply"]))
-    assert ply.comments == ["enerf frame world"]
+    assert ply.comments == ["enerf frame world", "enerf antialiased"]  # the bake's default: the 2D mip filter
     count = ply["vertex"].count
     assert count > 100
     header = _header(baked["page"])

@@ -90,7 +90,8 @@ def test_the_run_ends_in_a_scored_splat_file(run):
 def test_uncovered_is_the_share_of_pixels_under_half_opacity(run):
     metrics = json.loads((run / "metrics.json").read_text())
     loaded = load_run(run / "checkpoints" / "latest.pt", Path("data"), images=False)
-    v = plyfile.PlyData.read(str(run / "splats.ply"))["vertex"]
+    ply = plyfile.PlyData.read(str(run / "splats.ply"))
+    v = ply["vertex"]
     world = np.stack([v["x"], v["y"], v["z"]], 1).astype(np.float64)
     to_scene = np.linalg.inv(np.asarray(loaded.scene.scene_to_world, np.float64))  # a similarity s R x + t
     scale = np.cbrt(np.linalg.det(to_scene[:3, :3]))
@@ -110,7 +111,7 @@ def test_uncovered_is_the_share_of_pixels_under_half_opacity(run):
     sh = np.stack([v[f"f_dc_{i}"] for i in range(3)], 1)[:, None]
     splats = Splats(torch.tensor(means, dtype=torch.float32), torch.tensor(scales, dtype=torch.float32),
                     torch.tensor(prod, dtype=torch.float32), torch.tensor(np.asarray(v["opacity"]), dtype=torch.float32),
-                    torch.tensor(sh, dtype=torch.float32))
+                    torch.tensor(sh, dtype=torch.float32), antialiased="enerf antialiased" in ply.comments)
     scene = loaded.scene
     for view in metrics["splats"]["per_view"]:
         cam = SplatCamera(torch.as_tensor(scene.poses[view["view"]], dtype=torch.float32)[:3, :4], scene.width,
