@@ -120,6 +120,20 @@ def capture_splats_files() -> str:
     return "\n".join(rows)
 
 
+@table("splat_antialias", "splat_antialias")
+def splat_antialias_table() -> str:
+    """docs/splats.md's table: one checkpoint baked classic and with the 2D mip filter (``benchmarks.splat_antialias``),
+    at the training size and at half of it, and the filtered file drawn by a renderer without the filter."""
+    rows = ["| capture | field | classic | antialiased | antialiased, drawn classic | field at 1/2 | classic at 1/2 | "
+            "antialiased at 1/2 |", "|---|---|---|---|---|---|---|---|"]
+    for name, e in record("splat_antialias")["entries"].items():
+        c, a = e["variants"]["classic"], e["variants"]["antialiased"]
+        drawn = f"{a['drawn_classic']['psnr']:.2f} dB" if "drawn_classic" in a else "not measured"
+        rows.append(f"| {name} | {e['field']:.2f} dB | {c['psnr']:.2f} dB | {a['psnr']:.2f} dB | {drawn} | "
+                    f"{e['field_half']:.2f} dB | {c['psnr_half']:.2f} dB | {a['psnr_half']:.2f} dB |")
+    return "\n".join(rows)
+
+
 @table("splats", "splats")
 def splats_table() -> str:
     """docs/splats.md's table: the field against its splats, per capture (``benchmarks.splats.table``)."""
