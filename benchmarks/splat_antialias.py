@@ -1,8 +1,8 @@
 """The 2D mip filter (``enerf export splats --antialiased``) against classic splats, baked from one checkpoint.
 
 For each capture's trained run (a ``benchmarks.capture_splats`` run folder): the bake with the default
-options, once plain and once ``--antialiased`` (each ``python -m enerf export splats``, a fresh process,
-``bake_seconds`` of wall time), then both scored on the held-out views at the training size and at 1/2
+options, once ``--antialiased false`` (classic 3DGS) and once ``--antialiased true`` (each ``python -m enerf
+export splats``, a fresh process, ``bake_seconds`` of wall time), then both scored on the held-out views at the training size and at 1/2
 of it (``benchmarks.half_size.score``: the photo's 2 x 2 blocks averaged); the field at 1/2 beside them
 (the field at the training size: the run's own metrics.json). ``--drawn_classic`` then scores each run's
 antialiased file as a viewer without the filter draws it (3DGS's own rasterizer, most PLY viewers), into the
@@ -10,7 +10,7 @@ same record.
 
     python -m benchmarks.splat_antialias --runs runs/capture_splats --names fox boardgame \\
         --record benchmarks/splat_antialias.json
-    python -m benchmarks.splat_antialias --runs runs/capture_splats --names fox boardgame \
+    python -m benchmarks.splat_antialias --runs runs/capture_splats --names fox boardgame \\
         --record benchmarks/splat_antialias.json --drawn_classic
 """
 
@@ -34,8 +34,8 @@ VARIANTS = {"classic": ["--antialiased", "false"], "antialiased": ["--antialiase
 def bake(ckpt: Path, out: Path, flags: list[str]) -> float:
     """``enerf export splats`` of ``ckpt`` into ``out``; its wall seconds."""
     tic = time.perf_counter()
-    cmd = [sys.executable, "-m", "enerf", "export", "splats", "--ckpt", str(ckpt), "--out", str(out), "--frame", "scene",
-           *flags]
+    cmd = [sys.executable, "-m", "enerf", "export", "splats", "--ckpt", str(ckpt), "--out", str(out),
+           "--frame", "scene", *flags]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"enerf export splats failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> dict:
         record = json.loads(Path(args.record).read_text())
         for name in args.names:
             folder = Path(args.runs) / name
-            full = score(str(folder / "checkpoints" / "latest.pt"), 1, splats=folder / "ab_antialiased.ply", field=False,
-                         draw_classic=True)
+            full = score(str(folder / "checkpoints" / "latest.pt"), 1, splats=folder / "ab_antialiased.ply",
+                         field=False, draw_classic=True)
             record["entries"][name]["variants"]["antialiased"]["drawn_classic"] = {"psnr": full["splats"],
                                                                                    "views": full["views"]}
             print(f"{name} antialiased, drawn classic: {full['splats']:.2f} dB", flush=True)

@@ -1,6 +1,7 @@
 """``--device auto|cpu|cuda|mps`` and the preset each (device, scene layout) pair gets, with CUDA and
 Apple's MPS faked where the machine has none; the divergence guard that reads its sums every
-``log_every`` steps on a GPU; the ray sampler's permutation kept where the batches are made; freed step buffers reused without page faults."""
+``log_every`` steps on a GPU; the ray sampler's permutation kept where the batches are made; freed step
+buffers reused without page faults."""
 
 from __future__ import annotations
 

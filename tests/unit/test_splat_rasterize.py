@@ -160,9 +160,10 @@ def test_the_mip_filter_keeps_a_small_gaussians_coverage(backend):
     cam = SplatCamera(torch.eye(4)[:3], 41, 41, focal)
     splats = Splats(means=torch.tensor([[0.0, 0.0, -depth]]),
                     log_scales=torch.full((1, 3), float(np.log(sigma_px * depth / focal))),
-                    quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]), opacity_logits=torch.tensor([float(np.log(o / (1 - o)))]),
-                    sh=torch.zeros(1, 1, 3))
-    for antialiased, var, peak in ((False, sigma_px**2 + 0.3, o), (True, sigma_px**2 + 0.3, o * sigma_px**2 / (sigma_px**2 + 0.3))):
+                    quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]),
+                    opacity_logits=torch.tensor([float(np.log(o / (1 - o)))]), sh=torch.zeros(1, 1, 3))
+    var = sigma_px**2 + 0.3  # the footprint both draw: Σ + 0.3 I
+    for antialiased, peak in ((False, o), (True, o * sigma_px**2 / var)):
         splats.antialiased = antialiased
         with torch.no_grad():
             acc = rasterize(splats, cam, backend=backend)["acc"]
