@@ -7,9 +7,9 @@ the kernel's counters for them (``getrusage``: minor page faults, system time). 
 enerf as shipped. The runs alternate: for each repetition, none and row (``--conditioning``), each off
 then on, the order flipped on every other repetition. One line a run; ``--record`` writes them all.
 
-    python -m studies.page_faults --record studies/page_faults.json
+    python -m studies.page_faults --record benchmarks/page_faults.json
     python -m studies.page_faults --config '' --datadir ../shared/data/nerfstudio/fox --steps 400 \\
-        --warmup 20 --conditionings none --record studies/page_faults_fox.json
+        --warmup 20 --conditionings none --record benchmarks/page_faults_fox.json
 """
 
 from __future__ import annotations
