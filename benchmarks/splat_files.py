@@ -3,9 +3,9 @@
 For a run that ended in splats (``<run>/splats.ply``), as a user types them (subprocesses of ``python -m enerf``):
 ``enerf export splats --splats <run>/splats.ply --out OUT/NAME.EXT`` for EXT in spz, splat, then
 ``enerf eval --ckpt C --splats FILE`` for the PLY and each of them (``<run>/metrics_splats.json``, read after
-each). The entry goes into a ``benchmarks.capture_splats`` record under ``files``.
+each). The entry goes into the record under ``entries.NAME`` (the others kept).
 
-    python -m benchmarks.splat_files --name fox --record benchmarks/capture_splats.json
+    python -m benchmarks.splat_files --name fox --record benchmarks/splat_files.json
 """
 
 from __future__ import annotations
@@ -16,9 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.harness import git_commit, load_average, write_record
+from benchmarks.harness import TRAINING_CODE, git_commit, load_average, machine, write_record
 
 FORMATS = ("spz", "splat")
+# what the record's figures depend on (benchmarks/pages): the writers and readers, the rasterizer, the scoring
+DEPENDS = TRAINING_CODE + [f"enerf/splats/{name}" for name in (
+    "spz.py", "dotsplat.py", "ply.py", "files.py", "frames.py", "gaussians.py", "rasterize.py", "tiles.py", "source.py",
+    "export.py", "clean.py")] + ["enerf/loaded_run.py", "enerf/cli"]
 
 
 def enerf(*args: str) -> None:
@@ -63,8 +67,10 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['psnr']:.2f} dB ({r['delta_psnr']:+.3f} dB against the PLY)")
     if args.record:
         path = Path(args.record)
-        record = json.loads(path.read_text())
-        record["entries"][args.name]["files"] = result
+        record = json.loads(path.read_text()) if path.is_file() else {"entries": {}}
+        record.update(what="each run's splats.ply written as .spz and .splat: sizes and held-out PSNRs",
+                      machine=machine(), commit=git_commit(), depends=DEPENDS)
+        record["entries"][args.name] = result
         write_record(path, record)
     return result
 

@@ -33,7 +33,8 @@ import numpy as np
 from benchmarks.harness import command_line, git_commit, load_average, machine, write_record
 
 # what the record's figures depend on (benchmarks/pages: a later commit to these makes it stale)
-DEPENDS = ["enerf/splats/html.py", "enerf/splats/page.js", "enerf/splats/renderer.js"]
+DEPENDS = ["enerf/splats/html.py", "enerf/splats/pagepack.py", "enerf/splats/decode.js", "enerf/splats/page.js",
+           "enerf/splats/renderer.js"]
 
 __all__ = ["CHROMIUM", "CHROMEDRIVER", "open_chromium", "open_page", "move_and_wait", "input_and_wait", "drag_and_wait", "synthetic_splats"]
 

@@ -47,7 +47,8 @@ def read_spz_file(raw: bytes) -> dict:
                 comp >>= 10
         quats[row, largest] = np.sqrt(max(0.0, 1 - (quats[row] ** 2).sum()))
     quats = quats * np.array([1, -1, -1, 1])  # RUB -> RDF (Niantic: x, y, z of the quaternion times flipQ)
-    return {"magic": magic, "version": version, "n": n, "degree": degree, "flags": flags, "means": means * _FLIP,
+    return {"magic": magic, "version": version, "n": n, "degree": degree, "bits": bits, "flags": flags,
+            "means": means * _FLIP,
             "alpha": alpha, "dc": (color / 255.0 - 0.5) / 0.15, "log_scales": scale / 16.0 - 10.0,
             "quats_wxyz": quats[:, [3, 0, 1, 2]], "sh": sh * _SH_FLIP[:k, None]}
 

@@ -106,12 +106,11 @@ def capture_splats_half() -> str:
     return "\n".join(rows)
 
 
-@table("capture_splats_files", "capture_splats")
+@table("capture_splats_files", "splat_files")
 def capture_splats_files() -> str:
     """docs/splats.md's table: each run's splats as .spz and .splat against its PLY (``benchmarks.splat_files``)."""
     rows = ["| capture | PLY | .spz (÷ PLY) | .spz Δ PSNR | .splat (÷ PLY) | .splat Δ PSNR |", "|---|---|---|---|---|---|"]
-    for name, e in record("capture_splats")["entries"].items():
-        f = e.get("files")
+    for name, f in record("splat_files")["entries"].items():
         if f:
             mb = {k: f[k]["bytes"] / 2**20 for k in ("ply", "spz", "splat")}
             rows.append(f"| {name} | {mb['ply']:.1f} MB | {mb['spz']:.1f} MB ({f['spz']['size_ratio']:.3f}) | "

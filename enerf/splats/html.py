@@ -1,8 +1,8 @@
 """One self-contained HTML page that shows splats in a browser (WebGL2; no network, no Python).
 
-The page inlines ``renderer.js`` (a small renderer in the style of antimatter15/splat) and
-``page.js`` (data, camera, input, frame scheduling). Every splat is a quad: the vertex shader
-projects its 3D covariance to a 2D conic with the 3DGS low-pass (+0.3 px) and sizes the quad where
+The page inlines ``decode.js`` (the embedded splats read back), ``renderer.js`` (a small renderer
+in the style of antimatter15/splat) and ``page.js`` (camera, input, frame scheduling). Every splat
+is a quad: the vertex shader projects its 3D covariance to a 2D conic with the 3DGS low-pass (+0.3 px) and sizes the quad where
 its alpha falls below 1/255; the fragment shader blends it back to front (premultiplied "over",
 alpha clamped at 0.99) after a depth sort on the CPU, redone whenever the camera moves; colour is
 SH band 0, plus band 1 evaluated per splat at sort time when the splats have it. Where a full frame
@@ -13,19 +13,13 @@ camera's median splat depth ahead), wheel zooms, right- or shift-drag pans, two 
 ``n`` / ``p`` (or the arrows, or the buttons) jump between the given cameras, ``r`` returns to the
 current one. Opened as ``file://`` or from any static server: the data is embedded as base64.
 
-The data, little-endian, sections in this order, each starting at a multiple of 4 bytes:
-
-    means  float32 [N, 3]    centres, in the splats' frame
-    cov    float16 [N, 6]    the 3D covariance (xx, xy, xz, yy, yz, zz) divided by 2**cov_exponent
-    rgba   uint8   [N, 4]    band-0 colour clip(SH_C0 * f_dc + 0.5, 0, 1) * 255, sigmoid(opacity) * 255
-    sh1    int8    [N, 3, 3] band 1 (``sh[:, 1:4]``) * 127 / sh1_scale, clipped (only when sh_degree is 1)
-
-28 bytes a splat (37 with band 1), 4/3 of that as base64: 300,000 splats make a page of about
-11 MB (15 MB). A JSON header beside the data gives ``count``, ``sh_degree``, ``cov_exponent``
-(chosen so the largest variance stays below float16's range), ``sh1_scale`` (the 99.9th percentile
-of the band's magnitude), ``antialiased`` (``Splats.antialiased``: each opacity times the 2D mip filter's
-factor), each section's byte offset and length, the ``up`` vector, the ``background`` and the ``cameras``. The splats are stored largest ``opacity * volume`` first (as
-antimatter15/splat orders them; a preview draws the first ones), the first ``max_splats`` kept.
+The splats are embedded quantised, in Morton order and gzip'd (``enerf.splats.pagepack``; about 9
+bytes a splat with SH band 1, 4/3 of that as base64: a quarter of the float32 layout earlier pages
+used), and ``decode.js`` unzips them (the browser's ``DecompressionStream``) and orders them largest
+``opacity * volume`` first (as antimatter15/splat orders them; a preview draws the first ones). A
+JSON header beside the data gives the layout's own fields (``encode_page_splats``), ``antialiased``
+(``Splats.antialiased``: each opacity times the 2D mip filter's factor), the ``up`` vector, the
+``background`` and the ``cameras``. The ``max_splats`` largest are kept.
 
 ``window.enerfSplat`` is a test hook: ``setCamera(c2w16[, fov_y])`` (row-major 4 x 4, OpenGL axes),
 ``getCamera()``, ``goToCamera(i)``, ``orbit(yaw, pitch)``, ``pan(dx, dy)``, ``zoom(factor)``,
@@ -51,60 +45,18 @@ import torch
 from ..atomic import atomic_write_text
 from ..errors import ConfigError, DataError
 from ..runfolder import check_output_file
-from .gaussians import SH_C0, Splats, quat_to_rotmat
+from .gaussians import Splats
+from .pagepack import encode_page_splats
 
-__all__ = ["write_html", "pack_splats", "page_cameras"]
+__all__ = ["write_html", "page_cameras"]
 
-_SCRIPTS = ("renderer.js", "page.js")  # package data, inlined in this order
+_SCRIPTS = ("decode.js", "renderer.js", "page.js")  # package data, inlined in this order
 _STYLE = """html, body { margin: 0; height: 100%; overflow: hidden; background: #000; }
 #canvas { position: fixed; inset: 0; width: 100vw; height: 100vh; display: block; touch-action: none; }
 #hud { position: fixed; left: 8px; top: 8px; color: #ddd; font: 13px sans-serif; background: rgba(0,0,0,.55);
        padding: 6px 8px; border-radius: 4px; user-select: none; }
 #hud button { font: inherit; padding: 0 6px; }
 #hud small { display: block; opacity: .75; margin-top: 3px; }"""
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def pack_splats(splats: Splats, max_splats: int, sh_degree: int = 1) -> tuple[bytes, dict]:
-    """The page's binary data and its header (layout: the module docstring).
-
-    Returns:
-        (data, header): header has count, sh_degree, cov_exponent, sh1_scale, sections {name: [offset, bytes]}
-    """
-    s = splats.map(lambda t: t.detach().to("cpu", torch.float64))
-    importance = torch.sigmoid(s.opacity_logits) * torch.exp(s.log_scales.sum(-1))
-    s = s.select(torch.argsort(importance, descending=True)[:max_splats])
-    rot = quat_to_rotmat(s.quats)  # [N, 3, 3]
-    m = rot * torch.exp(s.log_scales)[:, None, :]
-    cov = (m @ m.transpose(1, 2)).numpy()  # [N, 3, 3]
-    cov6 = cov[:, [0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
-    top = float(np.abs(cov6).max(initial=0.0))
-    cov_exponent = int(np.ceil(np.log2(top))) - 15 if top > 0 else 0  # the largest maps into [2^14, 2^15]
-    degree = min(sh_degree, splats.degree, 1)
-    rgb = np.clip(SH_C0 * s.sh[:, 0].numpy() + 0.5, 0.0, 1.0)
-    rgba = np.concatenate([rgb, _sigmoid(s.opacity_logits.numpy())[:, None]], 1)
-    sections = {
-        "means": s.means.numpy().astype("<f4").tobytes(),
-        "cov": (cov6 / 2.0 ** cov_exponent).astype("<f2").tobytes(),
-        "rgba": np.round(rgba * 255).astype(np.uint8).tobytes(),
-    }
-    sh1_scale = 0.0
-    if degree == 1:
-        band = s.sh[:, 1:4].numpy()  # [N, 3, 3]
-        sh1_scale = float(np.percentile(np.abs(band), 99.9)) if band.size else 0.0
-        sh1_scale = sh1_scale if sh1_scale > 0 else 1.0
-        sections["sh1"] = np.clip(np.round(band / sh1_scale * 127), -127, 127).astype(np.int8).tobytes()
-    data, offsets = bytearray(), {}
-    for name, blob in sections.items():
-        data += bytes(-len(data) % 4)
-        offsets[name] = [len(data), len(blob)]
-        data += blob
-    header = {"version": 1, "count": len(s), "sh_degree": degree, "cov_exponent": cov_exponent,
-              "sh1_scale": sh1_scale, "antialiased": splats.antialiased, "sections": offsets}
-    return bytes(data), header
 
 
 def _as_c2w(value, i: int) -> np.ndarray:
@@ -171,9 +123,11 @@ def write_html(splats: Splats, out: Path, title: str, cameras: list[dict] | None
     if sh_degree not in (0, 1):
         raise ConfigError(f"the page evaluates SH degree 0 or 1, got {sh_degree}")
     out = check_output_file(out, "--out")
-    data, header = pack_splats(splats, max_splats, sh_degree)
-    means = np.frombuffer(data, "<f4", header["count"] * 3, header["sections"]["means"][0]).reshape(-1, 3)
-    header["cameras"], header["up"] = page_cameras(means.astype(np.float64), cameras)
+    s = splats.map(lambda t: t.detach().to("cpu", torch.float64))
+    importance = torch.sigmoid(s.opacity_logits) * torch.exp(s.log_scales.sum(-1))
+    s = s.select(torch.argsort(importance, descending=True)[:max_splats])
+    data, header = encode_page_splats(s, sh_degree)
+    header["cameras"], header["up"] = page_cameras(s.means.numpy(), cameras)
     header["background"] = [0.0, 0.0, 0.0]
     script = "\n".join(resources.files(__package__).joinpath(name).read_text(encoding="utf-8") for name in _SCRIPTS)
     safe = lambda text: text.replace("</", "<\\/")  # noqa: E731 - nothing in a script may close it

@@ -1,10 +1,10 @@
-// enerf's splat page: reads the splats embedded in the page (layout: enerf/splats/html.py), draws them
+// enerf's splat page: reads the splats embedded in the page (decode.js; layout: pagepack.py), draws them
 // with createSplatRenderer (renderer.js) and lets the reader orbit them. On a slow renderer (software
 // WebGL) a camera move is answered at once by a preview (the first, most important splats, at half
 // resolution, sized to a time budget) and the full frame follows in steps short enough that the next
 // move is not kept waiting; where the full frame fits the budget, every frame is full.
 "use strict";
-(() => {
+(async () => {
   const hook = { ready: false, error: null, framesDrawn: 0, fullFrames: 0, moveId: 0, fullMoveId: 0,
                  lastFrameMs: NaN, lastMoveMs: NaN, lastFullMs: NaN, count: 0, width: 0, height: 0 };
   window.enerfSplat = hook;
@@ -12,20 +12,15 @@
   function fail(message) { hook.error = message; status.textContent = message; throw new Error(message); }
 
   const header = JSON.parse(document.getElementById("enerf-header").textContent);
-  const bin = atob(document.getElementById("enerf-data").textContent);
-  const bytes = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-  const n = header.count;
-  const section = (name, Type, per) => new Type(bytes.buffer, header.sections[name][0], n * per);
   const canvas = document.getElementById("canvas");
   const gl = canvas.getContext("webgl2", { antialias: false, alpha: false, preserveDrawingBuffer: false });
   if (!gl) fail("This page needs WebGL2, which this browser does not offer.");
-  let R;
+  if (typeof DecompressionStream === "undefined") fail("This page needs a browser that can unzip (DecompressionStream).");
+  let R, n;
   try {
-    R = createSplatRenderer(gl, {
-      n, means: section("means", Float32Array, 3), cov: section("cov", Uint32Array, 3),
-      rgba: section("rgba", Uint8Array, 4), sh1: header.sh_degree >= 1 ? section("sh1", Int8Array, 9) : null,
-      sh1Scale: header.sh1_scale, covExponent: header.cov_exponent, antialiased: !!header.antialiased });
+    const splats = await decodePageSplats(header, document.getElementById("enerf-data").textContent);
+    n = splats.n;
+    R = createSplatRenderer(gl, splats);
   } catch (e) { fail(String(e.message || e)); }
   hook.count = n;
 

@@ -14,10 +14,12 @@ band 0:
                [N, 4]    uint8  version 3: "smallest three": a uint32 of the largest component's index
                                 (2 bits) and the other three (sign bit + 9 bits of |q_i| / sqrt(1/2) each)
     sh         [N, K, 3] uint8  coefficient-major, colour inner; x * 128 + 128 rounded to a bucket of
-                                8 (band 1: 5 bits) or 16 (bands 2-3: 4 bits)
+                                4 (band 1: 6 bits, one finer than Niantic's writer) or 16 (bands 2-3: 4 bits)
 
-Every uint8 is rounded and clipped to 0..255. ``fractionalBits`` is 12 (Niantic's) where the splats'
-positions fit in 24 bits with it, fewer where they do not.
+Every uint8 is rounded and clipped to 0..255; a reader takes any value of a byte, so the buckets are
+the writer's choice. ``fractionalBits`` is the fewest that make the positions' step at most
+``POSITION_STEP`` of the splats' 90th-percentile distance from their median centre (Niantic's
+writer uses 12 whatever the scene's size), and fewer where the positions would not fit in 24 bits.
 
 **Axes.** SPZ is specified in RUB (x right, y up, z back: OpenGL / three.js), the 3DGS PLY in RDF
 (x right, y down, z forward: COLMAP / OpenCV); Niantic's library and PlayCanvas' splat-transform
@@ -43,15 +45,16 @@ from ..errors import DataError
 from .frames import splats_to_frame
 from .gaussians import Splats, sh_coeffs
 
-__all__ = ["MAGIC", "HEADER", "VERSIONS", "RDF_TO_RUB", "encode_spz", "decode_spz", "write_spz", "read_spz"]
+__all__ = ["MAGIC", "HEADER", "VERSIONS", "RDF_TO_RUB", "POSITION_STEP", "encode_spz", "decode_spz", "write_spz",
+           "read_spz"]
 
 MAGIC = 0x5053474E  # "NGSP" little-endian
 HEADER = struct.Struct("<IIIBBBB")  # magic, version, numPoints, shDegree, fractionalBits, flags, reserved
 ANTIALIASED = 0x1  # the flags bit of splats drawn with the 2D mip filter
 VERSIONS = (2, 3)  # read; version 3 is written
 COLOR_SCALE = 0.15
-FRACTIONAL_BITS = 12
-SH_BUCKETS = (8, 16)  # band 1 (5 bits), bands 2-3 (4 bits)
+POSITION_STEP = 1.0 / 2048.0  # the positions' grid step, in units of the splats' 90th-percentile radius
+SH_BUCKETS = (4, 16)  # band 1 (6 bits), bands 2-3 (4 bits)
 RDF_TO_RUB = np.diag([1.0, -1.0, -1.0, 1.0])  # a PLY's axes -> SPZ's (its own inverse)
 _SQRT1_2 = float(np.sqrt(0.5))
 _MASK9 = (1 << 9) - 1
@@ -100,11 +103,14 @@ def _sh_buckets(degree: int) -> np.ndarray:
 
 
 def _fractional_bits(means: np.ndarray, where: str) -> int:
+    """The positions' fractional bits (module docstring) for [N, 3] ``means``."""
     top = float(np.abs(means).max(initial=0.0))
-    bits = FRACTIONAL_BITS if top == 0 else min(FRACTIONAL_BITS, int(np.floor(np.log2((2**23 - 1) / top))))
-    if bits < 0:
+    fit = 23 if top == 0 else int(np.floor(np.log2((2**23 - 1) / top)))
+    if fit < 0:
         raise DataError(f"{where}: a splat lies {top:.3g} from the origin; SPZ's 24-bit positions reach 8388607")
-    return bits
+    radius = float(np.percentile(np.linalg.norm(means - np.median(means, 0), axis=1), 90)) if len(means) else 0.0
+    want = int(np.ceil(np.log2(1.0 / (POSITION_STEP * radius)))) if radius > 0 else fit
+    return int(np.clip(want, 0, fit))
 
 
 def encode_spz(splats: Splats, version: int = 3, where: str = "the splats") -> bytes:

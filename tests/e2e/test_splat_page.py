@@ -4,7 +4,8 @@ through the page's hook (``window.enerfSplat``) and reads its screenshots and fr
 
 Checked against independent computations: where a pinhole projection in numpy puts two coloured
 blobs (before and after a camera move), and a 3DGS splatting of a few Gaussians written here in
-numpy (EWA projection, +0.3 px low-pass, alpha clamp, front-to-back compositing, SH band 1).
+numpy (EWA projection, +0.3 px low-pass, alpha clamp, front-to-back compositing, SH band 1) of the
+splats as the page quantises them (read back from the page's file with ``decode_page_splats``).
 
 Skips (with the reason) where selenium, chromium or chromedriver is missing:
 ``apt-get install -y chromium chromium-driver`` and ``pip install -e ".[test]"``.
@@ -31,6 +32,7 @@ from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 
 from enerf.splats.gaussians import SH_C0, Splats, rgb_to_sh0  # noqa: E402
 from enerf.splats.html import write_html  # noqa: E402
+from splat_page_data import read_page  # noqa: E402
 
 W, H = 640, 480
 FOV_Y = 40.0
@@ -180,12 +182,15 @@ def test_pixels_match_a_numpy_3dgs_splatting(browser, tmp_path):
     cameras = [{"c2w": _c2w([0.3, 0.2, 4.0], yaw_deg=5.0), "fov_y": FOV_Y, "width": W, "height": H},
                {"c2w": _c2w([-3.2, 0.4, -2.4], yaw_deg=-127.0), "fov_y": FOV_Y, "width": W, "height": H}]
     write_html(splats, tmp_path / "few.html", "a few Gaussians", cameras)
+    _, _, page = read_page(tmp_path / "few.html")  # the splats as quantised into the page: the reference draws them
+    drawn = {"means": page["means"], "sigmas": np.exp(page["log_scales"]), "quats": page["quats"],
+             "opacity": page["alpha"], "rgb": page["rgb"], "sh1": page["sh1"]}
     open_page(browser, tmp_path / "few.html")
     for i, cam in enumerate(cameras):
         if i:  # the page's own camera list, by its key
             input_and_wait(browser, lambda: ActionChains(browser).send_keys("n").perform(), full=True)
         got = _screenshot(browser)
-        want = _reference(scene, cam["c2w"])
+        want = _reference(drawn, cam["c2w"])
         psnr = -10 * np.log10(np.mean((got - want) ** 2))
         assert psnr > 45.0, f"camera {i}: PSNR {psnr:.1f} dB against the numpy splatting"
         assert np.abs(got - want).max() < 6 / 255

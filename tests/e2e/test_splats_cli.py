@@ -136,7 +136,7 @@ def _world_file(run, path: Path) -> Splats:
     return scene_splats
 
 
-@pytest.mark.parametrize("suffix, atol", [(".ply", 1e-5), (".spz", 2e-3)])  # SPZ: 12 fractional bits in world units
+@pytest.mark.parametrize("suffix, atol", [(".ply", 1e-5), (".spz", 2e-3)])  # SPZ: a step of 1/2048 of the splats' radius
 def test_eval_splats_scores_the_splats_images_on_the_held_out_views(ckpt, tmp_path, monkeypatch, capsys, suffix, atol):
     record: list = []
     monkeypatch.setattr(rasterize_module, "rasterize", _fake_rasterize(record))

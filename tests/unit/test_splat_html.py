@@ -1,11 +1,9 @@
-"""The splat page's file (``enerf.splats.html``) without a browser: the embedded data decoded with
-numpy against the splats (covariance from scipy's rotation, activations), which splats are kept,
-the cameras' orbit targets and up vector, the page's self-containedness, and bad input."""
+"""The splat page's file (``enerf.splats.html``) without a browser: the embedded data decoded
+(``decode_page_splats``) against the splats within each grid's step (rotations by scipy), which
+splats are kept, the cameras' orbit targets and up vector, the page's self-containedness, and bad input."""
 
 from __future__ import annotations
 
-import base64
-import json
 import re
 
 import numpy as np
@@ -16,6 +14,7 @@ from scipy.spatial.transform import Rotation
 from enerf.errors import ConfigError, DataError
 from enerf.splats.gaussians import SH_C0, Splats
 from enerf.splats.html import write_html
+from splat_page_data import read_page
 
 
 def _random_splats(n: int, degree: int = 1, seed: int = 0) -> Splats:
@@ -25,55 +24,44 @@ def _random_splats(n: int, degree: int = 1, seed: int = 0) -> Splats:
                   sh=torch.randn(n, (degree + 1) ** 2, 3, generator=g) * 0.3)
 
 
-def _read_page(path):
-    text = path.read_text(encoding="utf-8")
-    header = json.loads(re.search(r'<script type="application/json" id="enerf-header">(.*?)</script>', text).group(1))
-    data = base64.b64decode(re.search(r'id="enerf-data">([A-Za-z0-9+/=]*)</script>', text).group(1))
-    n = header["count"]
-
-    def section(name, dtype, shape):
-        offset, size = header["sections"][name]
-        assert offset % 4 == 0 and size == n * np.dtype(dtype).itemsize * int(np.prod(shape))
-        return np.frombuffer(data, dtype, n * int(np.prod(shape)), offset).reshape(n, *shape)
-
-    out = {"means": section("means", "<f4", (3,)), "cov": section("cov", "<f2", (6,)),
-           "rgba": section("rgba", "u1", (4,))}
-    if header["sh_degree"] == 1:
-        out["sh1"] = section("sh1", "i1", (3, 3))
-    return text, header, out
-
-
 def test_the_embedded_data_decodes_to_the_splats(tmp_path):
     splats = _random_splats(300)
+    band1 = torch.randn(10, 3, 3, generator=torch.Generator().manual_seed(1)) * 0.3
+    splats.sh[:, 1:4] = band1[torch.arange(300) % 10]  # 10 distinct band-1 vectors: the codebook holds them all
     info = write_html(splats, tmp_path / "page.html", "a <scene> & more")
-    text, header, got = _read_page(tmp_path / "page.html")
+    text, header, got = read_page(tmp_path / "page.html")
     assert info["splats"] == header["count"] == 300 and header["sh_degree"] == 1
     assert info["bytes"] == (tmp_path / "page.html").stat().st_size
-    # the page stores them by opacity * volume, largest first: match each row to its splat by its centre
-    means = splats.means.numpy()
+    # match each decoded splat to its own by its centre; each grid step bounds the error
+    means = splats.means.numpy().astype(np.float64)
     index = [int(np.argmin(np.abs(means - m).sum(1))) for m in got["means"]]
     assert sorted(index) == list(range(300))
-    np.testing.assert_array_equal(got["means"], means[index])
-    importance = torch.sigmoid(splats.opacity_logits) * torch.exp(splats.log_scales.sum(-1))
-    assert np.all(np.diff(importance.numpy()[index]) <= 0)
+    pos = header["position"]
+    assert 12 <= pos["bits"] <= 16
+    step = (np.array(pos["hi"]) - pos["lo"]) / (2 ** pos["bits"] - 1)  # of sign(x) log(1 + |x|), x = (m - c) / r
+    x = np.abs(means[index] - pos["centre"]) / pos["radius"]
+    np.testing.assert_array_less(np.abs(got["means"] - means[index]), pos["radius"] * (1 + x) * step * 0.51 + 1e-9)
+    assert pos["radius"] == pytest.approx(np.percentile(np.linalg.norm(means - np.median(means, 0), axis=1), 90))
+    # the page's order: largest opacity * volume first (as decoded)
+    importance = got["alpha"] * np.exp(got["log_scales"].sum(1))
+    assert np.all(np.diff(importance) <= 0)
 
+    sc = header["scale"]
+    s_step = (sc["hi"] - sc["lo"]) / (2 ** sc["bits"] - 1)
+    assert s_step <= 0.25
+    np.testing.assert_array_less(np.abs(got["log_scales"] - splats.log_scales.numpy()[index]), 0.51 * s_step)
+    # the rotation: scipy's, from the quaternion given and from the one decoded, a few degrees apart
     q = splats.quats.numpy()[index]
-    rot = Rotation.from_quat(q[:, [1, 2, 3, 0]]).as_matrix()  # scipy: x, y, z, w
-    sigma = np.exp(splats.log_scales.numpy()[index])
-    cov = np.einsum("nij,nj,nkj->nik", rot, sigma**2, rot)
-    want6 = cov[:, [0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
-    got6 = got["cov"].astype(np.float64) * 2.0 ** header["cov_exponent"]
-    scale = np.abs(want6).max(1, keepdims=True)
-    np.testing.assert_allclose(got6 / scale, want6 / scale, atol=2e-3)
-    assert 2**14 <= np.abs(got["cov"]).max() <= 2**15  # the largest variance uses float16's range
+    want = Rotation.from_quat(q[:, [1, 2, 3, 0]])  # scipy: x, y, z, w
+    angle = np.degrees((Rotation.from_quat(got["quats"][:, [1, 2, 3, 0]]) * want.inv()).magnitude())
+    assert angle.max() < 6.0 and np.median(angle) < 3.0
 
     sh = splats.sh.numpy()[index]
     rgb = np.clip(SH_C0 * sh[:, 0] + 0.5, 0, 1)
-    np.testing.assert_allclose(got["rgba"][:, :3] / 255, rgb, atol=0.5 / 255 + 1e-6)
+    np.testing.assert_array_less(np.abs(got["rgb"] - rgb), 0.51 / (2 ** header["color_bits"] - 1))
     opacity = 1 / (1 + np.exp(-splats.opacity_logits.numpy()[index]))
-    np.testing.assert_allclose(got["rgba"][:, 3] / 255, opacity, atol=0.5 / 255 + 1e-6)
-    band = np.clip(sh[:, 1:4], -header["sh1_scale"], header["sh1_scale"])
-    np.testing.assert_allclose(got["sh1"] / 127 * header["sh1_scale"], band, atol=0.5 / 127 * header["sh1_scale"] + 1e-6)
+    np.testing.assert_array_less(np.abs(got["alpha"] - opacity), 0.51 / (2 ** header["alpha_bits"] - 1))
+    np.testing.assert_allclose(got["sh1"], sh[:, 1:4], atol=0.51 / 127 * header["sh1_scale"])
 
     # self-contained: nothing loaded from elsewhere; the title escaped
     assert not re.search(r"\b(src|href)\s*=|fetch\(|XMLHttpRequest|import\(", text)
@@ -81,10 +69,24 @@ def test_the_embedded_data_decodes_to_the_splats(tmp_path):
     assert list(tmp_path.iterdir()) == [tmp_path / "page.html"]  # no temp file left
 
 
+def test_far_splats_get_more_position_bits(tmp_path):
+    """A few splats 10^6 radii out (an unbounded scene's background) widen the grid; the bits follow."""
+    near = _random_splats(200)
+    far = _random_splats(200)
+    far.means[:5] = torch.tensor([1e7, -1e7, 1e7])
+    write_html(near, tmp_path / "n.html", "t")
+    write_html(far, tmp_path / "f.html", "t")
+    _, near_header, _ = read_page(tmp_path / "n.html")
+    _, far_header, got = read_page(tmp_path / "f.html")
+    assert far_header["position"]["bits"] > near_header["position"]["bits"]
+    kept = np.abs(got["means"]).max(1) < 1e6
+    assert kept.sum() == 195 and np.abs(got["means"][~kept]).min() > 9e6
+
+
 def test_max_splats_keeps_the_largest_and_band_zero_only(tmp_path):
     splats = _random_splats(200, degree=2)
     info = write_html(splats, tmp_path / "p.html", "t", max_splats=50, sh_degree=0)
-    _, header, got = _read_page(tmp_path / "p.html")
+    _, header, got = read_page(tmp_path / "p.html")
     assert info == {**info, "splats": 50, "splats_in": 200, "sh_degree": 0} and "sh1" not in header["sections"]
     importance = (torch.sigmoid(splats.opacity_logits) * torch.exp(splats.log_scales.sum(-1))).numpy()
     top = np.sort(np.argsort(-importance)[:50])
@@ -102,11 +104,11 @@ def test_cameras_orbit_targets_and_up(tmp_path):
         c2w[:3, :3] = tilt @ Rotation.from_euler("z", roll, degrees=True).as_matrix()
         cams.append({"c2w": c2w, "fov_y": 35.0, "width": 64, "height": 48})
     write_html(splats, tmp_path / "c.html", "t", cams)
-    _, header, got = _read_page(tmp_path / "c.html")
+    _, header, _ = read_page(tmp_path / "c.html")
     np.testing.assert_allclose(header["up"], tilt[:, 1], atol=1e-6)
     for cam, want in zip(header["cameras"], cams):
         np.testing.assert_allclose(np.array(cam["c2w"]), want["c2w"], atol=1e-6)
-        depth = (got["means"] - want["c2w"][:3, 3]) @ -want["c2w"][:3, 2]
+        depth = (splats.means.numpy().astype(np.float64) - want["c2w"][:3, 3]) @ -want["c2w"][:3, 2]
         assert cam["fov_y"] == 35.0 and cam["distance"] == pytest.approx(np.median(depth), rel=1e-6)
 
 
