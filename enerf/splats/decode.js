@@ -28,7 +28,7 @@ async function decodePageSplats(header, base64) {
     const low = code % 1073741824, high = Math.floor(code / 1073741824);  // bits 0-29, 30-
     for (let a = 0; a < 3; a++) {
       const q = compact(low >>> a) + compact(high >>> a) * 1024;
-      const x = values(q, P.lo[a], P.hi[a], B);
+      const x = P.lo[a] + q * P.step;
       pos[3 * i + a] = P.centre[a] + P.radius * Math.sign(x) * Math.expm1(Math.abs(x));
     }
   }

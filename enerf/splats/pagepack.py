@@ -5,12 +5,15 @@ Each attribute keeps a few bits, chosen so a screenshot of the page stays within
 drawn from float32 splats (benchmarks/page_size.py measures it on real captures) while the page is
 about a quarter of a float32 one:
 
-    position  B bits an axis (12..16): the centre c (median) and radius r (90th percentile of the
-              distances to c) normalise x = (mean - c) / r; each axis of sign(x) log(1 + |x|) is
-              quantised between its own min and max; B is the fewest bits that keep that grid's step
-              under ``POSITION_STEP`` on the longest axis. The splats are sorted by the Morton code
-              of the three B-bit integers (axis a's bit k at bit 3 k + a), and the code is stored as
-              the difference from the previous splat's (the first from 0).
+    position  the centre c (median) and radius r (90th percentile of the distances to c) normalise
+              x = (mean - c) / r; y = sign(x) log(1 + |x|) (a grid as fine as x's near c, coarser
+              far out, where splats are larger) is quantised on one step for all three axes from
+              each axis's minimum: ``POSITION_STEP`` of the smaller splats' size (the 25th
+              percentile of each splat's largest standard deviation) over r, or coarser where the
+              longest axis would need more than 16 bits. The splats are sorted by the Morton code
+              of the three B-bit integers (B: the longest axis's bits; axis a's bit k at bit
+              3 k + a), and the code is stored as the difference from the previous splat's (the
+              first from 0).
     scale     the three log scales, each on one grid between the smallest and the largest log scale,
               with the fewest bits (5..8) that keep its step under ``SCALE_STEP``
     rotation  "smallest three" of the unit quaternion (w, x, y, z) made positive at its largest
@@ -41,7 +44,7 @@ from .gaussians import SH_C0, Splats
 __all__ = ["POSITION_STEP", "SCALE_STEP", "ROTATION_BITS", "COLOR_BITS", "ALPHA_BITS", "SH1_CODES",
            "encode_page_splats", "decode_page_splats"]
 
-POSITION_STEP = 1e-3  # largest grid step of sign(x) log(1 + |x|), x in units of the 90th-percentile radius
+POSITION_STEP = 1.0 / 8.0  # the centres' grid step near the middle, in units of the smaller splats' size
 SCALE_STEP = 0.25  # largest grid step of a log scale (a factor of 1.28)
 ROTATION_BITS = 5
 COLOR_BITS = 5
@@ -106,7 +109,7 @@ def encode_page_splats(splats: Splats, sh_degree: int) -> tuple[bytes, dict]:
         splats: N >= 1 Gaussians (any order)
         sh_degree: 0, or 1 to carry band 1 (when the splats have it)
     Returns:
-        (data, header): header has count, sh_degree, position {centre, radius, lo, hi, bits}, scale
+        (data, header): header has count, sh_degree, position {centre, radius, lo, step, bits}, scale
         {lo, hi, bits}, rotation_bits, color_bits, alpha_bits, sh1_scale, sh1_codes, sections
         {name: [offset, bytes]} in the unzipped data
     """
@@ -118,9 +121,12 @@ def encode_page_splats(splats: Splats, sh_degree: int) -> tuple[bytes, dict]:
     radius = radius if radius > 0 else 1.0
     x = (means - centre) / radius
     x = np.sign(x) * np.log1p(np.abs(x))
-    lo, hi = x.min(0), x.max(0)
-    bits = _bits_for(float((hi - lo).max()), POSITION_STEP, 12, 16)
-    code = _interleave(_levels(x, lo, hi, bits), bits)
+    lo, span = x.min(0), float((x.max(0) - x.min(0)).max())
+    size = float(np.percentile(np.exp(s.log_scales.numpy().max(1)), 25))
+    step = max(POSITION_STEP * size / radius, span / (2**16 - 1), 1e-12)
+    levels = np.round((x - lo) / step).astype(np.int64)
+    bits = max(int(levels.max()).bit_length(), 1)
+    code = _interleave(levels, bits)
     order = np.argsort(code, kind="stable")
     s, code = s.select(torch.as_tensor(order)), code[order]
     diff = np.diff(code, prepend=np.uint64(0))
@@ -159,8 +165,7 @@ def encode_page_splats(splats: Splats, sh_degree: int) -> tuple[bytes, dict]:
         sections[name] = [len(raw), len(blob)]
         raw += blob
     header = {"version": 2, "count": n, "sh_degree": degree, "antialiased": splats.antialiased,
-              "position": {"centre": centre.tolist(), "radius": radius, "lo": lo.tolist(), "hi": hi.tolist(),
-                           "bits": bits},
+              "position": {"centre": centre.tolist(), "radius": radius, "lo": lo.tolist(), "step": step, "bits": bits},
               "scale": {"lo": s_lo, "hi": s_hi, "bits": s_bits}, "rotation_bits": ROTATION_BITS,
               "color_bits": COLOR_BITS, "alpha_bits": ALPHA_BITS, "sh1_scale": sh1_scale, "sh1_codes": codes,
               "sections": sections}
@@ -187,7 +192,7 @@ def decode_page_splats(data: bytes, header: dict) -> dict[str, np.ndarray]:
     diff = np.zeros(n, np.uint64)
     for b, row in enumerate(plane("code")):
         diff |= row.astype(np.uint64) << np.uint64(8 * b)
-    x = _values(_deinterleave(np.cumsum(diff, dtype=np.uint64), bits), np.array(pos["lo"]), np.array(pos["hi"]), bits)
+    x = np.array(pos["lo"]) + _deinterleave(np.cumsum(diff, dtype=np.uint64), bits) * pos["step"]
     means = np.array(pos["centre"]) + pos["radius"] * np.sign(x) * np.expm1(np.abs(x))
     sc = header["scale"]
     log_scales = _values(plane("scales").T.astype(np.float64), sc["lo"], sc["hi"], sc["bits"])

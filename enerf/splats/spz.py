@@ -18,8 +18,9 @@ band 0:
 
 Every uint8 is rounded and clipped to 0..255; a reader takes any value of a byte, so the buckets are
 the writer's choice. ``fractionalBits`` is the fewest that make the positions' step at most
-``POSITION_STEP`` of the splats' 90th-percentile distance from their median centre (Niantic's
-writer uses 12 whatever the scene's size), and fewer where the positions would not fit in 24 bits.
+``POSITION_STEP`` of the smaller splats' size (the 25th percentile of each splat's largest standard
+deviation), so a centre moves by at most 1/16 of such a splat (Niantic's writer uses 12 whatever the
+scene's units), and fewer where the positions would not fit in 24 bits.
 
 **Axes.** SPZ is specified in RUB (x right, y up, z back: OpenGL / three.js), the 3DGS PLY in RDF
 (x right, y down, z forward: COLMAP / OpenCV); Niantic's library and PlayCanvas' splat-transform
@@ -53,7 +54,7 @@ HEADER = struct.Struct("<IIIBBBB")  # magic, version, numPoints, shDegree, fract
 ANTIALIASED = 0x1  # the flags bit of splats drawn with the 2D mip filter
 VERSIONS = (2, 3)  # read; version 3 is written
 COLOR_SCALE = 0.15
-POSITION_STEP = 1.0 / 2048.0  # the positions' grid step, in units of the splats' 90th-percentile radius
+POSITION_STEP = 1.0 / 8.0  # the positions' grid step, in units of the 25th percentile of the splats' largest std
 SH_BUCKETS = (4, 16)  # band 1 (6 bits), bands 2-3 (4 bits)
 RDF_TO_RUB = np.diag([1.0, -1.0, -1.0, 1.0])  # a PLY's axes -> SPZ's (its own inverse)
 _SQRT1_2 = float(np.sqrt(0.5))
@@ -102,14 +103,14 @@ def _sh_buckets(degree: int) -> np.ndarray:
     return np.array([SH_BUCKETS[0] if k < 4 else SH_BUCKETS[1] for k in range(1, sh_coeffs(degree))])
 
 
-def _fractional_bits(means: np.ndarray, where: str) -> int:
-    """The positions' fractional bits (module docstring) for [N, 3] ``means``."""
+def _fractional_bits(means: np.ndarray, log_scales: np.ndarray, where: str) -> int:
+    """The positions' fractional bits (module docstring) for [N, 3] ``means`` and ``log_scales``."""
     top = float(np.abs(means).max(initial=0.0))
     fit = 23 if top == 0 else int(np.floor(np.log2((2**23 - 1) / top)))
     if fit < 0:
         raise DataError(f"{where}: a splat lies {top:.3g} from the origin; SPZ's 24-bit positions reach 8388607")
-    radius = float(np.percentile(np.linalg.norm(means - np.median(means, 0), axis=1), 90)) if len(means) else 0.0
-    want = int(np.ceil(np.log2(1.0 / (POSITION_STEP * radius)))) if radius > 0 else fit
+    size = float(np.percentile(np.exp(log_scales.max(1)), 25)) if len(means) else 0.0
+    want = int(np.ceil(np.log2(1.0 / (POSITION_STEP * size)))) if size > 0 else fit
     return int(np.clip(want, 0, fit))
 
 
@@ -122,7 +123,7 @@ def encode_spz(splats: Splats, version: int = 3, where: str = "the splats") -> b
     s = splats_to_frame(splats.map(lambda t: t.detach().to("cpu", torch.float64)), RDF_TO_RUB)
     t = {name: value.numpy() for name, value in s.tensors().items()}
     n = len(s)
-    bits = _fractional_bits(t["means"], where)
+    bits = _fractional_bits(t["means"], t["log_scales"], where)
     fixed = np.round(t["means"] * 2**bits).astype(np.int64).reshape(-1) & 0xFFFFFF
     positions = np.stack([fixed & 0xFF, (fixed >> 8) & 0xFF, fixed >> 16], -1).astype(np.uint8)
     alphas = _u8(255.0 / (1.0 + np.exp(-t["opacity_logits"])))

@@ -136,7 +136,7 @@ def _world_file(run, path: Path) -> Splats:
     return scene_splats
 
 
-@pytest.mark.parametrize("suffix, atol", [(".ply", 1e-5), (".spz", 2e-3)])  # SPZ: a step of 1/2048 of the splats' radius
+@pytest.mark.parametrize("suffix, atol", [(".ply", 1e-5), (".spz", 4e-3)])  # SPZ: a step of 1/8 of the smaller splats' size
 def test_eval_splats_scores_the_splats_images_on_the_held_out_views(ckpt, tmp_path, monkeypatch, capsys, suffix, atol):
     record: list = []
     monkeypatch.setattr(rasterize_module, "rasterize", _fake_rasterize(record))
@@ -216,7 +216,8 @@ def test_a_splat_file_cropped_and_converted_without_a_run(tmp_path, capsys):
     v = plyfile.PlyData.read(str(tmp_path / "in.ply"))["vertex"].data  # the kept ones, by an independent reader
     kept = np.stack([v["x"], v["y"], v["z"]], 1)[inside]
     back = read_spz_means(tmp_path / "out.spz")
-    np.testing.assert_allclose(back[np.argsort(back[:, 0])], kept[np.argsort(kept[:, 0])], atol=0.5 / 4096 + 1e-6)
+    size = np.percentile(np.exp(splats.log_scales.numpy()[inside]).max(1), 25)  # SPZ's step: at most size / 8
+    np.testing.assert_allclose(back[np.argsort(back[:, 0])], kept[np.argsort(kept[:, 0])], atol=size / 16 + 1e-6)
     bad = tmp_path / "bad.ply"  # a NaN and an inf: dropped, said so
     splats.means[3, 1], splats.log_scales[7, 0] = float("nan"), float("inf")
     write_splat_file(bad, splats, "world")

@@ -42,10 +42,10 @@ def test_spz_read_by_an_independent_reader(tmp_path, degree):
     assert size == path.stat().st_size and path.read_bytes()[:2] == b"\x1f\x8b"
     f = read_spz_file(path.read_bytes())
     assert (f["magic"], f["version"], f["n"], f["degree"], f["flags"]) == (0x5053474E, 3, 50, degree, 0)
-    # fractional bits: the fewest whose step is at most 1/2048 of the 90th-percentile distance from the median
+    # fractional bits: the fewest whose step is at most 1/8 of the 25th percentile of the largest std-devs
     means = splats.means.double().numpy()
-    radius = np.percentile(np.linalg.norm(means - np.median(means, 0), axis=1), 90)
-    assert f["bits"] == int(np.ceil(np.log2(2048 / radius))) and 0.5 / 2 ** f["bits"] <= radius / 4096
+    size = np.percentile(np.exp(splats.log_scales.double().numpy()).max(1), 25)
+    assert f["bits"] == int(np.ceil(np.log2(8 / size))) and 0.5 / 2 ** f["bits"] <= size / 16
     np.testing.assert_allclose(f["means"], means, atol=0.5 / 2 ** f["bits"] + 1e-6)
     np.testing.assert_allclose(f["alpha"], torch.sigmoid(splats.opacity_logits).numpy(), atol=0.5 / 255 + 1e-6)
     dc = splats.sh[:, 0].numpy().clip((0 - 127.5) / 38.25, (255 - 127.5) / 38.25)

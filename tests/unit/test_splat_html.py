@@ -37,11 +37,12 @@ def test_the_embedded_data_decodes_to_the_splats(tmp_path):
     index = [int(np.argmin(np.abs(means - m).sum(1))) for m in got["means"]]
     assert sorted(index) == list(range(300))
     pos = header["position"]
-    assert 12 <= pos["bits"] <= 16
-    step = (np.array(pos["hi"]) - pos["lo"]) / (2 ** pos["bits"] - 1)  # of sign(x) log(1 + |x|), x = (m - c) / r
-    x = np.abs(means[index] - pos["centre"]) / pos["radius"]
-    np.testing.assert_array_less(np.abs(got["means"] - means[index]), pos["radius"] * (1 + x) * step * 0.51 + 1e-9)
     assert pos["radius"] == pytest.approx(np.percentile(np.linalg.norm(means - np.median(means, 0), axis=1), 90))
+    size = np.percentile(np.exp(splats.log_scales.numpy().astype(np.float64).max(1)), 25)  # the smaller splats' size
+    assert pos["step"] == pytest.approx(size / 8 / pos["radius"]) and pos["bits"] <= 16
+    # the grid of sign(x) log(1 + |x|), x = (m - c) / r: a centre moves by at most half a step times r (1 + |x|)
+    x = np.abs(means[index] - pos["centre"]) / pos["radius"]
+    np.testing.assert_array_less(np.abs(got["means"] - means[index]), pos["radius"] * (1 + x) * pos["step"] * 0.51 + 1e-9)
     # the page's order: largest opacity * volume first (as decoded)
     importance = got["alpha"] * np.exp(got["log_scales"].sum(1))
     assert np.all(np.diff(importance) <= 0)
