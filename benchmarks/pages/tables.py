@@ -368,6 +368,20 @@ def distributed() -> str:
     return "\n".join(rows)
 
 
+@table("page_size", "page_size")
+def page_size_table() -> str:
+    """docs/splats.md's table: each run's splats as a page, against the float32 page the quantised one replaced
+    (``benchmarks.page_size``): sizes, the screenshots' PSNR against the float32 page's, a drag's first frame."""
+    rec = record("page_size")
+    rows = ["| capture | page | float32 page | ÷ | screenshots against the float32 page's | a drag → its first frame |",
+            "|---|---|---|---|---|---|"]
+    for name, c in rec["captures"].items():
+        rows.append(f"| {name} | {c['page_bytes'] / 1e6:.2f} MB | {c['baseline_bytes'] / 1e6:.2f} MB | "
+                    f"{c['ratio']:.3f} | {min(c['psnr_vs_baseline']):.1f}–{max(c['psnr_vs_baseline']):.1f} dB "
+                    f"({len(c['psnr_vs_baseline'])} cameras) | {c['move_s_median']:.3f} s median, {c['move_s_max']:.3f} s max |")
+    return "\n".join(rows)
+
+
 @figure("splat_page_mb", "splat_page")
 def splat_page_mb() -> str:
     """The size of the measured splat page in MB (10^6 bytes), one decimal."""
