@@ -66,8 +66,9 @@ def _inside_crop(ckpt: Path, ply: Path, cropped: Path, centre: np.ndarray, radiu
     for i in scene.i_test:
         c2w = torch.as_tensor(np.asarray(scene.poses[int(i)])[:3, :4], dtype=torch.float32)
         camera = SplatCamera(c2w, int(scene.width), int(scene.height), float(scene.focal))
-        with torch.no_grad():  # camera z-depth weighted by opacity, and the rest, on every stride-th row and column
-            full, crop = ({k: v[::stride, ::stride] for k, v in rasterize(s, camera).items()} for s in both)
+        with torch.no_grad():  # depth: camera z weighted by opacity; every stride-th row and column
+            drawn = [rasterize(splats, camera) for splats in both]
+        full, crop = ({k: out[k][::stride, ::stride] for k in ("rgb", "acc", "depth")} for out in drawn)
         origins, directions = pixel_rays(camera.height, camera.width, camera.focal, c2w)
         depth = (full["depth"] / full["acc"].clamp_min(1e-6))[..., None]
         points = (origins[::stride, ::stride] + depth * directions[::stride, ::stride]).double().numpy()
