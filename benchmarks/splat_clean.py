@@ -6,7 +6,8 @@ what it costs on the held-out views.
 For each run (``RUNS/NAME/splats.ply`` and its checkpoint), as a user types them (subprocesses of
 ``python -m enerf``): ``enerf export splats --ckpt C --splats PLY --out OUT --min_contribution P`` (the
 Gaussians whose blending weight, summed over a training view's pixels, stays under P in all of them) and
-``--crop cx cy cz r``, a sphere about the centres' median holding 99 % of them (the far-out 1 % cut); then
+``--crop cx cy cz r``, a sphere about the centres' median holding ``--keep`` % of them (99.9: the farthest 0.1 %
+cut); then
 ``enerf eval --ckpt C --splats FILE`` of the PLY and of the filtered file, read from ``<run>/metrics_splats.json``.
 The crop is scored where it keeps the scene: on each held-out view (at the run's evaluation stride), the pixels
 the PLY covers (accumulated opacity > 0.5) whose expected depth point lies inside the sphere, the PLY's and the
@@ -81,18 +82,18 @@ def _inside_crop(ckpt: Path, ply: Path, cropped: Path, centre: np.ndarray, radiu
             "inside_share_min": min(v["inside_share"] for v in views)}
 
 
-def measure(run: Path, out: Path, name: str, min_contribution: float) -> dict:
+def measure(run: Path, out: Path, name: str, min_contribution: float, keep: float) -> dict:
     from enerf.splats.files import read_splat_file
 
     ckpt, ply = run / "checkpoints" / "latest.pt", run / "splats.ply"
     splats, _ = read_splat_file(ply)
     means = splats.means.double().numpy()
     centre = np.median(means, 0)
-    radius = float(np.percentile(np.linalg.norm(means - centre, axis=1), 99))
+    radius = float(np.percentile(np.linalg.norm(means - centre, axis=1), keep))
     ply_scores = _score(ckpt, ply, run)
     files = {"floaters": out / f"{name}_clean.ply", "crop": out / f"{name}_crop.ply"}
     result = {"splats": len(splats), "ply_psnr": ply_scores["psnr"], "crop_sphere": [*centre.tolist(), radius],
-              "min_contribution": min_contribution}
+              "min_contribution": min_contribution, "keep_percent": keep}
     exported = {
         "floaters": _export("--ckpt", str(ckpt), "--splats", str(ply), "--out", str(files["floaters"]),
                             "--min_contribution", str(min_contribution), "--quiet"),
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--basedir", default="runs/capture_splats")
     parser.add_argument("--out", default="runs/splat_clean")
     parser.add_argument("--min_contribution", type=float, default=0.5)
+    parser.add_argument("--keep", type=float, default=99.9, help="the crop sphere holds this percentage of the centres")
     parser.add_argument("--record", default=None)
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> dict:
     record = {"what": __doc__.split("\n\n")[0], "command": command_line(), "machine": machine(), "commit": git_commit(),
               "depends": DEPENDS, "load_before": load_average(), "entries": {}}
     for name in args.names:
-        r = record["entries"][name] = measure(Path(args.basedir) / name, out, name, args.min_contribution)
+        r = record["entries"][name] = measure(Path(args.basedir) / name, out, name, args.min_contribution, args.keep)
         for kind in ("floaters", "crop"):
             k = r[kind]
             print(f"{name} {kind}: removed {k['removed']:,} of {r['splats']:,}; {k['delta_psnr']:+.3f} dB "
