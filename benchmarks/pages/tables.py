@@ -382,6 +382,27 @@ def page_size_table() -> str:
     return "\n".join(rows)
 
 
+@table("splat_clean", "splat_clean")
+def splat_clean_table() -> str:
+    """docs/splats.md's table: the floater filter and a crop on each run's splats (``benchmarks.splat_clean``)."""
+    rec = record("splat_clean")
+    rows = ["| capture | splats | `--min_contribution` removes | Δ PSNR (worst view) | the crop removes | Δ PSNR where it "
+            "keeps the scene (worst view) |", "|---|---|---|---|---|---|"]
+    for name, e in rec["entries"].items():
+        f, c = e["floaters"], e["crop"]
+        rows.append(f"| {name} | {e['splats']:,} | {f['removed']:,} | {fmt(f['delta_psnr'], '+.3f')} "
+                    f"({fmt(f['worst_view_delta'], '+.3f')}) dB | {c['removed']:,} | {fmt(c['delta_psnr'], '+.3f')} "
+                    f"({fmt(c['worst_view_delta'], '+.3f')}) dB |")
+    return "\n".join(rows)
+
+
+@figure("splat_clean_99_loss", "splat_clean_99")
+def splat_clean_99_loss() -> str:
+    """The least and the most a crop holding 99 % of the centres costs where it keeps the scene, in dB: "A to B"."""
+    deltas = [-e["crop"]["delta_psnr"] for e in record("splat_clean_99")["entries"].values()]
+    return f"{min(deltas):.2f} to {max(deltas):.2f}"
+
+
 @figure("splat_page_mb", "splat_page")
 def splat_page_mb() -> str:
     """The size of the measured splat page in MB (10^6 bytes), one decimal."""
