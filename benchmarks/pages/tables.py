@@ -368,32 +368,35 @@ def distributed() -> str:
     return "\n".join(rows)
 
 
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table: the HEADER cells, a rule, then each row's cells."""
+    lines = ["| " + " | ".join(cells) + " |" for cells in [header, *rows]]
+    return "\n".join([lines[0], "|" + "---|" * len(header), *lines[1:]])
+
+
 @table("page_size", "page_size")
 def page_size_table() -> str:
     """docs/splats.md's table: each run's splats as a page, against the float32 page the quantised one replaced
     (``benchmarks.page_size``): sizes, the screenshots' PSNR against the float32 page's, a drag's first frame."""
-    rec = record("page_size")
-    rows = ["| capture | page | float32 page | ÷ | screenshots against the float32 page's | a drag → its first frame |",
-            "|---|---|---|---|---|---|"]
-    for name, c in rec["captures"].items():
-        rows.append(f"| {name} | {c['page_bytes'] / 1e6:.2f} MB | {c['baseline_bytes'] / 1e6:.2f} MB | "
-                    f"{c['ratio']:.3f} | {min(c['psnr_vs_baseline']):.1f}–{max(c['psnr_vs_baseline']):.1f} dB "
-                    f"({len(c['psnr_vs_baseline'])} cameras) | {c['move_s_median']:.3f} s median, {c['move_s_max']:.3f} s max |")
-    return "\n".join(rows)
+    return _markdown(
+        ["capture", "page", "float32 page", "÷", "screenshots against the float32 page's", "a drag → its first frame"],
+        [[name, f"{c['page_bytes'] / 1e6:.2f} MB", f"{c['baseline_bytes'] / 1e6:.2f} MB", f"{c['ratio']:.3f}",
+          f"{min(c['psnr_vs_baseline']):.1f}–{max(c['psnr_vs_baseline']):.1f} dB ({len(c['psnr_vs_baseline'])} cameras)",
+          f"{c['move_s_median']:.3f} s median, {c['move_s_max']:.3f} s max"]
+         for name, c in record("page_size")["captures"].items()])
 
 
 @table("splat_clean", "splat_clean")
 def splat_clean_table() -> str:
     """docs/splats.md's table: the floater filter and a crop on each run's splats (``benchmarks.splat_clean``)."""
-    rec = record("splat_clean")
-    rows = ["| capture | splats | `--min_contribution` removes | Δ PSNR (worst view) | the crop removes | Δ PSNR where it "
-            "keeps the scene (worst view) |", "|---|---|---|---|---|---|"]
-    for name, e in rec["entries"].items():
-        f, c = e["floaters"], e["crop"]
-        rows.append(f"| {name} | {e['splats']:,} | {f['removed']:,} | {fmt(f['delta_psnr'], '+.3f')} "
-                    f"({fmt(f['worst_view_delta'], '+.3f')}) dB | {c['removed']:,} | {fmt(c['delta_psnr'], '+.3f')} "
-                    f"({fmt(c['worst_view_delta'], '+.3f')}) dB |")
-    return "\n".join(rows)
+    def delta(r: dict) -> str:
+        return f"{fmt(r['delta_psnr'], '+.3f')} ({fmt(r['worst_view_delta'], '+.3f')}) dB"
+
+    return _markdown(
+        ["capture", "splats", "`--min_contribution` removes", "Δ PSNR (worst view)", "the crop removes",
+         "Δ PSNR where it keeps the scene (worst view)"],
+        [[name, f"{e['splats']:,}", f"{e['floaters']['removed']:,}", delta(e["floaters"]), f"{e['crop']['removed']:,}",
+          delta(e["crop"])] for name, e in record("splat_clean")["entries"].items()])
 
 
 @figure("splat_clean_99_loss", "splat_clean_99")
