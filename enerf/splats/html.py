@@ -2,10 +2,11 @@
 
 The page inlines ``decode.js`` (the embedded splats read back), ``renderer.js`` (a small renderer
 in the style of antimatter15/splat) and ``page.js`` (camera, input, frame scheduling). Every splat
-is a quad: the vertex shader projects its 3D covariance to a 2D conic with the 3DGS low-pass (+0.3 px) and sizes the quad where
-its alpha falls below 1/255; the fragment shader blends it back to front (premultiplied "over",
-alpha clamped at 0.99) after a depth sort on the CPU, redone whenever the camera moves; colour is
-SH band 0, plus band 1 evaluated per splat at sort time when the splats have it. Where a full frame
+is a quad: the vertex shader projects its 3D covariance to a 2D conic with the 3DGS low-pass
+(+0.3 px) and sizes the quad where its alpha falls below 1/255; the fragment shader blends it back
+to front (premultiplied "over", alpha clamped at 0.99) after a depth sort on the CPU, redone
+whenever the camera moves; colour is SH band 0, plus band 1 evaluated per splat at sort time when
+the splats have it. Where a full frame
 takes longer than 0.1 s (software WebGL), a move is answered by a preview (the first splats, which
 are the most important, at half resolution, as many as fit 0.1 s) and the full frame follows in
 steps of about 40 ms, dropped when the camera moves again. Mouse drag orbits around a target (the
