@@ -49,7 +49,7 @@ def _export(*args: str) -> dict:
 
 
 def _inside_crop(ckpt: Path, ply: Path, cropped: Path, centre: np.ndarray, radius: float) -> dict:
-    """Held-out PSNR of the PLY and of the cropped file on the pixels whose content the crop keeps (module docstring)."""
+    """Held-out PSNR of the PLY and of the cropped file where the crop keeps the scene (module docstring)."""
     import torch
 
     from enerf.cameras.rays import pixel_rays
@@ -78,7 +78,8 @@ def _inside_crop(ckpt: Path, ply: Path, cropped: Path, centre: np.ndarray, radiu
         psnr = [float(-10 * np.log10(np.mean((r["rgb"].clamp(0, 1).numpy() - photo)[keep] ** 2))) for r in (full, crop)]
         views.append({"view": int(i), "inside_share": float(keep.mean()), "ply_psnr": psnr[0], "crop_psnr": psnr[1]})
     delta = [v["crop_psnr"] - v["ply_psnr"] for v in views]
-    return {"views": len(views), "per_view": views, "delta_psnr": float(np.mean(delta)), "worst_view_delta": float(min(delta)),
+    return {"views": len(views), "per_view": views, "delta_psnr": float(np.mean(delta)),
+            "worst_view_delta": float(min(delta)),
             "inside_share_min": min(v["inside_share"] for v in views)}
 
 
@@ -102,7 +103,8 @@ def measure(run: Path, out: Path, name: str, min_contribution: float, keep: floa
     scored = _score(ckpt, files["floaters"], run)
     delta = [p["psnr"] - q["psnr"] for p, q in zip(scored["per_image"], ply_scores["per_image"])]
     result["floaters"] = {**exported["floaters"], "removed": len(splats) - exported["floaters"]["written"],
-                          "psnr": scored["psnr"], "delta_psnr": float(np.mean(delta)), "worst_view_delta": float(min(delta))}
+                          "psnr": scored["psnr"], "delta_psnr": float(np.mean(delta)),
+                          "worst_view_delta": float(min(delta))}
     result["crop"] = {**exported["crop"], "removed": len(splats) - exported["crop"]["written"],
                       **_inside_crop(ckpt, ply, files["crop"], centre, radius)}
     _score(ckpt, ply, run)  # the run's metrics_splats.json ends as training left it

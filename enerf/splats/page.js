@@ -15,7 +15,9 @@
   const canvas = document.getElementById("canvas");
   const gl = canvas.getContext("webgl2", { antialias: false, alpha: false, preserveDrawingBuffer: false });
   if (!gl) fail("This page needs WebGL2, which this browser does not offer.");
-  if (typeof DecompressionStream === "undefined") fail("This page needs a browser that can unzip (DecompressionStream).");
+  if (typeof DecompressionStream === "undefined") {
+    fail("This page needs a browser that can unzip (DecompressionStream): Chrome 80, Firefox 113, Safari 16.4 or later.");
+  }
   let R, n;
   try {
     const splats = await decodePageSplats(header, document.getElementById("enerf-data").textContent);
