@@ -93,6 +93,12 @@ def capture_splats_table() -> str:
     return capture_splats.table(record("capture_splats"))
 
 
+@table("capture_splats_far", "capture_splats_far")
+def capture_splats_far_table() -> str:
+    """docs/splats.md's and docs/captures.md's table: the same runs with ``--holdout far`` (``benchmarks.capture_splats``)."""
+    return capture_splats.table(record("capture_splats_far"))
+
+
 @table("capture_splats_half", "capture_splats")
 def capture_splats_half() -> str:
     """docs/splats.md's table: the field and its splats at half the training size (``benchmarks.half_size``)."""
