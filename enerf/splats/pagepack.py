@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from .gaussians import SH_C0, Splats
+from .spz import small_splat_size
 
 __all__ = ["POSITION_STEP", "SCALE_STEP", "ROTATION_BITS", "COLOR_BITS", "ALPHA_BITS", "SH1_CODES",
            "encode_page_splats", "decode_page_splats"]
@@ -122,7 +123,7 @@ def encode_page_splats(splats: Splats, sh_degree: int) -> tuple[bytes, dict]:
     x = (means - centre) / radius
     x = np.sign(x) * np.log1p(np.abs(x))
     lo, span = x.min(0), float((x.max(0) - x.min(0)).max())
-    size = float(np.percentile(np.exp(s.log_scales.numpy().max(1)), 25))
+    size = small_splat_size(s.log_scales.numpy())
     step = max(POSITION_STEP * size / radius, span / (2**16 - 1), 1e-12)
     levels = np.round((x - lo) / step).astype(np.int64)
     bits = max(int(levels.max()).bit_length(), 1)

@@ -46,7 +46,7 @@ from ..errors import DataError
 from .frames import splats_to_frame
 from .gaussians import Splats, sh_coeffs
 
-__all__ = ["MAGIC", "HEADER", "VERSIONS", "RDF_TO_RUB", "POSITION_STEP", "encode_spz", "decode_spz", "write_spz",
+__all__ = ["MAGIC", "HEADER", "VERSIONS", "RDF_TO_RUB", "POSITION_STEP", "small_splat_size", "encode_spz", "decode_spz", "write_spz",
            "read_spz"]
 
 MAGIC = 0x5053474E  # "NGSP" little-endian
@@ -103,13 +103,19 @@ def _sh_buckets(degree: int) -> np.ndarray:
     return np.array([SH_BUCKETS[0] if k < 4 else SH_BUCKETS[1] for k in range(1, sh_coeffs(degree))])
 
 
+def small_splat_size(log_scales: np.ndarray) -> float:
+    """The smaller splats' size, which the quantised centres' step follows (here and in ``enerf.splats.pagepack``):
+    the 25th percentile of each splat's largest standard deviation, for [N, 3] ``log_scales`` (0 for none)."""
+    return float(np.percentile(np.exp(log_scales.max(1)), 25)) if len(log_scales) else 0.0
+
+
 def _fractional_bits(means: np.ndarray, log_scales: np.ndarray, where: str) -> int:
     """The positions' fractional bits (module docstring) for [N, 3] ``means`` and ``log_scales``."""
     top = float(np.abs(means).max(initial=0.0))
     fit = 23 if top == 0 else int(np.floor(np.log2((2**23 - 1) / top)))
     if fit < 0:
         raise DataError(f"{where}: a splat lies {top:.3g} from the origin; SPZ's 24-bit positions reach 8388607")
-    size = float(np.percentile(np.exp(log_scales.max(1)), 25)) if len(means) else 0.0
+    size = small_splat_size(log_scales)
     want = int(np.ceil(np.log2(1.0 / (POSITION_STEP * size)))) if size > 0 else fit
     return int(np.clip(want, 0, fit))
 
