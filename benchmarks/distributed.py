@@ -1,4 +1,4 @@
-"""Training steps per second of one run on 1 and on N processes (``enerf.train.distributed``).
+"""Training steps per second of one run on 1 and on N processes (``enerf.distributed``).
 
 Every process count trains the same run (``--config``, default ``configs/demo.txt``; the global
 ray batch ``N_rand`` is the same for all, each of N ranks renders N_rand / N rays) for
@@ -35,7 +35,7 @@ import torch.multiprocessing as mp
 
 from enerf.config import DATA_ROOT
 from enerf.cli.train import build_train_parser, run_config_from_args
-from enerf.train.distributed import process_group
+from enerf.distributed import process_group
 from enerf.train.nerf import prepare_run
 
 from benchmarks.harness import command_line, git_commit, machine, write_record

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository root (benchmarks/ a
 # What a record of a NeRF training run depends on (its ``depends``, benchmarks/pages: a later commit to one of
 # these makes it stale); each benchmark adds what else it runs (its configs, exports, the viewer ...).
 TRAINING_CODE = ["enerf/nn", "enerf/fields", "enerf/render", "enerf/train", "enerf/data", "enerf/cameras", "enerf/optim",
-                 "enerf/config", "enerf/metrics.py", "enerf/device.py"]
+                 "enerf/config", "enerf/metrics.py", "enerf/device.py", "enerf/distributed.py"]
 
 
 def load_average() -> list[float]:

@@ -54,7 +54,7 @@ def _inside_crop(ckpt: Path, ply: Path, cropped: Path, centre: np.ndarray, radiu
 
     from enerf.cameras.rays import pixel_rays
     from enerf.config import DATA_ROOT
-    from enerf.export.views import OutputFrame
+    from enerf.data.output_frame import OutputFrame
     from enerf.loaded_run import load_run
     from enerf.splats.rasterize import SplatCamera, rasterize
     from enerf.splats.source import read_splats_for_run

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -32,12 +33,15 @@ from .data.resolve import find_scene_dir
 from .data.scene import Scene
 from .device import select_device
 from .errors import CheckpointError, DataError
-from .fields.build import build_fields
+from .render.build import build_fields
+from .fields.shape import ShapeField
 from .render import Renderer, build_renderer, keeps_grid
 from .runfolder import checkpoint_run_folder
 
 __all__ = [
     "LoadedRun",
+    "TASKS",
+    "task_of",
     "load_run",
     "select_device",
     "load_weights",
@@ -77,7 +81,7 @@ class LoadedRun:
     @property
     def task(self) -> str:
         """``nerf`` or ``shape``."""
-        return "shape" if isinstance(self.cfg, ShapeRunConfig) else "nerf"
+        return task_of(self.cfg)
 
 
 # what to say when a command meant for one task gets the other's checkpoint
@@ -87,12 +91,24 @@ _WRONG_TASK = {
 }
 
 
-def _build_fields(cfg: RunConfig | ShapeRunConfig, device: torch.device) -> dict[str, nn.Module]:
-    if isinstance(cfg, ShapeRunConfig):
-        from .shapes.field import ShapeField  # the shapes application, imported only for its checkpoints
+@dataclass(frozen=True)
+class Task:
+    """What a checkpoint's config type means: the task's name and the networks its weights fill."""
 
-        return {"field": ShapeField(cfg.field).to(device)}
-    return build_fields(cfg.field, device, cfg.render)
+    name: str  # "nerf" or "shape"
+    build_fields: Callable[[Any, torch.device], dict[str, nn.Module]]  # (config, device) -> named networks
+
+
+# one entry per task, by the checkpoint's config type
+TASKS: dict[type, Task] = {
+    RunConfig: Task("nerf", lambda cfg, device: build_fields(cfg.field, device, cfg.render)),
+    ShapeRunConfig: Task("shape", lambda cfg, device: {"field": ShapeField(cfg.field).to(device)}),
+}
+
+
+def task_of(cfg: RunConfig | ShapeRunConfig) -> str:
+    """``nerf`` or ``shape``: the task a run's config belongs to (``TASKS``)."""
+    return TASKS[type(cfg)].name
 
 
 def _load_scene(cfg: RunConfig, payload: dict, data_root: Path, datadir: str | Path | None,
@@ -139,11 +155,11 @@ def load_run(ckpt: str | Path, data_root: Path | None = None, device_name: str |
     """
     ckpt_path = Path(ckpt)
     payload, cfg = load_checkpoint(ckpt_path)
-    kind = "shape" if isinstance(cfg, ShapeRunConfig) else "nerf"
+    kind = task_of(cfg)
     if task is not None and task != kind:
         raise CheckpointError(_WRONG_TASK[task].format(ckpt=ckpt_path))
     device = select_device(device_name or cfg.train.device)
-    fields = _build_fields(cfg, device)
+    fields = TASKS[type(cfg)].build_fields(cfg, device)
     load_weights(fields, payload["fields"], ckpt_path)
     for module in fields.values():
         module.eval()

@@ -54,7 +54,7 @@ def make_task(task: str, flags: list[str]):
     from enerf.cli.shape import build_shape_train_parser
     from enerf.config import ShapeRunConfig
     from enerf.shapes.samples import load_shape_data
-    from enerf.shapes.field import ShapeField
+    from enerf.fields.shape import ShapeField
     from enerf.rng import seed_everything
     from enerf.shapes.train import ShapeRun
     from enerf.train.state import LoopState, optimizer_from_config

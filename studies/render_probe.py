@@ -35,7 +35,7 @@ import torch
 
 from enerf.cameras.rays import Rays, make_rays
 from enerf.config import DATA_ROOT
-from enerf.fields.build import build_fields
+from enerf.render.build import build_fields
 from enerf.render.build import build_renderer
 from enerf.render.images import render_rays_image
 

@@ -29,7 +29,7 @@ import torch
 
 from enerf.config import ShapeDataConfig, ShapeFieldConfig, ShapeTrainConfig
 from enerf.shapes.samples import load_shape_data
-from enerf.shapes.field import ShapeField
+from enerf.fields.shape import ShapeField
 from enerf.metrics import volumetric_iou
 from enerf.rng import seed_everything
 from enerf.shapes.losses import shape_losses

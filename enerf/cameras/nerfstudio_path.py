@@ -19,10 +19,14 @@ dataparser transform is not applied.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from .path_file import CameraPath
 from .paths import to_homogeneous
+
+if TYPE_CHECKING:  # a type only: path_file reads these files through from_nerfstudio
+    from .path_file import CameraPath
 
 __all__ = ["to_nerfstudio", "from_nerfstudio"]
 
@@ -36,6 +40,12 @@ def _matrix(values) -> np.ndarray:
     if m.size != 16 or not np.isfinite(m).all():
         raise ValueError(f"a camera matrix of {m.size} numbers, not 16 finite ones")
     return m.reshape(4, 4)[:3, :4]
+
+
+def _fields(*values) -> dict:
+    """``CameraPath``'s fields by name, in its order."""
+    names = ("keyframes", "frames", "width", "height", "fov_y", "fps", "fovs", "seconds", "smoothness")
+    return dict(zip(names, values))
 
 
 def to_nerfstudio(path: CameraPath, width: int, height: int, fov_y: float) -> dict:
@@ -67,8 +77,9 @@ def to_nerfstudio(path: CameraPath, width: int, height: int, fov_y: float) -> di
                             for c2w, f in zip(poses, frame_fovs)]}
 
 
-def from_nerfstudio(data: dict, keyframes: bool = False) -> CameraPath:
-    """A ``CameraPath`` from nerfstudio's ``camera_path.json`` object ``data``.
+def from_nerfstudio(data: dict, keyframes: bool = False) -> dict:
+    """The fields of a ``CameraPath`` (``CameraPath(**fields)``) from nerfstudio's ``camera_path.json``
+    object ``data``.
 
     Default: its ``camera_path`` frames, each rendered as it is (``frames`` = their number, each
     with its own field of view). ``keyframes``: its ``keyframes`` (fov, transition seconds,
@@ -91,7 +102,7 @@ def from_nerfstudio(data: dict, keyframes: bool = False) -> CameraPath:
                               and k.get("override_transition_sec") else default_sec for k in keys])
         smoothness = min(max(float(data.get("smoothness_value", 1.0)), 0.0), 1.0)
         frames = max(int(round(float(np.sum(seconds[:-1])) * fps)) + 1, 1) if len(keys) > 1 else 1
-        return CameraPath(poses, frames, width, height, float(fovs[0]), fps, fovs, seconds, smoothness)
+        return _fields(poses, frames, width, height, float(fovs[0]), fps, fovs, seconds, smoothness)
     cams = data["camera_path"]
     if not cams:
         raise ValueError("no camera_path frames (and no keyframes)")
@@ -99,5 +110,4 @@ def from_nerfstudio(data: dict, keyframes: bool = False) -> CameraPath:
     fovs = np.asarray([float(c.get("fov", default_fov)) for c in cams])
     if not ((fovs > 0) & (fovs < 180)).all():
         raise ValueError("a frame's fov is not in (0, 180) degrees")
-    return CameraPath(poses, len(poses), width, height, float(fovs[0]), fps, fovs, np.full(len(poses), 1.0 / fps),
-                      0.0)
+    return _fields(poses, len(poses), width, height, float(fovs[0]), fps, fovs, np.full(len(poses), 1.0 / fps), 0.0)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
+from .nerfstudio_path import from_nerfstudio
 from .paths import keyframe_path
 
 __all__ = ["CAMERA_PATH_FORMAT", "CameraPath", "camera_path_dict", "read_camera_path"]
@@ -108,10 +109,8 @@ def read_camera_path(path: str | Path, keyframes: bool = False) -> CameraPath:
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not JSON ({str(exc).splitlines()[0]})") from None
     if isinstance(data, dict) and data.get("format") is None and "camera_path" in data:
-        from .nerfstudio_path import from_nerfstudio
-
         try:
-            return from_nerfstudio(data, keyframes)
+            return CameraPath(**from_nerfstudio(data, keyframes))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{path}: malformed nerfstudio camera path ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != CAMERA_PATH_FORMAT:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["Rays", "camera_directions", "pixel_rays", "rays_for_pixels", "ndc_rays", "ndc_to_world", "make_rays",
+__all__ = ["Rays", "camera_directions", "pixel_rays", "rays_for_pixels", "ndc_rays", "ndc_to_world", "world_to_ndc", "make_rays",
            "flatten_rays", "index_rays", "RayExtent", "ray_extent"]
 
 
@@ -118,6 +118,13 @@ def ndc_to_world(points, height: int, width: int, focal: float, near: float = 1.
     z = 2.0 * near / (zn - 1.0)
     stack = torch.stack if isinstance(points, Tensor) else np.stack
     return stack([-x * z * width / (2.0 * focal), -y * z * height / (2.0 * focal), z], -1)
+
+
+def world_to_ndc(points: Tensor, height: int, width: int, focal: float, near: float = 1.0) -> Tensor:
+    """The NDC warp of points (``enerf.cameras.rays.ndc_rays``): scene [..., 3], z < 0 -> NDC [..., 3]
+    (the inverse of ``ndc_to_world``)."""
+    x, y, z = points.unbind(-1)
+    return torch.stack([-2.0 * focal / width * x / z, -2.0 * focal / height * y / z, 1.0 + 2.0 * near / z], -1)
 
 
 def make_rays(

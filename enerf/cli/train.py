@@ -205,7 +205,7 @@ def preview_line(info: dict, train_seconds: float) -> str:
 
 
 def cmd_train(argv: list[str]) -> int:
-    from ..train.distributed import is_writer
+    from ..distributed import is_writer
     from ..train.nerf import train_nerf
 
     args = build_train_parser().parse_args(argv)

@@ -42,7 +42,7 @@ class ShapeDataConfig:
 
 @config_class
 class ShapeFieldConfig(ConditioningConfig):
-    """Occupancy / SDF MLP (``enerf.shapes.field``); every linear layer is a ConditionedLinear."""
+    """Occupancy / SDF MLP (``enerf.fields.shape``); every linear layer is a ConditionedLinear."""
 
     kind: ShapeKind = option("occupancy", "occupancy (logits, BCE) or sdf (L1 on the clamped signed distance)")
     netdepth: int = option(8, "hidden layers", lo=1)

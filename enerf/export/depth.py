@@ -1,7 +1,7 @@
 """``enerf export depth``: metric depth of a set of cameras, as arrays and 16-bit PNGs.
 
 For every camera NAME (``test_003`` for held-out view 3, ``train_010``, ``spiral_0005``) the
-output folder gets (depths in the units of ``--frame``; see ``enerf.export.views``)::
+output folder gets (depths in the units of ``--frame``; see ``enerf.views``)::
 
     NAME.png            the rendered colour (8-bit RGB)
     NAME_depth.npy      [H, W] float32 depth along the ray (0: no surface, acc < 0.001)
@@ -32,7 +32,9 @@ import numpy as np
 from ..config import DepthExportConfig
 from ..data.transforms_writer import transforms_meta, write_transforms
 from ..loaded_run import LoadedRun
-from .views import MIN_ACC, OutputFrame, render_views, select_cameras
+from ..data.camera_paths import select_cameras
+from ..data.output_frame import OutputFrame
+from ..views import MIN_ACC, render_views
 
 __all__ = ["quantize_depth", "export_depth", "StagedFolder"]
 

@@ -23,39 +23,33 @@ from typing import Callable
 import numpy as np
 import torch
 import trimesh
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
 from ..config import MeshConfig
 from ..cameras.paths import focus_box
-from ..cameras.rays import ndc_to_world
 from ..data.scene import Scene
 from ..errors import ConfigError, EnerfError
 from ..loaded_run import LoadedRun, load_run
 from .isosurface import isosurface, query_grid
+from .mesh_geometry import PointMap, field_to_scene, keep_large_components, reverses_orientation, scene_to_field
 from .mesh_files import MESH_FORMATS, check_mesh_output, textured_mesh, write_mesh_files
 from .simplify import decimate
 from .texture import bake_texture, check_pairs_fit, require_xatlas, unwrap, unwrap_method
+from .tsdf import tsdf_mesh, tsdf_surface
 
 __all__ = [
     "MESH_FORMATS",
     "default_bbox",
-    "field_to_scene",
-    "scene_to_field",
-    "keep_large_components",
     "extract_mesh",
     "finish_mesh",
     "write_mesh",
     "mesh_from_run",
     "mesh_from_checkpoint",
     "distance_to_true_surfaces",
-    "reverses_orientation",
 ]
 
 DensityFn = Callable[[Tensor], Tensor]  # points [n, 3] -> sigma [n]
 ColorFn = Callable[[Tensor, Tensor], Tensor]  # points [n, 3], unit dirs [n, 3] -> rgb [n, 3]
-PointMap = Callable[[np.ndarray], np.ndarray]  # [n, 3] -> [n, 3]
 
 
 def default_bbox(scene: Scene, unbounded: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -82,59 +76,6 @@ def default_bbox(scene: Scene, unbounded: bool = False) -> tuple[np.ndarray, np.
     if scene.use_ndc:
         return np.array([-1.0, -1.0, -1.0]), np.array([1.0, 1.0, 1.0 - 2.0 / far])
     return np.full(3, -far), np.full(3, far)
-
-
-def field_to_scene(scene: Scene) -> PointMap:
-    """Map field coordinates to the loader's scene space (inverse NDC for NDC scenes)."""
-    if not scene.use_ndc:
-        return lambda p: p
-    return lambda p: ndc_to_world(p, scene.height, scene.width, scene.focal, 1.0)
-
-
-def scene_to_field(scene: Scene) -> PointMap:
-    """Map the loader's scene space to field coordinates (the NDC warp of ``ndc_rays``, near 1)."""
-    if not scene.use_ndc:
-        return lambda p: p
-
-    def to_ndc(p: np.ndarray) -> np.ndarray:
-        x, y, z = p[..., 0], p[..., 1], p[..., 2]
-        return np.stack([-2.0 * scene.focal / scene.width * x / z, -2.0 * scene.focal / scene.height * y / z,
-                         1.0 + 2.0 / z], -1)
-
-    return to_ndc
-
-
-def keep_large_components(vertices: np.ndarray, faces: np.ndarray, min_faces: int) -> tuple[np.ndarray, np.ndarray]:
-    """Drop the connected components (sharing vertices) with fewer than ``min_faces`` faces.
-
-    Returns:
-        vertex_index [V'] int64 (kept vertices, in their old order), faces [F', 3] re-indexed.
-    """
-    n = len(vertices)
-    if min_faces <= 1 or len(faces) == 0:
-        return np.arange(n), faces
-    rows = np.concatenate([faces[:, 0], faces[:, 1], faces[:, 2]])
-    cols = np.concatenate([faces[:, 1], faces[:, 2], faces[:, 0]])
-    graph = coo_matrix((np.ones(len(rows), np.int8), (rows, cols)), shape=(n, n))
-    _, labels = connected_components(graph, directed=False)
-    face_label = labels[faces[:, 0]]
-    sizes = np.bincount(face_label, minlength=labels.max() + 1)
-    keep_faces = faces[sizes[face_label] >= min_faces]
-    used = np.unique(keep_faces)
-    remap = np.full(n, -1, dtype=np.int64)
-    remap[used] = np.arange(len(used))
-    return used, remap[keep_faces]
-
-
-def reverses_orientation(fn: PointMap, point: np.ndarray, eps: float = 1e-4) -> bool:
-    """Whether the map ``fn`` flips orientation at ``point`` [3] (negative Jacobian determinant).
-
-    The inverse NDC warp does (dz/dz' < 0 while dx/dx', dy/dy' > 0), so faces mapped through it
-    are rewound to keep their normals pointing out of the solid.
-    """
-    point = np.asarray(point, np.float64)
-    jac = np.stack([(fn(point + eps * e) - fn(point - eps * e)) / (2 * eps) for e in np.eye(3)], axis=1)
-    return bool(np.linalg.det(jac) < 0)
 
 
 @torch.no_grad()
@@ -279,8 +220,6 @@ def mesh_from_run(run: LoadedRun, cfg: MeshConfig, progress: bool = False) -> tr
         return field(points, dirs)[0]
 
     if cfg.method == "tsdf":
-        from .tsdf import tsdf_mesh, tsdf_surface
-
         if not (cfg.faces or cfg.texture):  # the fused colours of the views
             return tsdf_mesh(run, lo, hi, cfg, to_output, progress)
         verts, faces, _ = tsdf_surface(run, lo, hi, cfg, progress)  # simplified / textured: colours from the field

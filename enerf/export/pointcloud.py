@@ -1,7 +1,7 @@
 """``enerf export pointcloud``: points back-projected from the rendered depth of a set of cameras.
 
 Every pixel of every camera (``--cameras``, the training views by default) whose accumulated
-opacity is at least ``min_acc`` becomes its surface point (``enerf.export.views``: expected
+opacity is at least ``min_acc`` becomes its surface point (``enerf.views``: expected
 depth along its ray, metric, NDC mapped back), kept when it lies inside the box (field
 coordinates, as ``enerf mesh --bbox``; default ``default_bbox``: the cube around the point the
 cameras look at for contracted captures, the content box of Blender scenes, the NDC frustum of
@@ -24,7 +24,10 @@ from ..config import PointCloudConfig
 from ..errors import EnerfError
 from ..loaded_run import LoadedRun
 from .nerf_mesh import default_bbox
-from .views import OutputFrame, render_views, select_cameras, world_to_ndc
+from ..cameras.rays import world_to_ndc
+from ..data.camera_paths import select_cameras
+from ..data.output_frame import OutputFrame
+from ..views import render_views
 
 __all__ = ["even_subsample", "pointcloud_box", "collect_points", "export_pointcloud"]
 

@@ -1,7 +1,7 @@
 """``enerf mesh --method tsdf``: the surface the cameras saw, fused from rendered depth.
 
 The training views (or ``--cameras``: the held-out views, a camera path) are rendered to z-depth,
-accumulation and colour (``enerf.export.views``) and fused into a truncated signed distance field
+accumulation and colour (``enerf.views``) and fused into a truncated signed distance field
 on a ``resolution``^3 grid of voxel centres spanning the mesh's box (field coordinates, as
 ``--method density``; NDC for forward-facing scenes, the voxels mapped to scene space by
 ``field_to_scene``). For every view and voxel in front of it that projects into the image onto a
@@ -31,7 +31,9 @@ from skimage import measure
 from ..config import MeshConfig
 from ..errors import EnerfError
 from ..loaded_run import LoadedRun
-from .views import ViewDepth, render_views, select_cameras
+from ..data.camera_paths import select_cameras
+from ..views import ViewDepth, render_views
+from .mesh_geometry import field_to_scene, keep_large_components, reverses_orientation
 
 __all__ = ["TRUNCATION_VOXELS", "TsdfVolume", "tsdf_surface", "tsdf_mesh"]
 
@@ -144,7 +146,6 @@ def tsdf_surface(run: LoadedRun, lo, hi, cfg: MeshConfig, progress: bool = False
         vertices [V, 3] float64 in scene space, faces [F, 3] int64 wound outwards, colors [V, 3]
         float32 in [0, 1].
     """
-    from .nerf_mesh import field_to_scene, keep_large_components, reverses_orientation
 
     scene = run.scene
     to_scene = field_to_scene(scene) if scene.use_ndc else None
@@ -166,7 +167,6 @@ def tsdf_surface(run: LoadedRun, lo, hi, cfg: MeshConfig, progress: bool = False
 def tsdf_mesh(run: LoadedRun, lo, hi, cfg: MeshConfig, to_output=None, progress: bool = False) -> trimesh.Trimesh:
     """``tsdf_surface`` as a mesh with RGBA vertex colours, mapped by ``to_output`` (scene space ->
     the coordinates written; orientation kept)."""
-    from .nerf_mesh import reverses_orientation
 
     verts, faces, rgb = tsdf_surface(run, lo, hi, cfg, progress)
     if to_output is not None:

@@ -29,10 +29,9 @@ import torch
 from matplotlib import colormaps
 
 from ..atomic import atomic_write_bytes, publish
-from ..config import CAMERA_PATHS, VideoConfig
-from ..cameras.paths import ellipse_path, interpolated_path, llff_spiral_path, orbit_path, spherical_path
+from ..config import VideoConfig
 from ..cameras.path_file import read_camera_path
-from ..cameras.rays import Rays, make_rays
+from ..data.camera_paths import camera_path, default_path, frame_focals, frame_rays, frame_size
 from ..data.scene import Scene
 from ..errors import ConfigError
 from ..progress import progress_bar
@@ -43,9 +42,6 @@ from ..train.estimate import duration_text
 from ..train.short_run import capped_frames
 
 __all__ = [
-    "camera_path",
-    "frame_size",
-    "frame_rays",
     "depth_values",
     "depth_range",
     "colorize",
@@ -53,99 +49,12 @@ __all__ = [
     "Mp4Writer",
     "render_video",
     "render_video_from_checkpoint",
-    "default_path",
     "render_preview",
 ]
 
 # What ``--video`` renders after training: a preview, short and small (``enerf render`` for more):
 # 2 seconds, 40 frames at half the training size.
 PREVIEW = {"frames": 40, "fps": 20, "downscale": 2}
-
-
-def camera_path(scene: Scene, path: str, n_frames: int, spherify: bool = False) -> np.ndarray:
-    """Camera-to-world poses of a video path: np.ndarray  # [M, 3, 4] in scene space.
-
-    * ``spiral``: LLFF's spiral (focus depth from the bounds, radii from the 90th percentile
-      of the camera positions, 2 rotations), or (``spherify``) the circle path of
-      nerf-pytorch's spherified scenes.
-    * ``test`` / ``train``: the held-out / training views, in order.
-    * ``interp``: a Catmull-Rom path through the training cameras in capture order.
-    * ``ellipse``: an ellipse around the point the training cameras look at, at their mean
-      height, every frame looking at that point (mip-NeRF 360's path for 360-degree captures).
-    * ``orbit``: nerf-pytorch's Blender path, a circle at elevation -30 degrees and radius 4
-      looking at the origin (``--frames``; nerf-pytorch renders 40). ``spiral`` on a scene with
-      a content box (Blender) is the orbit too.
-    * a ``.json`` file: a camera path file (``enerf.cameras.path_file.CameraPath``, saved by
-      ``enerf view``): its keyframes, or its ``frames`` frames through them.
-    """
-    if path.lower().endswith(".json"):
-        return read_camera_path(path).poses()
-    if path not in CAMERA_PATHS:
-        raise ConfigError(f"path {path!r} is not one of {', '.join(CAMERA_PATHS)}", ("path",))
-    if path in ("spiral", "orbit", "interp", "ellipse") and n_frames < 1:
-        raise ConfigError(f"frames must be at least 1, got {n_frames}", ("frames",))
-    if path == "test":
-        if scene.i_test.size == 0:
-            raise ConfigError("the scene has no held-out views (llffhold = 0); use path spiral, interp or train", ("path",))
-        return scene.poses[scene.i_test]
-    if path == "train":
-        return scene.poses[scene.i_train]
-    if path == "interp":
-        return interpolated_path(scene.poses[scene.i_train], n_frames).astype(np.float32)
-    if path == "ellipse":
-        if scene.use_ndc:
-            raise ConfigError("path ellipse circles the point the cameras look at; this scene uses NDC rays "
-                              "(forward-facing): use path spiral, interp, test or train", ("path",))
-        try:
-            return ellipse_path(scene.poses[scene.i_train], n_frames).astype(np.float32)
-        except ValueError as err:
-            raise ConfigError(str(err), ("path",)) from None
-    if path == "orbit" or (scene.aabb is not None and not scene.use_ndc):
-        if scene.use_ndc:
-            raise ConfigError("path orbit circles an object at the origin (Blender scenes); this scene uses NDC "
-                              "rays (forward-facing): use path spiral, interp, test or train", ("path",))
-        return orbit_path(n_frames)
-    if spherify:
-        return spherical_path(1.0, float(scene.poses[:, 2, 3].mean()), n_frames).astype(np.float32)
-    return llff_spiral_path(scene.poses.astype(np.float64), scene.bounds.astype(np.float64), n_frames).astype(np.float32)
-
-
-def frame_focals(scene: Scene, path: str, n_frames: int) -> np.ndarray:
-    """Focal length in pixels of each of the ``n_frames`` frames of ``path``: ``frame_size``'s,
-    or where a camera path file gives each frame its own field of view, that one's."""
-    width, height, focal = frame_size(scene, path)
-    fovs = read_camera_path(path).frame_fovs() if path.lower().endswith(".json") else None
-    if fovs is None:
-        return np.full(n_frames, focal)
-    return 0.5 * height / np.tan(np.radians(np.asarray(fovs, dtype=np.float64)) / 2.0)
-
-
-def frame_size(scene: Scene, path: str) -> tuple[int, int, float]:
-    """(width, height, focal in pixels) of the frames of ``path``: the scene's images, or the size and
-    vertical field of view a camera path file names (the scene's where it names none)."""
-    if not path.lower().endswith(".json"):
-        return scene.width, scene.height, scene.focal
-    cam = read_camera_path(path)
-    width, height = (cam.width, cam.height) if cam.width is not None else (scene.width, scene.height)
-    if cam.fov_y is not None:
-        return width, height, 0.5 * height / float(np.tan(np.radians(cam.fov_y) / 2.0))
-    return width, height, scene.focal * height / scene.height
-
-
-def frame_rays(scene: Scene, c2w: np.ndarray, downscale: int, device: torch.device | str = "cpu",
-               size: tuple[int, int, float] | None = None) -> Rays:
-    """All rays of one video frame at ``1 / downscale`` of the frame size ``size`` (width, height,
-    focal; default: the scene's images).
-
-    Returns:
-        Rays with leading shape [H // downscale, W // downscale].
-    """
-    full_w, full_h, focal = size or (scene.width, scene.height, scene.focal)
-    height, width = full_h // downscale, full_w // downscale
-    if height < 1 or width < 1:
-        raise ConfigError(f"downscale {downscale} leaves no pixels of the {full_w}x{full_h} frames", ("downscale",))
-    pose = torch.as_tensor(np.asarray(c2w, dtype=np.float32), device=device)
-    return make_rays(height, width, focal / downscale, pose, scene.near, scene.far, scene.use_ndc)
 
 
 def depth_values(out: dict[str, torch.Tensor], use_ndc: bool) -> np.ndarray:
@@ -342,14 +251,6 @@ def run_splat_source(run: LoadedRun) -> ImageSource | None:
     from ..splats.source import read_splats_for_run, run_background, splat_source
 
     return splat_source(read_splats_for_run(run, path), run.scene, run_background(run.cfg.render))
-
-
-def default_path(scene: Scene, contraction: str) -> str:
-    """The camera path ``--video auto`` renders for ``scene`` trained with ``contraction``:
-    ``interp`` through the training cameras on walk-around captures (world-space rays and a scene
-    contraction; every frame near a view that was photographed), else ``spiral`` (forward-facing
-    NDC scenes; the orbit on Blender scenes)."""
-    return "interp" if not scene.use_ndc and contraction != "none" else "spiral"
 
 
 def render_preview(ckpt_path: str | Path, path: str, data_root: Path, device_name: str | None = None,

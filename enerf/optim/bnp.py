@@ -156,7 +156,7 @@ class BNP:
         rho, eps1, eps2: ρ, ε₁, ε₂ of Algorithm 2 (paper defaults 0.99, 1e-2, 1e-4).
         reduce_moments: called with the per-layer states before they are folded in, to pool
             their batch moments (``batch_count``, ``batch_items``, ``batch_mean``, ``batch_m2``) in
-            place; data-parallel runs pass ``enerf.train.distributed.reduce_batch_moments`` (the
+            place; data-parallel runs pass ``enerf.distributed.reduce_batch_moments`` (the
             global batch's moments). None: this process's batch.
     """
 

@@ -1,4 +1,5 @@
-"""The one way to get a renderer: ``build_renderer`` (and ``resolve_renderer``, which picks it).
+"""The one way to get a renderer: ``build_renderer`` (and ``resolve_renderer``, which picks it), and the
+fields it renders: ``build_fields`` (the coarse field and the networks its estimator trains beside it).
 
 ``--renderer`` names the estimator (``registry.ESTIMATORS``):
 
@@ -20,14 +21,17 @@ from typing import Callable
 
 import torch
 
-from ..config import RENDERERS, RenderConfig
+from torch import nn
+
+from ..config import RENDERERS, FieldConfig, RenderConfig
 from ..cameras.rays import RayExtent, Rays, flatten_rays, ray_extent
 from .estimator import RadianceField, Setup
 from .occupancy_grid import OccupancyGrid
+from ..fields.nerf import NeRFField
 from .registry import estimator_class
 from .renderer import Renderer
 
-__all__ = ["RENDERERS", "resolve_renderer", "build_renderer", "keeps_grid"]
+__all__ = ["RENDERERS", "resolve_renderer", "build_renderer", "build_fields", "keeps_grid"]
 
 _warned: set[str] = set()
 
@@ -95,3 +99,13 @@ def build_renderer(
             return ray_extent([flat], flat.origins.shape[0])
     setup = Setup(device, state=state, extent=extent, aabb=aabb, read_off=read_off, grid=grid)
     return Renderer(cfg, chosen.build(cfg, setup))
+
+
+def build_fields(cfg: FieldConfig, device: torch.device, render: RenderConfig | None = None) -> dict[str, nn.Module]:
+    """The coarse field, plus the networks the estimator of ``render`` trains beside it
+    (``Estimator.networks``: the hierarchical estimator's fine field when ``n_importance > 0``,
+    the proposal estimator's ``proposal`` networks); ``render`` None: the coarse field alone."""
+    fields: dict[str, nn.Module] = {"coarse": NeRFField(cfg).to(device)}
+    if render is not None:
+        fields.update(estimator_class(render.renderer).networks(render, cfg, device))
+    return fields

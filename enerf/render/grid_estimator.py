@@ -18,7 +18,7 @@ from torch import Tensor
 from ..config import RenderConfig
 from ..cameras.rays import Rays
 from ..errors import CheckpointError, ConfigError
-from ..train.distributed import all_reduce_max_, broadcast_buffers, world_size
+from ..distributed import all_reduce_max_, broadcast_buffers, world_size
 from .estimator import DensityFn, Estimator, RadianceField, Samples, Setup, density_fn, midpoints
 from .marching import lattice_transmittance, march_rays, visibility_mask, visible_front_to_back
 from .occupancy_grid import OccupancyGrid
@@ -164,7 +164,7 @@ class OccupancyGridEstimator(Estimator):
     @torch.no_grad()
     def update(self, step: int, fields: Mapping[str, RadianceField], generator: torch.Generator | None = None) -> None:
         """``update_grid`` from the coarse field's density, with the grid kept the same on every
-        rank of a run on several processes (``enerf.train.distributed``): the visibility the rays
+        rank of a run on several processes (``enerf.distributed``): the visibility the rays
         of every rank saw is pooled before an update (``--cull_occluded``), and every rank takes
         rank 0's grid after it (nerfacc draws its update points from each rank's own CUDA generator)."""
         cfg = self.cfg

@@ -14,6 +14,6 @@ What NeRF shares with it lives outside: the config (``enerf.config.shape``), the
 cubes (``enerf.export.isosurface``); no NeRF module imports this package.
 """
 
-from .field import ShapeField
+from ..fields.shape import ShapeField
 
 __all__ = ["ShapeField"]

@@ -13,7 +13,7 @@ from ..export.isosurface import isosurface, query_grid, save_mesh
 from ..loaded_run import load_run
 from ..nn.modes import eval_mode
 from ..runfolder import check_output_file
-from .field import ISO_LEVEL, ShapeField
+from ..fields.shape import ISO_LEVEL, ShapeField
 from .mesh import volume_box
 
 __all__ = ["SHAPE_MESH_FORMATS", "extract_mesh", "mesh_from_checkpoint"]

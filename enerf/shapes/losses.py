@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .field import ShapeField
+from ..fields.shape import ShapeField
 
 __all__ = ["shape_losses"]
 

@@ -36,12 +36,12 @@ from ..nn.modes import eval_mode
 from ..optim import PreconditionedOptimizer
 from ..rng import seed_everything
 from ..runfolder import RunLock, check_output_dir, config_run_folder
-from ..train.distributed import average_gradients
+from ..distributed import average_gradients
 from ..train.evaluate import read_metrics
 from ..train.loop import Evaluation, StepResult, train_loop
 from ..train.state import LoopState, optimizer_from_config, restore_loop_state, set_learning_rates
 from .extract import extract_mesh, mesh_from_checkpoint
-from .field import ShapeField
+from ..fields.shape import ShapeField
 from .losses import shape_losses
 from .samples import ShapeData, load_shape_data
 

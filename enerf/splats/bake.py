@@ -2,7 +2,7 @@
 
 1. **Start from the field** (``field_candidates``, ``merge_candidates``, ``splats_from_candidates``):
    render the training cameras (at most ``init_views`` of them, evenly spread) at 1 / ``init_downscale``
-   of their size (``enerf.export.views.render_views``, the renderer of evaluation). Each pixel whose
+   of their size (``enerf.views.render_views``, the renderer of evaluation). Each pixel whose
    accumulated opacity is at least ``init_min_acc`` (a hazy pixel too: where the field is fog, a faint
    Gaussian rather than a hole) gives a candidate at the ray's median termination depth (where its
    cumulative weight reaches half its opacity: floaters in front and weight left at the far end do not
@@ -47,9 +47,11 @@ import torch
 from torch import Tensor
 
 from ..config import SplatConfig
+from ..data.camera_paths import Cameras, select_cameras
 from ..errors import ConfigError
 from ..loaded_run import LoadedRun
 from ..progress import progress_bar
+from ..views import render_views
 from .densify import Density
 from .gaussians import Splats, rgb_to_sh0
 from .rasterize import SplatCamera, gsplat_available, rasterize
@@ -118,7 +120,6 @@ def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True
         (poses [V, 3, 4], depths [V]): the rendered training cameras and each one's median depth (its
         kept pixels' z-depth; 1 where it kept none)
     """
-    from ..export.views import render_views, select_cameras
 
     cams = select_cameras(run.scene, "train", 1, cfg.init_downscale)
     if 0 < cfg.init_views < len(cams.poses):  # evenly spread: a capture's neighbouring frames see the same surfaces
@@ -238,7 +239,6 @@ def teacher_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray
     """The field rendered from ``cfg.teacher_views`` new cameras (``enerf.splats.teacher``) at
     1 / ``init_downscale``: (their SplatCameras, the renderings [h, w, 3] float32); none with fewer than
     two rendered cameras or ``teacher_views`` 0."""
-    from ..export.views import Cameras, render_views, select_cameras
 
     poses, depths = rendered
     if cfg.teacher_views <= 0 or len(poses) < 2:

@@ -16,7 +16,7 @@ from torch import Tensor
 from ..config import HtmlExportConfig, SplatConfig
 from ..data.scene import Scene
 from ..errors import ConfigError, DataError
-from ..export.views import OutputFrame
+from ..data.output_frame import OutputFrame
 from ..loaded_run import LoadedRun
 from .clean import crop_mask, drop_floaters
 from .files import finite_splats, read_splat_file, splat_format, write_splat_file

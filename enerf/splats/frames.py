@@ -13,7 +13,7 @@ from the camera to it) becomes, in the new frame, the Gaussian of mean ``s R mu 
   A negative ``s`` (a point reflection ``-I`` folded into the rotation) is the same with
   ``M = -R``: the odd bands change sign.
 
-Frames by name (``--frame``, as ``enerf.export.views.OutputFrame``): ``scene`` is the run's
+Frames by name (``--frame``, as ``enerf.data.output_frame.OutputFrame``): ``scene`` is the run's
 normalised frame (what the splats are baked in and rendered from), ``world`` the capture's own
 (``Scene.scene_to_world``: the frame of ``transforms.json`` / ``poses_bounds.npy``).
 """

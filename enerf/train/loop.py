@@ -24,7 +24,7 @@ cadence, the same for all runs:
   restored from that checkpoint.
 
 Data-parallel: ``distributed.is_writer`` is the one decision whether this process writes files; the
-step does its own collectives (``enerf.train.distributed``).
+step does its own collectives (``enerf.distributed``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from tqdm import tqdm
 from ..atomic import atomic_write_json, json_safe
 from ..checkpoint import save_checkpoint
 from ..errors import RunInterrupted
-from .distributed import any_rank, is_writer, max_over_ranks
+from ..distributed import any_rank, is_writer, max_over_ranks
 from ..nn.conditioning import condition_numbers
 from ..runfolder import RunLock, remove_stale_temp_files
 from .divergence import FiniteGuard, guard_every

@@ -34,7 +34,7 @@ from ..data.sampler import RaySampler
 from ..data.scene import Scene
 from ..device import select_device
 from ..errors import CheckpointError, ConfigError
-from ..fields.build import build_fields
+from ..render.build import build_fields
 from ..fields.appearance import APPEARANCE_PROTOCOL, Appearance
 from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
@@ -44,7 +44,7 @@ from ..render import Renderer, build_renderer
 from ..rng import seed_everything
 from ..runfolder import check_output_dir, config_run_folder
 from .divergence import black_level_psnr, black_warning
-from .distributed import (average_gradients, broadcast_parameters, process_group, rank_device, rank_generator,
+from ..distributed import (average_gradients, broadcast_parameters, process_group, rank_device, rank_generator,
                           shard_batch, sum_over_ranks)
 from .evaluate import evaluate_views, summarize
 from .short_run import capped_stride, render_rate, stride_line
@@ -163,7 +163,7 @@ class NerfRun:
 
     def step(self, step: int, progress: float = 0.0) -> StepResult:
         """Training step ``step`` (0-based), ``progress`` in [0, 1] through the run (the learning
-        rate's cooldown). Data-parallel runs (``enerf.train.distributed``) take one global batch:
+        rate's cooldown). Data-parallel runs (``enerf.distributed``) take one global batch:
         each rank renders its share, the gradient is the global batch's."""
         train, renderer, optimizer = self.cfg.train, self.renderer, self.optimizer
         # 1. the learning rate of every parameter group (state.learning_rate)
@@ -362,7 +362,7 @@ def _resume_state(ckpt_path: Path, cfg: RunConfig) -> dict:
 def train_nerf(cfg: RunConfig, data_root: Path = DATA_ROOT, resume: bool = False, progress: bool = True,
                on_step=None) -> dict | None:
     """Train (or resume) one NeRF run; returns the final metrics dict (also in metrics.json),
-    None on the ranks other than 0 of a run on several processes (``enerf.train.distributed``).
+    None on the ranks other than 0 of a run on several processes (``enerf.distributed``).
 
     Flags and the output folder are checked first; the run folder is locked (``RunLock``) from
     the first write to the last, and stale temp files of a killed run are removed. ``on_step``:

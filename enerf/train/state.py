@@ -28,7 +28,7 @@ from torch import nn
 from ..checkpoint import load_weights
 from ..optim import BNP_UNDER_ADAM, PreconditionedOptimizer, build_optimizer
 from ..rng import restore_rng_state
-from .distributed import is_writer, reduce_batch_moments
+from ..distributed import is_writer, reduce_batch_moments
 
 __all__ = ["optimizer_from_config", "group_scale", "learning_rate", "set_learning_rates", "training_progress",
            "cooldown_factor", "LoopState", "restore_loop_state"]

@@ -24,10 +24,10 @@ from enerf.data.llff import load_llff
 from enerf.data.resolve import LLFF_URL, resolve_scene_dir
 from enerf.synthetic.scene import make_synthetic_scene
 from enerf.errors import ConfigError, DataError
-from enerf.export.video import camera_path
+from enerf.data.camera_paths import camera_path
 from enerf.render import build_renderer
 from enerf.data.loaders import dataset_type_of, load_scene
-from enerf.fields.build import build_fields
+from enerf.render.build import build_fields
 
 
 def _look_at(position: np.ndarray) -> np.ndarray:

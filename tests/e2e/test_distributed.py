@@ -1,4 +1,4 @@
-"""Data-parallel training (enerf.train.distributed): 2 processes on gloo equal 1 process with the same
+"""Data-parallel training (enerf.distributed): 2 processes on gloo equal 1 process with the same
 global batch; a 2-process checkpoint resumes on 1 process; a dead rank stops the other."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 from enerf.checkpoint import load_checkpoint
 from enerf.config import DataConfig, FieldConfig, RenderConfig, RunConfig, TrainConfig
 from enerf.synthetic.scene import make_synthetic_scene
-from enerf.train.distributed import process_group, shard_bounds
+from enerf.distributed import process_group, shard_bounds
 from enerf.train.nerf import prepare_run, train_nerf
 
 STEPS = 6

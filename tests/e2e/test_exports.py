@@ -185,7 +185,8 @@ def test_ndc_depth_converts_back_to_metric():
         return ndc_to_world(q, H, W, FOCAL, 1.0)
 
     run = _run(poses, _sphere_field(centre, to_scene), use_ndc=True, near=1.0, far=10.0)
-    from enerf.export.views import render_views, select_cameras
+    from enerf.data.camera_paths import select_cameras
+    from enerf.views import render_views
 
     for view in render_views(run, select_cameras(run.scene, "test", 1), normals=True, progress=False):
         c2w = poses[int(view.name.split("_")[1])].astype(np.float64)

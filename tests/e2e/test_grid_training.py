@@ -17,7 +17,7 @@ from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
 from enerf.synthetic.scene import load_geometry, trace_rays
 from enerf.data.loaders import load_scene
-from enerf.fields.build import build_fields
+from enerf.render.build import build_fields
 from enerf.train.evaluate import render_scene_view
 from enerf.loaded_run import renderer_from_checkpoint
 from enerf.train.rays_per_step import RaysPerStep

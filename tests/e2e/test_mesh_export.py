@@ -14,7 +14,8 @@ from enerf.cli import main
 from enerf.config import MeshConfig
 from enerf.data.llff import load_llff
 from enerf.errors import ConfigError
-from enerf.export.nerf_mesh import field_to_scene, finish_mesh, scene_to_field, write_mesh
+from enerf.export.mesh_geometry import field_to_scene, scene_to_field
+from enerf.export.nerf_mesh import finish_mesh, write_mesh
 from enerf.export.simplify import decimate
 from enerf.export.texture import dilate, texel_samples, unwrap_method, unwrap_pairs
 

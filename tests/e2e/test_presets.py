@@ -23,7 +23,7 @@ from enerf.render.images import render_rays_image
 from enerf.export.isosurface import query_grid
 from enerf.optim import build_optimizer
 from enerf.render import build_renderer
-from enerf.fields.build import build_fields
+from enerf.render.build import build_fields
 from enerf.train.estimate import StepEstimate, estimate_line
 from enerf.train.loop import StepResult, train_loop
 from enerf.train.state import LoopState

@@ -13,7 +13,7 @@ import trimesh
 from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
 from enerf.config import ShapeRunConfig
-from enerf.shapes.field import ShapeField
+from enerf.fields.shape import ShapeField
 
 
 def _tiny(tmp: Path) -> list[str]:

@@ -23,7 +23,7 @@ from splat_readers import read_spz_means
 from enerf.cli import main
 from enerf.config import ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
 from enerf.loaded_run import load_run
-from enerf.shapes.field import ShapeField
+from enerf.fields.shape import ShapeField
 from enerf.splats import Splats
 from enerf.splats.frames import splats_to_frame
 from enerf.splats.files import write_splat_file

@@ -25,7 +25,7 @@ from cli_errors import one_line_error
 from enerf.cli import main
 from enerf.config import ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
 from enerf.loaded_run import load_run
-from enerf.shapes.field import ShapeField
+from enerf.fields.shape import ShapeField
 from enerf.splats.frames import splats_to_frame
 from enerf.splats.ply import read_splats, write_splats
 from enerf.splats.rasterize import SplatCamera, rasterize

@@ -15,7 +15,7 @@ from skimage.metrics import peak_signal_noise_ratio
 from enerf.checkpoint import load_checkpoint
 from enerf.cli import main
 from enerf.data.loaders import load_scene
-from enerf.fields.build import build_fields
+from enerf.render.build import build_fields
 from enerf.train.evaluate import render_scene_view
 
 TINY = [

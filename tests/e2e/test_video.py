@@ -17,7 +17,8 @@ from enerf.cameras.paths import interpolated_path
 from enerf.cameras.rays import ndc_rays, ndc_to_world
 from enerf.synthetic.scene import make_synthetic_scene
 from enerf.loaded_run import load_run
-from enerf.export.video import camera_path, depth_values, render_video
+from enerf.data.camera_paths import camera_path
+from enerf.export.video import depth_values, render_video
 from enerf.train.evaluate import render_scene_view
 
 TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",
@@ -162,7 +163,8 @@ def test_train_with_video_auto_renders_a_preview_along_the_scenes_default_path(s
     import imageio.v3 as iio
 
     from enerf.cli import main
-    from enerf.export.video import PREVIEW, default_path
+    from enerf.data.camera_paths import default_path
+    from enerf.export.video import PREVIEW
     from enerf.loaded_run import load_run
 
     argv = ["train", "--preset", "none", "--datadir", str(scene_dir), "--basedir", str(tmp_path), "--expname", "v", "--factor", "1",

@@ -15,7 +15,7 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from enerf.cli import main
-from enerf.cameras.path_file import camera_path_dict, read_camera_path
+from enerf.cameras.path_file import CameraPath, camera_path_dict, read_camera_path
 from enerf.errors import ConfigError
 from enerf.render.images import render_rays_image
 from enerf.train.evaluate import render_scene_view
@@ -366,7 +366,7 @@ def test_nerfstudio_camera_path_both_ways(runs, tmp_path):
     assert [k.fov for k in keys.keys] == [45.0, 30.0] and [k.seconds for k in keys.keys] == [1.0, 1.0]
     assert (keys.size, keys.fps, keys.smoothness, keys.frames()) == ((16, 12), 2.0, 0.0, 3)
     written = to_nerfstudio(keys.camera_path(), 16, 12, 45.0)
-    again = from_nerfstudio(written, keyframes=True)
+    again = CameraPath(**from_nerfstudio(written, keyframes=True))
     np.testing.assert_allclose(again.keyframes, expected[[0, 2]], atol=1e-12)
     np.testing.assert_allclose(again.fovs, [45.0, 30.0])
     assert again.smoothness == 0.0 and again.fps == 2.0

@@ -7,7 +7,7 @@ from enerf.cameras.paths import ellipse_path, focus_box, look_at_point
 from enerf.data.scene import Scene
 from enerf.errors import ConfigError
 from enerf.export.nerf_mesh import default_bbox
-from enerf.export.video import camera_path
+from enerf.data.camera_paths import camera_path
 
 
 def _aimed_at(target, n=30, seed=0, up=(0.0, 0.0, 1.0)):

@@ -9,7 +9,7 @@ from skimage.metrics import peak_signal_noise_ratio
 
 from enerf.config import FieldConfig, RenderConfig
 from enerf.data.scene import Scene
-from enerf.fields.build import build_fields
+from enerf.render.build import build_fields
 from enerf.train.evaluate import evaluate_views
 
 

@@ -15,7 +15,7 @@ from enerf.compare.tasks import parse_mode
 from enerf.config import FieldConfig, ShapeFieldConfig
 from enerf.errors import ConfigError
 from enerf.fields.nerf import NeRFField
-from enerf.shapes.field import ShapeField
+from enerf.fields.shape import ShapeField
 from enerf.nn.conditioning import CONDITIONERS, ConditionedLinear
 
 SMALL = dict(netdepth=4, netwidth=32, skips=(2,), multires=4, multires_views=2, view_width=16)

@@ -11,7 +11,7 @@ import torch
 
 from enerf.cameras.rays import Rays, flatten_rays, make_rays
 from enerf.config import FieldConfig, RenderConfig
-from enerf.fields.build import build_fields
+from enerf.render.build import build_fields
 import pytest
 
 from enerf.fields.proposal import ProposalField

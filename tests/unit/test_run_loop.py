@@ -14,7 +14,7 @@ import enerf.train.loop as loop_module
 from enerf.checkpoint import load_checkpoint, save_checkpoint
 from enerf.config import ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig, TrainConfig
 from enerf.errors import CheckpointError
-from enerf.shapes.field import ShapeField
+from enerf.fields.shape import ShapeField
 from enerf.optim import build_optimizer
 from enerf.loaded_run import load_run
 from enerf.runfolder import checkpoint_run_folder, config_run_folder

@@ -11,7 +11,7 @@ from enerf.config import ShapeFieldConfig
 from enerf.config import FieldConfig
 
 from enerf.errors import ConfigError
-from enerf.shapes.field import ShapeField
+from enerf.fields.shape import ShapeField
 from enerf.shapes.extract import extract_mesh
 from enerf.shapes.losses import shape_losses
 

@@ -11,7 +11,7 @@ import torch
 import enerf.splats.rasterize as rasterize_module
 from enerf.cameras.rays import ndc_rays, pixel_rays
 from enerf.data.scene import Scene
-from enerf.export.views import world_to_ndc
+from enerf.cameras.rays import world_to_ndc
 from enerf.render.sources import PinholeView
 from enerf.splats import Splats
 from enerf.splats.source import splat_source

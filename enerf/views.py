@@ -18,75 +18,29 @@ differences to their neighbours along the image's rows and columns (central diff
 depth edge, the one-sided difference on the near side of it), turned towards the camera (the density's gradient follows the high-frequency noise of trained
 grid fields).
 
-``OutputFrame`` takes scene-space values to the frame written (``--frame``): ``scene`` is the
-loader's normalised frame, ``world`` the capture's own (``Scene.scene_to_world``, a similarity:
-lengths scale by its factor, directions rotate).
+The cameras come from ``enerf.data.camera_paths`` (``Cameras``, ``select_cameras``); the frame an
+export is written in from ``enerf.data.output_frame``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..cameras.rays import ndc_to_world
-from ..data.scene import Scene
-from ..errors import ConfigError
-from ..loaded_run import LoadedRun
-from ..progress import progress_bar
-from ..render.images import render_rays_image
-from .video import camera_path, frame_rays, frame_size
+from .cameras.rays import ndc_to_world
+from .data.camera_paths import Cameras, frame_rays
+from .data.scene import Scene
+from .loaded_run import LoadedRun
+from .progress import progress_bar
+from .render.images import render_rays_image
 
-__all__ = ["MIN_ACC", "Cameras", "select_cameras", "ViewDepth", "render_views", "OutputFrame", "world_to_ndc",
-           "depth_normals"]
+__all__ = ["MIN_ACC", "ViewDepth", "render_views", "depth_normals"]
 
 MIN_ACC = 1e-3  # accumulated opacity below which a pixel hit nothing
-
-
-@dataclass(frozen=True)
-class Cameras:
-    """Pinhole cameras to render, in scene space (principal point at the image centre)."""
-
-    poses: np.ndarray  # [M, 3, 4] camera-to-world, columns [right, up, back, t]
-    names: list[str]  # one per pose: "test_003" (view 3), "train_010", "spiral_0005" (frame 5)
-    size: tuple[int, int, float]  # (width, height, focal in pixels) before ``downscale``
-    downscale: int
-
-    @property
-    def width(self) -> int:
-        return self.size[0] // self.downscale
-
-    @property
-    def height(self) -> int:
-        return self.size[1] // self.downscale
-
-    @property
-    def focal(self) -> float:
-        return self.size[2] / self.downscale
-
-
-def select_cameras(scene: Scene, which: str, frames: int, downscale: int = 1, spherify: bool = False) -> Cameras:
-    """``test`` (held-out views), ``train``, or a camera path of ``enerf render --path`` (spiral,
-    orbit, interp, ellipse, a .json file) of ``frames`` frames, rendered at 1 / ``downscale``.
-
-    Raises:
-        ConfigError: an unknown path, no held-out views, or no pixels left after ``downscale``.
-    """
-    poses = camera_path(scene, which, frames, spherify)
-    size = frame_size(scene, which)
-    if size[0] // downscale < 1 or size[1] // downscale < 1:
-        raise ConfigError(f"downscale {downscale} leaves no pixels of the {size[0]}x{size[1]} images", ("downscale",))
-    if which in ("test", "train"):
-        views = scene.i_test if which == "test" else scene.i_train
-        names = [f"{which}_{int(v):03d}" for v in views]
-    else:
-        stem = Path(which).stem if which.lower().endswith(".json") else which
-        names = [f"{stem}_{k:04d}" for k in range(len(poses))]
-    return Cameras(np.asarray(poses, np.float32), names, (int(size[0]), int(size[1]), float(size[2])), int(downscale))
 
 
 @dataclass
@@ -103,13 +57,6 @@ class ViewDepth:
     z_depth: np.ndarray  # [H, W] (p - c) . forward (0 where no hit)
     points: np.ndarray  # [H, W, 3] surface points p (0 where no hit)
     normals: np.ndarray | None  # [H, W, 3] unit normals (depth_normals; 0 where none); None when not asked for
-
-
-def world_to_ndc(points: Tensor, height: int, width: int, focal: float, near: float = 1.0) -> Tensor:
-    """The NDC warp of points (``enerf.cameras.rays.ndc_rays``): scene [..., 3], z < 0 -> NDC [..., 3]
-    (the inverse of ``ndc_to_world``)."""
-    x, y, z = points.unbind(-1)
-    return torch.stack([-2.0 * focal / width * x / z, -2.0 * focal / height * y / z, 1.0 + 2.0 * near / z], -1)
 
 
 def _neighbour_difference(points: np.ndarray, hit: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
@@ -197,32 +144,3 @@ def render_views(run: LoadedRun, cams: Cameras, normals: bool = True, chunk: int
             view_normals = depth_normals(points, hit, pose[:3, 3]) if normals else None
             yield ViewDepth(name, pose, cams.focal, out["rgb"].clamp(0.0, 1.0).numpy().astype(np.float32),
                             acc.numpy().astype(np.float32), hit, ray_depth, z_depth, points, view_normals)
-
-
-class OutputFrame:
-    """Scene space -> the frame written: ``scene`` (identity) or ``world`` (``scene_to_world``)."""
-
-    def __init__(self, scene: Scene, frame: str) -> None:
-        if frame not in ("scene", "world"):
-            raise ConfigError(f"frame must be scene or world, got {frame!r}", ("frame",))
-        matrix = np.asarray(scene.scene_to_world, np.float64) if frame == "world" else np.eye(4)
-        self.name = frame
-        self.scale = float(np.cbrt(np.linalg.det(matrix[:3, :3])))
-        self.rotation = matrix[:3, :3] / self.scale  # [3, 3] orthonormal
-        self.translation = matrix[:3, 3]
-
-    def points(self, p: np.ndarray) -> np.ndarray:
-        """[..., 3] scene-space points -> [..., 3] in the frame."""
-        return p @ (self.scale * self.rotation).T + self.translation
-
-    def directions(self, d: np.ndarray) -> np.ndarray:
-        """[..., 3] directions (normals) rotated into the frame."""
-        return d @ self.rotation.T
-
-    def pose(self, c2w: np.ndarray) -> np.ndarray:
-        """[3, 4] camera-to-world -> [4, 4] in the frame, its rotation columns unit length."""
-        out = np.eye(4)
-        rot = self.rotation @ np.asarray(c2w, np.float64)[:3, :3]
-        out[:3, :3] = rot / np.linalg.norm(rot, axis=0, keepdims=True)
-        out[:3, 3] = self.points(np.asarray(c2w, np.float64)[:3, 3])
-        return out

@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from ..errors import ConfigError, EnerfError
+from .errors import ConfigError, EnerfError
 
 __all__ = ["DistributedError", "process_group", "world_size", "rank", "is_writer", "rank_device",
            "shard_bounds", "shard_batch", "rank_generator", "sum_over_ranks", "any_rank", "average_gradients",
