@@ -21,7 +21,8 @@ from benchmarks.harness import git_commit, load_average, write_record
 from enerf.config import DATA_ROOT
 from enerf.loaded_run import load_run
 from enerf.metrics import psnr
-from enerf.render.sources import PinholeView, field_source
+from enerf.cameras.pinhole import Pinhole
+from enerf.render.sources import field_source
 from enerf.runfolder import run_splats_path
 from enerf.splats.source import read_splats_for_run, run_background, splat_source
 
@@ -50,7 +51,7 @@ def score(ckpt: str, downscale: int, datadir: str | None = None, splats: Path | 
     views = []
     for index in scene.i_test:
         target = block_mean(scene.image(int(index)), downscale)
-        view = PinholeView(np.asarray(scene.poses[int(index)], np.float32), target.shape[1], target.shape[0],
+        view = Pinhole(np.asarray(scene.poses[int(index)], np.float32), target.shape[1], target.shape[0],
                            float(scene.focal) / downscale)
         with torch.no_grad():
             scores = {name: psnr(src(view)["rgb"].clamp(0, 1).numpy(), target) for name, src in sources.items()}

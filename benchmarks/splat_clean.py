@@ -56,7 +56,8 @@ def _inside_crop(ckpt: Path, ply: Path, cropped: Path, centre: np.ndarray, radiu
     from enerf.config import DATA_ROOT
     from enerf.data.output_frame import OutputFrame
     from enerf.loaded_run import load_run
-    from enerf.splats.rasterize import SplatCamera, rasterize
+    from enerf.cameras.pinhole import Pinhole
+    from enerf.splats.rasterize import rasterize
     from enerf.splats.source import read_splats_for_run
 
     run = load_run(ckpt, DATA_ROOT, images=True)
@@ -66,7 +67,7 @@ def _inside_crop(ckpt: Path, ply: Path, cropped: Path, centre: np.ndarray, radiu
     views = []
     for i in scene.i_test:
         c2w = torch.as_tensor(np.asarray(scene.poses[int(i)])[:3, :4], dtype=torch.float32)
-        camera = SplatCamera(c2w, int(scene.width), int(scene.height), float(scene.focal))
+        camera = Pinhole(c2w, int(scene.width), int(scene.height), float(scene.focal))
         with torch.no_grad():  # depth: camera z weighted by opacity; every stride-th row and column
             drawn = [rasterize(splats, camera) for splats in both]
         full, crop = ({k: out[k][::stride, ::stride] for k in ("rgb", "acc", "depth")} for out in drawn)

@@ -41,7 +41,7 @@ import numpy as np
 from enerf.cli import main as enerf_main
 from enerf.config import ViewerConfig
 from enerf.loaded_run import load_run
-from enerf.train.evaluate import read_metrics
+from enerf.runfolder import read_metrics
 from enerf.viewer.scene import viser_from_c2w
 from enerf.viewer.server import Viewer
 from enerf.viewer.session import Browser

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import fcntl
 import os
 import tempfile
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from .config import RunConfig, ShapeRunConfig
 
 __all__ = ["config_run_folder", "checkpoint_run_folder", "check_output_dir", "check_output_file", "check_parent_exists", "RunLock", "remove_stale_temp_files", "LOCK_NAME",
-           "RUN_SPLATS", "run_splats_path", "SplatChoice", "choose_splats"]
+           "RUN_SPLATS", "run_splats_path", "SplatChoice", "choose_splats", "read_metrics"]
 
 LOCK_NAME = ".lock"
 RUN_SPLATS = "splats.ply"  # the run's baked splats (a 3DGS PLY), in the run folder
@@ -214,3 +215,17 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def read_metrics(path: Path) -> dict:
+    """A run's metrics.json as a dict ({} when absent); ConfigError when it is not a JSON object."""
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid JSON ({str(exc).splitlines()[0]}); move it away or delete it, "
+                          "then run again") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path} holds a JSON {type(value).__name__}, not a metrics object; move it away or delete it")
+    return value

@@ -62,7 +62,7 @@ def main() -> None:
     run = load_run(args.ckpt, DATA_ROOT, "cpu", task="nerf", images=True, datadir=args.datadir)
     start, _, _ = bake.init_splats(run, cfg, progress=False)
     if args.tiles:
-        cams = bake.scene_cameras(run, run.scene.i_train[:4], cfg.fit_downscale)
+        cams = run.scene.cameras(run.scene.i_train[:4], cfg.fit_downscale)
         params = {k: t.clone().requires_grad_(True) for k, t in start.tensors().items()}
         for size in (2, 4, 8, 16):
             tiles.TILE = size
@@ -77,7 +77,7 @@ def main() -> None:
     fitted, steps, _ = bake.fit_splats(run, start, cfg, cfg.bake_seconds, progress=False)
     psnrs = []
     with torch.no_grad():
-        for cam, i in zip(bake.scene_cameras(run, run.scene.i_test), run.scene.i_test):
+        for cam, i in zip(run.scene.cameras(run.scene.i_test), run.scene.i_test):
             rgb = rasterize(fitted, cam, run_background(run.cfg.render))["rgb"].clamp(0, 1).numpy()
             psnrs.append(float(mse_to_psnr(float(((rgb - run.scene.image(int(i))) ** 2).mean()))))
     print(f"{kw} steps {steps}, {len(fitted):,} splats: held-out PSNR {np.mean(psnrs):.2f} dB "

@@ -13,7 +13,7 @@ __all__ = ["cmd_eval"]
 
 
 def cmd_eval(argv: list[str]) -> int:
-    from ..train.evaluate import EVAL_OUTPUTS, evaluate_checkpoint
+    from ..train.eval_run import EVAL_OUTPUTS, evaluate_checkpoint
 
     parser = OneLineParser(prog="enerf eval", description="Recompute metrics.json from a checkpoint, or score its "
                            "splats (--splats: metrics_splats.json, test_views_splats/).")

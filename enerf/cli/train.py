@@ -106,7 +106,7 @@ def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
     decided by its cameras like a capture, and the line says so (``PHOTOS_NOTE``)."""
     from ..data.resolve import resolve_scene_dir
     from ..cameras.scene_kind import classify_cameras
-    from ..data.loaders import blender_style_capture, scene_cameras
+    from ..data.loaders import blender_style_capture, read_camera_poses
 
     chosen = getattr(args, "data.scene_kind", None) or SCENE_KIND_DEFAULT
     if layout == "blender":
@@ -117,7 +117,7 @@ def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
     scene = getattr(args, "data.scene", None) or DataConfig().scene
     try:
         folder = resolve_scene_dir(scene, getattr(args, "data.datadir", None) or "", data_root)
-        cameras = scene_cameras(folder, layout)
+        cameras = read_camera_poses(folder, layout)
         photos = PHOTOS_NOTE if layout == "nerfstudio" and blender_style_capture(folder) else ""
     except (EnerfError, OSError):
         cameras, photos = None, ""

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..cameras.path_file import read_camera_path
+from ..cameras.pinhole import Pinhole
 from ..cameras.paths import ellipse_path, interpolated_path, llff_spiral_path, orbit_path, spherical_path
 from ..cameras.rays import Rays, make_rays
 from ..config import CAMERA_PATHS
@@ -117,7 +118,8 @@ def default_path(scene: Scene, contraction: str) -> str:
 
 @dataclass(frozen=True)
 class Cameras:
-    """Pinhole cameras to render, in scene space (principal point at the image centre)."""
+    """Named pinhole cameras of one size to render, in scene space (principal point at the image centre):
+    one ``Pinhole`` each (``pinholes``)."""
 
     poses: np.ndarray  # [M, 3, 4] camera-to-world, columns [right, up, back, t]
     names: list[str]  # one per pose: "test_003" (view 3), "train_010", "spiral_0005" (frame 5)
@@ -135,6 +137,10 @@ class Cameras:
     @property
     def focal(self) -> float:
         return self.size[2] / self.downscale
+
+    def pinholes(self) -> list[Pinhole]:
+        """One ``Pinhole`` per pose, at the rendered size."""
+        return [Pinhole(pose, self.width, self.height, self.focal) for pose in self.poses]
 
 
 def select_cameras(scene: Scene, which: str, frames: int, downscale: int = 1, spherify: bool = False) -> Cameras:

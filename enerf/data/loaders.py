@@ -18,7 +18,7 @@ from .resolve import resolve_scene_dir
 from .scene import Scene
 from .transforms_reader import parse_frames, read_capture_transforms
 
-__all__ = ["LOADERS", "dataset_type_of", "blender_style_capture", "scene_cameras", "load_scene", "with_far",
+__all__ = ["LOADERS", "dataset_type_of", "blender_style_capture", "read_camera_poses", "load_scene", "with_far",
            "far_split"]
 
 
@@ -80,7 +80,7 @@ def blender_style_capture(scene_dir: Path) -> bool:
             and dataset_type_of(scene_dir, "auto") == "nerfstudio")
 
 
-def scene_cameras(scene_dir: Path, layout: str) -> np.ndarray:
+def read_camera_poses(scene_dir: Path, layout: str) -> np.ndarray:
     """The camera-to-world poses of a scene folder, read without its images.
 
     Args:

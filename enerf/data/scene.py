@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from .images import Images
-from ..cameras.rays import Rays, make_rays
+from ..cameras.pinhole import Pinhole
+from ..cameras.rays import Rays
 
 __all__ = ["Scene"]
 
@@ -54,6 +55,12 @@ class Scene:
         """The rays of view ``index`` (NDC when ``use_ndc``): Rays with leading shape [H, W], or with
         ``stride`` s > 1 those of every s-th row and column, [ceil(H / s), ceil(W / s)] (the pixels
         of ``image(index, stride)``)."""
-        c2w = torch.tensor(self.poses[index], dtype=torch.float32, device=device)
-        rays = make_rays(self.height, self.width, self.focal, c2w, self.near, self.far, self.use_ndc)
-        return rays if stride == 1 else Rays(*(t[::stride, ::stride] for t in rays))
+        return self.camera(index, stride).rays(self.near, self.far, self.use_ndc, device)
+
+    def camera(self, index: int, stride: int = 1) -> Pinhole:
+        """View ``index`` as a camera (the pixels of ``image(index, stride)``)."""
+        return Pinhole(np.asarray(self.poses[index], np.float32), self.width, self.height, self.focal, stride)
+
+    def cameras(self, views, downscale: int = 1) -> list[Pinhole]:
+        """The cameras of ``views`` (indices) at 1 / ``downscale`` of the image size."""
+        return [self.camera(int(i)).scaled(downscale) for i in views]

@@ -1,4 +1,5 @@
-"""Novel-view videos from a checkpoint: camera paths, chunked rendering, mp4 encoding.
+"""Novel-view videos from a checkpoint (``enerf render``, the preview after training): the frames of a camera path
+rendered chunk by chunk, from the field or the run's splats.
 
 ``enerf render --ckpt PATH`` writes ``rgb.mp4`` and ``depth.mp4`` (depth colour-mapped with
 a matplotlib colormap; disparity for NDC scenes) and optionally every frame as PNG.
@@ -9,44 +10,36 @@ are bounded by ``chunk x samples per ray`` whatever the resolution, and the per-
 buffers (rays and outputs, about 80 bytes per pixel) are freed after each frame: frames are
 streamed to ffmpeg, never held together.
 
-Encoding: libx264 with yuv420p needs even frame sizes. Odd sizes are padded by repeating the
-last row / column (at most one pixel each way; never cropped, never rescaled), PNG frames keep
-the exact size, and imageio-ffmpeg's 16-pixel macro-block resizing (and its warning) is off.
+The frames are encoded by ``enerf.export.mp4`` (even sizes, streamed); depth is coloured by
+``enerf.export.depth_colors``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 import imageio.v3 as iio
-import imageio_ffmpeg
 import numpy as np
-import torch
 from matplotlib import colormaps
 
-from ..atomic import atomic_write_bytes, publish
+from ..atomic import atomic_write_bytes
 from ..config import VideoConfig
 from ..cameras.path_file import read_camera_path
-from ..data.camera_paths import camera_path, default_path, frame_focals, frame_rays, frame_size
-from ..data.scene import Scene
+from ..data.camera_paths import camera_path, default_path, frame_focals, frame_size
 from ..errors import ConfigError
 from ..progress import progress_bar
 from ..loaded_run import LoadedRun, load_run
 from ..runfolder import check_output_dir, choose_splats, run_splats_path
-from ..render.sources import ImageSource, PinholeView, field_source
+from ..cameras.pinhole import Pinhole
+from ..render.sources import ImageSource, field_source
 from ..train.estimate import duration_text
 from ..train.short_run import capped_frames
+from .depth_colors import colorize, depth_range, depth_values
+from .mp4 import Mp4Writer
 
 __all__ = [
-    "depth_values",
-    "depth_range",
-    "colorize",
-    "pad_to_even",
-    "Mp4Writer",
     "render_video",
     "render_video_from_checkpoint",
     "render_preview",
@@ -55,86 +48,6 @@ __all__ = [
 # What ``--video`` renders after training: a preview, short and small (``enerf render`` for more):
 # 2 seconds, 40 frames at half the training size.
 PREVIEW = {"frames": 40, "fps": 20, "downscale": 2}
-
-
-def depth_values(out: dict[str, torch.Tensor], use_ndc: bool) -> np.ndarray:
-    """Per-pixel depth (world rays) or disparity (NDC rays) of a rendering.
-
-    The expected ray parameter is normalised by the accumulated opacity. In NDC (near plane 1)
-    a point at ray parameter t has world depth 1 / (1 - t), so its disparity is ``1 - t``.
-
-    Returns:
-        np.ndarray  # [H, W] float32
-    """
-    acc = out["acc"].numpy()
-    t = out["depth"].numpy() / np.maximum(acc, 1e-6)
-    if use_ndc:
-        return np.clip(1.0 - t, 0.0, 1.0).astype(np.float32)
-    return np.where(acc > 1e-3, t, np.inf).astype(np.float32)
-
-
-def depth_range(scene: Scene) -> tuple[float, float]:
-    """Fixed colour range for a whole video: [1/far, 1/near] (disparity) or [near, far] (depth)."""
-    near, far = float(scene.bounds.min()), float(scene.bounds.max())
-    return (1.0 / far, 1.0 / near) if scene.use_ndc else (near, far)
-
-
-def colorize(values: np.ndarray, lo: float, hi: float, cmap: str) -> np.ndarray:
-    """Map values [H, W] over [lo, hi] (clipped) through a matplotlib colormap -> uint8 [H, W, 3]."""
-    x = np.clip((np.nan_to_num(values, posinf=hi, neginf=lo) - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
-    return (colormaps[cmap](x)[..., :3] * 255.0 + 0.5).astype(np.uint8)
-
-
-def pad_to_even(frame: np.ndarray) -> np.ndarray:
-    """Repeat the last row / column so both sides are even (what yuv420p needs)."""
-    h, w = frame.shape[:2]
-    return np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge") if (h % 2 or w % 2) else frame
-
-
-class Mp4Writer:
-    """Stream uint8 RGB frames into an H.264 mp4 that appears at ``path`` only when complete."""
-
-    def __init__(self, path: Path, fps: float, quality: float):
-        self.path = Path(path)
-        self.fps, self.quality = fps, quality
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.stem}.", suffix=".mp4", dir=self.path.parent)
-        os.close(fd)
-        self._gen = None
-        self.size: tuple[int, int] | None = None  # (width, height) of the encoded frames
-        self.frames = 0
-
-    def write(self, frame: np.ndarray) -> None:
-        """frame: np.ndarray  # [H, W, 3] uint8; every frame must have the first one's size."""
-        frame = np.ascontiguousarray(pad_to_even(frame))
-        size = (frame.shape[1], frame.shape[0])
-        if self._gen is None:
-            self.size = size
-            self._gen = imageio_ffmpeg.write_frames(
-                self.tmp, size, fps=self.fps, quality=self.quality, codec="libx264", macro_block_size=1,
-                ffmpeg_log_level="error",
-            )
-            self._gen.send(None)
-        elif size != self.size:
-            raise ValueError(f"frame size {size} differs from the video's {self.size}")
-        self._gen.send(frame)
-        self.frames += 1
-
-    def close(self) -> None:
-        """Finish encoding and move the file into place."""
-        if self._gen is None:
-            raise ValueError(f"{self.path}: no frames were written")
-        self._gen.close()
-        publish(self.tmp, self.path)
-
-    def abort(self) -> None:
-        if self._gen is not None:
-            try:
-                self._gen.close()
-            except Exception:  # the encoder may already be gone
-                pass
-        if os.path.exists(self.tmp):
-            os.unlink(self.tmp)
 
 
 def _png(image: np.ndarray) -> bytes:
@@ -173,7 +86,7 @@ def render_video(
     try:
         for k, c2w in enumerate(poses):
             bar.set_postfix_str(f"frame {k + 1}/{len(poses)}", refresh=False)
-            out = source(PinholeView(np.asarray(c2w, np.float32), width, height, focals[k] / cfg.downscale), bar)
+            out = source(Pinhole(np.asarray(c2w, np.float32), width, height, focals[k] / cfg.downscale), bar)
             rgb = (out["rgb"].clamp(0.0, 1.0).numpy() * 255.0 + 0.5).astype(np.uint8)
             depth = colorize(depth_values(out, scene.use_ndc), lo, hi, cfg.colormap)
             writers["rgb"].write(rgb)

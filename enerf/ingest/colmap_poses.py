@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cameras.pinhole import GL_TO_CV
+
 __all__ = [
     "llff_pose_from_cam_from_world",
     "cam_from_world_from_llff_pose",
@@ -63,7 +65,7 @@ def opengl_c2w_from_cam_from_world(rotation: np.ndarray, translation: np.ndarray
     """
     c2w_rot = np.asarray(rotation, dtype=np.float64).T
     c2w = np.eye(4)
-    c2w[:3, :3] = c2w_rot * np.array([1.0, -1.0, -1.0])
+    c2w[:3, :3] = c2w_rot @ GL_TO_CV  # COLMAP's camera axes are OpenCV's
     c2w[:3, 3] = -c2w_rot @ np.asarray(translation, dtype=np.float64)
     return c2w
 

@@ -37,7 +37,7 @@ from ..optim import PreconditionedOptimizer
 from ..rng import seed_everything
 from ..runfolder import RunLock, check_output_dir, config_run_folder
 from ..distributed import average_gradients
-from ..train.evaluate import read_metrics
+from ..runfolder import read_metrics
 from ..train.loop import Evaluation, StepResult, train_loop
 from ..train.state import LoopState, optimizer_from_config, restore_loop_state, set_learning_rates
 from .extract import extract_mesh, mesh_from_checkpoint

@@ -54,12 +54,13 @@ from ..progress import progress_bar
 from ..views import render_views
 from .densify import Density
 from .gaussians import Splats, rgb_to_sh0
-from .rasterize import SplatCamera, gsplat_available, rasterize
+from ..cameras.pinhole import Pinhole
+from .rasterize import gsplat_available, rasterize
 from .tiles import numba_available, warm_up
 from .source import run_background
 from .teacher import fit_loss, teacher_poses
 
-__all__ = ["BakeReport", "field_candidates", "teacher_targets", "free_space_violations", "merge_candidates", "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake", "scene_cameras"]
+__all__ = ["BakeReport", "field_candidates", "teacher_targets", "free_space_violations", "merge_candidates", "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake"]
 
 # 3DGS's learning rates (train.py / arguments), the centres' relative to the cameras' extent
 LR = {"means": 1.6e-4, "log_scales": 5e-3, "quats": 1e-3, "opacity_logits": 5e-2, "sh0": 2.5e-3, "sh_rest": 2.5e-3 / 20}
@@ -77,13 +78,6 @@ class BakeReport:
     fit_seconds: float
     fit_steps: int
     backend: str  # numba | torch | gsplat | none
-
-
-def scene_cameras(run: LoadedRun, views, downscale: int = 1) -> list[SplatCamera]:
-    """The scene's cameras of ``views`` at 1 / ``downscale`` of the training size, as ``SplatCamera``."""
-    scene = run.scene
-    return [SplatCamera(torch.as_tensor(scene.poses[int(i)], dtype=torch.float32), scene.width // downscale,
-                        scene.height // downscale, float(scene.focal) / downscale) for i in views]
 
 
 def fit_targets(run: LoadedRun, views, downscale: int) -> list[Tensor]:
@@ -235,9 +229,9 @@ def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True
 
 
 def teacher_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray, np.ndarray], progress: bool = True
-                    ) -> tuple[list[SplatCamera], list[Tensor]]:
+                    ) -> tuple[list[Pinhole], list[Tensor]]:
     """The field rendered from ``cfg.teacher_views`` new cameras (``enerf.splats.teacher``) at
-    1 / ``init_downscale``: (their SplatCameras, the renderings [h, w, 3] float32); none with fewer than
+    1 / ``init_downscale``: (their Pinholes, the renderings [h, w, 3] float32); none with fewer than
     two rendered cameras or ``teacher_views`` 0."""
 
     poses, depths = rendered
@@ -249,7 +243,7 @@ def teacher_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray
     targets = [torch.as_tensor(v.rgb, dtype=torch.float32).clamp(0.0, 1.0)
                for v in render_views(run, cams, normals=False, progress=progress, desc="splats: render the field's "
                                      "views between the photos", depth="median")]
-    return [SplatCamera(torch.as_tensor(p[:3, :4]), cams.width, cams.height, cams.focal) for p in new], targets
+    return cams.pinholes(), targets
 
 
 def _camera_extent(run: LoadedRun) -> float:
@@ -301,14 +295,14 @@ def _reindex(opt: torch.optim.Adam, leaves: dict[str, Tensor], src: Tensor, valu
 
 
 def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float, progress: bool = True,
-               teacher: tuple[list[SplatCamera], list[Tensor]] = ([], [])) -> tuple[Splats, int, str]:
+               teacher: tuple[list[Pinhole], list[Tensor]] = ([], [])) -> tuple[Splats, int, str]:
     """Step 2 of the module docstring for ``seconds``: (the fitted Splats, steps taken, backend used).
     ``teacher``: the field's renderings from new cameras (``teacher_targets``), fitted in a
     ``teacher_share`` of the steps."""
     device = run.device
     scene = run.scene
     views = [int(i) for i in scene.i_train]
-    cams = scene_cameras(run, views, cfg.fit_downscale)
+    cams = scene.cameras(views, cfg.fit_downscale)
     targets = fit_targets(run, views, cfg.fit_downscale)
     height = cams[0].height
     bg = run_background(run.cfg.render).to(device)

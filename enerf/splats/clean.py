@@ -20,7 +20,8 @@ import torch
 from torch import Tensor
 
 from .gaussians import SH_C0, Splats
-from .rasterize import SplatCamera, rasterize
+from ..cameras.pinhole import Pinhole
+from .rasterize import rasterize
 
 __all__ = ["CROPS", "crop_mask", "contributions", "drop_floaters"]
 
@@ -42,7 +43,7 @@ def crop_mask(means: Tensor, crop: tuple[float, ...]) -> Tensor:
     return inside(means, torch.as_tensor(crop, dtype=means.dtype, device=means.device))
 
 
-def contributions(splats: Splats, cameras: list[SplatCamera]) -> Tensor:
+def contributions(splats: Splats, cameras: list[Pinhole]) -> Tensor:
     """[N] each Gaussian's largest contribution (module docstring: its blending weight summed over
     a view's pixels) over ``cameras`` (in the splats' frame); 0 for one no camera draws."""
     best = torch.zeros(len(splats), device=splats.means.device)
@@ -56,7 +57,7 @@ def contributions(splats: Splats, cameras: list[SplatCamera]) -> Tensor:
     return best
 
 
-def drop_floaters(splats: Splats, cameras: list[SplatCamera], threshold: float) -> tuple[Splats, int]:
+def drop_floaters(splats: Splats, cameras: list[Pinhole], threshold: float) -> tuple[Splats, int]:
     """(the Gaussians whose largest contribution over ``cameras`` is at least ``threshold``, how many were dropped)."""
     keep = contributions(splats, cameras) >= threshold
     return splats.select(keep), int((~keep).sum())

@@ -30,12 +30,12 @@ ROW = np.dtype([("position", "<f4", 3), ("scale", "<f4", 3), ("color", "u1", 4),
 def encode_splat(splats: Splats) -> bytes:
     """The ``.splat`` bytes of ``splats`` (module docstring): ``[N]`` rows of ``ROW``."""
     s = splats.map(lambda t: t.detach().to("cpu", torch.float64))
-    order = torch.argsort(torch.exp(s.log_scales.sum(1)) * torch.sigmoid(s.opacity_logits), descending=True)
+    order = torch.argsort(s.importance(), descending=True)
     s = s.select(order)
     rows = np.zeros(len(s), ROW)
     rows["position"] = s.means.numpy()
     rows["scale"] = np.exp(s.log_scales.numpy())
-    rgba = np.concatenate([0.5 + SH_C0 * s.sh[:, 0].numpy(), torch.sigmoid(s.opacity_logits).numpy()[:, None]], 1)
+    rgba = np.concatenate([s.base_rgb().numpy(), s.opacities.numpy()[:, None]], 1)
     rows["color"] = np.clip(np.round(rgba * 255), 0, 255)
     quats = torch.nn.functional.normalize(s.quats, dim=1).numpy()
     rows["rotation"] = np.clip(np.round(quats * 128 + 128), 0, 255)

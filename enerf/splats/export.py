@@ -24,7 +24,7 @@ from .frames import FRAMES, splats_from_scene, splats_into_scene
 from .gaussians import Splats
 from .html import write_html
 
-__all__ = ["export_splats", "scene_cameras", "export_html"]
+__all__ = ["export_splats", "camera_records", "export_html"]
 
 
 def _from_run(run: LoadedRun, cfg: SplatConfig, progress: bool) -> tuple[Splats, str, dict]:
@@ -41,9 +41,7 @@ def _from_run(run: LoadedRun, cfg: SplatConfig, progress: bool) -> tuple[Splats,
 
         splats, report = bake(run, cfg, progress=progress)
     if cfg.min_contribution > 0:
-        from .bake import scene_cameras as training_cameras
-
-        cameras = training_cameras(run, run.scene.i_train)
+        cameras = run.scene.cameras(run.scene.i_train)
         splats, removed["floaters"] = drop_floaters(splats.map(lambda t: t.to(run.device)), cameras, cfg.min_contribution)
     return splats_from_scene(splats.map(lambda t: t.cpu()), run.scene, cfg.frame), cfg.frame, {**removed, "report": report}
 
@@ -94,7 +92,7 @@ def _span(means: Tensor) -> str:
     return " ".join(f"{a:.3g}..{b:.3g}" for a, b in zip(means.amin(0).tolist(), means.amax(0).tolist()))
 
 
-def scene_cameras(scene: Scene, frame: str) -> list[dict]:
+def camera_records(scene: Scene, frame: str) -> list[dict]:
     """The scene's training cameras, then its held-out ones (each view once), as ``write_html`` takes
     them: ``c2w`` [4, 4] (OpenGL axes, unit rotation columns) in ``frame`` (``OutputFrame.pose`` of
     the scene-space pose), ``fov_y`` = 2 atan(height / (2 focal)) in degrees, ``width``, ``height``."""
@@ -107,7 +105,7 @@ def scene_cameras(scene: Scene, frame: str) -> list[dict]:
 
 def export_html(cfg: HtmlExportConfig, out: str | Path, run: LoadedRun | None = None) -> dict:
     """Write the page of the splat file ``cfg.splats`` to ``out`` (atomically); with ``run``, the
-    page's cameras are the run's (``scene_cameras``) in the frame the file declares (``world`` when
+    page's cameras are the run's (``camera_records``) in the frame the file declares (``world`` when
     it declares none, as ``enerf render --splats`` reads it), else the page's own default view.
 
     Returns:
@@ -123,6 +121,6 @@ def export_html(cfg: HtmlExportConfig, out: str | Path, run: LoadedRun | None = 
         frame = frame or "world"
         if frame not in FRAMES:
             raise DataError(f"{cfg.splats}: declares frame {frame!r}; enerf knows {', '.join(FRAMES)}")
-        cameras = scene_cameras(run.scene, frame)
+        cameras = camera_records(run.scene, frame)
     info = write_html(splats, Path(out), cfg.title or Path(cfg.splats).stem, cameras, cfg.max_splats, cfg.sh_degree)
     return {**info, "cameras": len(cameras or ()), "frame": frame, "not_finite": not_finite}

@@ -68,6 +68,26 @@ class Splats:
         """[N, 3] standard deviations."""
         return torch.exp(self.log_scales)
 
+    def factors(self) -> Tensor:
+        """[N, 3, 3] R S: each Gaussian's rotation (``quat_to_rotmat``) times its standard deviations
+        along its axes (the columns scaled), so that its covariance is (R S)(R S)^T."""
+        return quat_to_rotmat(self.quats) * self.scales[:, None, :]
+
+    def covariances(self) -> Tensor:
+        """[N, 3, 3] the 3D covariances R S S^T R^T (symmetric positive semi-definite)."""
+        m = self.factors()
+        return m @ m.transpose(1, 2)
+
+    def base_rgb(self) -> Tensor:
+        """[N, 3] the band-0 colour SH_C0 f_dc + 0.5 clamped to [0, 1]: what a viewer without
+        view-dependent colour draws."""
+        return torch.clamp(SH_C0 * self.sh[:, 0] + 0.5, 0.0, 1.0)
+
+    def importance(self) -> Tensor:
+        """[N] opacity x volume (the product of the standard deviations): the order in which a
+        page or file keeps its splats when it keeps fewer."""
+        return self.opacities * torch.exp(self.log_scales.sum(-1))
+
     def tensors(self) -> dict[str, Tensor]:
         """The five parameter tensors by name."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "antialiased"}

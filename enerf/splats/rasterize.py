@@ -5,7 +5,7 @@ installed and the splats are on a CUDA device.
 The pure-torch path, per camera:
 
 1. **Project** (``project``): each centre into the camera (OpenCV axes: x right, y down, z forward;
-   ``enerf.cameras.rays`` uses OpenGL axes, so y and z flip), its 3D covariance ``R S S^T R^T``
+   ``enerf.cameras.pinhole.GL_TO_CV`` from the poses' OpenGL axes), its 3D covariance ``R S S^T R^T``
    through the affine approximation ``J W`` of the perspective map (EWA splatting, with the
    reference's clamp of x / z and y / z to 1.3 x the half field of view), plus 0.3 px² on the
    diagonal (the reference's low-pass filter). Centres nearer than ``NEAR`` are dropped. Splats marked
@@ -31,16 +31,16 @@ that one band's pairs stay under ``MAX_PAIRS`` (memory), which changes nothing i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ..cameras.pinhole import Pinhole, world_to_cv_camera
 from ..render.compositing import exclusive_segment_sum
-from .gaussians import Splats, quat_to_rotmat, sh_to_rgb
+from .gaussians import Splats, sh_to_rgb
 from .tiles import numba_available, rasterize_tiles
 
-__all__ = ["SplatCamera", "NEAR", "MAX_PAIRS", "project", "rasterize", "gsplat_available"]
+__all__ = ["NEAR", "MAX_PAIRS", "project", "rasterize", "gsplat_available"]
 
 NEAR = 0.01  # Gaussians whose centre is nearer than this (camera z, scene units) are not drawn
 ALPHA_MIN = 1.0 / 255.0  # fainter (Gaussian, pixel) pairs are skipped (the reference's threshold)
@@ -49,21 +49,7 @@ LOW_PASS = 0.3  # px², added to the projected covariance's diagonal (the refere
 MAX_PAIRS = 6_000_000  # pairs rendered at once; a larger image is split into bands of rows
 
 
-@dataclass(frozen=True)
-class SplatCamera:
-    """A pinhole camera in the splats' frame, principal point at the image centre (as ``enerf.cameras.rays``)."""
-
-    c2w: Tensor  # [3, 4] camera-to-world, columns [right, up, back, t] (OpenGL axes)
-    width: int
-    height: int
-    focal: float  # pixels
-
-    def centre(self) -> Tensor:
-        """[3] the camera centre."""
-        return self.c2w[:3, 3]
-
-
-def project(splats: Splats, camera: SplatCamera) -> dict[str, Tensor]:
+def project(splats: Splats, camera: Pinhole) -> dict[str, Tensor]:
     """Project every Gaussian (step 1 of the module docstring).
 
     Returns:
@@ -73,10 +59,7 @@ def project(splats: Splats, camera: SplatCamera) -> dict[str, Tensor]:
         visible [N] bool (in front of NEAR with a finite, positive-definite footprint), compensation [N]
         (sqrt(det Σ / det(Σ + LOW_PASS I)) in [0, 1]: the 2D mip filter's opacity factor).
     """
-    c2w = camera.c2w.to(splats.means)
-    rot, centre = c2w[:3, :3], c2w[:3, 3]
-    flip = torch.tensor([1.0, -1.0, -1.0], dtype=rot.dtype, device=rot.device)
-    w2c = rot.T * flip[:, None]  # [3, 3] world -> OpenCV camera axes
+    w2c, centre = world_to_cv_camera(camera.pose(splats.means))  # [3, 3] world -> OpenCV camera axes, [3]
     p = (splats.means - centre) @ w2c.T  # [N, 3]
     x, y, z = p.unbind(-1)
     zs = z.clamp_min(NEAR)
@@ -89,7 +72,7 @@ def project(splats: Splats, camera: SplatCamera) -> dict[str, Tensor]:
     ty = (y / zs).clamp(-lim_y, lim_y) * zs
     zero = torch.zeros_like(zs)
     jac = torch.stack([f / zs, zero, -f * tx / zs**2, zero, f / zs, -f * ty / zs**2], -1).reshape(-1, 2, 3)
-    m = quat_to_rotmat(splats.quats) * torch.exp(splats.log_scales)[:, None, :]  # [N, 3, 3] R S
+    m = splats.factors()  # [N, 3, 3] R S
     t = jac @ w2c @ m  # [N, 2, 3]
     cov = t @ t.transpose(1, 2)  # [N, 2, 2]
     a = cov[:, 0, 0] + LOW_PASS
@@ -176,15 +159,15 @@ def gsplat_available(device: torch.device) -> bool:
     return True
 
 
-def _rasterize_gsplat(splats: Splats, camera: SplatCamera, background: Tensor) -> dict[str, Tensor]:
+def _rasterize_gsplat(splats: Splats, camera: Pinhole, background: Tensor) -> dict[str, Tensor]:
     """gsplat's ``rasterization`` with the same camera model (OpenCV view matrix, principal point at the centre)."""
     from gsplat import rasterization
 
-    c2w = camera.c2w.to(splats.means)
-    flip = torch.tensor([1.0, -1.0, -1.0], dtype=c2w.dtype, device=c2w.device)
+    c2w = camera.pose(splats.means)
+    rotation, centre = world_to_cv_camera(c2w)
     view = torch.eye(4, dtype=c2w.dtype, device=c2w.device)
-    view[:3, :3] = c2w[:3, :3].T * flip[:, None]
-    view[:3, 3] = -view[:3, :3] @ c2w[:3, 3]
+    view[:3, :3] = rotation
+    view[:3, 3] = -rotation @ centre
     K = torch.tensor([[camera.focal, 0.0, 0.5 * camera.width], [0.0, camera.focal, 0.5 * camera.height],
                       [0.0, 0.0, 1.0]], dtype=c2w.dtype, device=c2w.device)
     img, alpha, info = rasterization(splats.means, torch.nn.functional.normalize(splats.quats, dim=-1), splats.scales,
@@ -200,7 +183,7 @@ def _rasterize_gsplat(splats: Splats, camera: SplatCamera, background: Tensor) -
             "index": torch.arange(len(splats), device=uv.device)}
 
 
-def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = None, backend: str = "auto",
+def rasterize(splats: Splats, camera: Pinhole, background: Tensor | None = None, backend: str = "auto",
               rows: tuple[int, int] | None = None) -> dict[str, Tensor]:
     """Render ``splats`` into ``camera`` (module docstring).
 
@@ -232,7 +215,7 @@ def rasterize(splats: Splats, camera: SplatCamera, background: Tensor | None = N
     idx = torch.nonzero(inside).squeeze(1)
     idx = idx[torch.argsort(proj["depth"][idx])]  # front to back
     uv, conic, dep, op, ex = proj["uv"][idx], proj["conic"][idx], proj["depth"][idx], opacity[idx], ext[idx]
-    dirs = torch.nn.functional.normalize(splats.means[idx] - camera.c2w[:3, 3].to(splats.means), dim=-1)
+    dirs = torch.nn.functional.normalize(splats.means[idx] - camera.centre(splats.means), dim=-1)
     colors = sh_to_rgb(splats.sh[idx], dirs)
     if uv.requires_grad:
         uv.retain_grad()  # the fit's densification reads dL/d(pixel position) of the drawn Gaussians

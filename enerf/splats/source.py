@@ -16,11 +16,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ..cameras.pinhole import Pinhole
 from ..cameras.rays import pixel_rays
 from ..config import RenderConfig
 from ..data.scene import Scene
 from ..loaded_run import LoadedRun
-from ..render.sources import ImageSource, PinholeView
+from ..render.sources import ImageSource
 from .frames import splats_into_scene
 from .gaussians import Splats
 from .files import read_splat_file
@@ -47,7 +48,7 @@ def read_splats_for_run(run: LoadedRun, path: str | Path) -> Splats:
     return splats_for_run(run, *read_splat_file(path), where=path)
 
 
-def _ndc_depth(depth: Tensor, acc: Tensor, view: PinholeView) -> Tensor:
+def _ndc_depth(depth: Tensor, acc: Tensor, view: Pinhole) -> Tensor:
     """[h, w] camera z-depth (weighted, not divided by acc) -> the NDC ray parameter of the mean depth
     point, times acc (near plane 1: scene z -> t = 1 + 1 / z)."""
     c2w = torch.as_tensor(view.c2w, dtype=torch.float32)[:3, :4]
@@ -62,15 +63,15 @@ def _ndc_depth(depth: Tensor, acc: Tensor, view: PinholeView) -> Tensor:
 def splat_source(splats: Splats, scene: Scene, background: Tensor | None = None) -> ImageSource:
     """The views of ``scene`` rendered from ``splats`` (in its scene frame) with ``rasterize``; a
     strided view is rendered whole and subsampled (rasterizing is cheap beside the field)."""
-    from .rasterize import SplatCamera, rasterize
+    from .rasterize import rasterize
 
     device = splats.means.device
     bkgd = background.to(device) if background is not None else None
 
-    def render(view: PinholeView, bar=None) -> dict[str, Tensor]:
-        c2w = torch.as_tensor(view.c2w, dtype=torch.float32)[:3, :4].to(device)
+    def render(view: Pinhole, bar=None) -> dict[str, Tensor]:
+        camera = Pinhole(view.pose(device=device), int(view.width), int(view.height), float(view.focal))
         with torch.no_grad():
-            out = rasterize(splats, SplatCamera(c2w, int(view.width), int(view.height), float(view.focal)), bkgd)
+            out = rasterize(splats, camera, bkgd)  # the whole view: its stride is taken below
         s = view.stride
         rgb, acc, depth = (out[k][::s, ::s].float().cpu() for k in ("rgb", "acc", "depth"))
         if scene.use_ndc:

@@ -1,8 +1,8 @@
-"""Held-out evaluation: render test views, score PSNR / SSIM / LPIPS, write metrics.json."""
+"""Held-out evaluation: render test views, score PSNR / SSIM / LPIPS, and the record metrics.json keeps of
+them (``metrics_record``). Scoring a checkpoint (``enerf eval``) is ``enerf.train.eval_run``."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Sequence
@@ -11,34 +11,29 @@ import imageio.v3 as iio
 import numpy as np
 import torch
 
-from ..atomic import atomic_write_bytes, atomic_write_json
+from ..atomic import atomic_write_bytes
 from ..cameras.visibility import seen_pixels
 from ..config import RenderConfig
 from ..data.scene import Scene
-from ..errors import ConfigError
 from ..fields.appearance import APPEARANCE_PROTOCOL, right_half_psnr
 from ..fields.nerf import NeRFField
-from ..metrics import LPIPS_MIN_SIZE, SSIM_WINDOW, image_metrics, make_lpips, mse_to_psnr
+from ..metrics import LPIPS_MIN_SIZE, SSIM_WINDOW, image_metrics, mse_to_psnr
 from ..progress import progress_bar, stderr_is_terminal
 from .estimate import duration_text
 from ..render import Renderer
-from ..render.sources import ImageSource, PinholeView, field_source
-from ..loaded_run import load_run
-from ..runfolder import RunLock, check_output_dir
+from ..render.sources import ImageSource, field_source
 
-__all__ = ["render_scene_view", "evaluate_views", "seen_scores", "uncovered", "UNCOVERED_ACC", "ViewReport", "summarize", "read_metrics",
-           "evaluate_checkpoint", "EVAL_OUTPUTS"]
+__all__ = ["render_scene_view", "evaluate_views", "seen_scores", "uncovered", "UNCOVERED_ACC", "ViewReport", "summarize",
+           "metrics_record"]
 
 UNCOVERED_ACC = 0.5  # a pixel under this accumulated opacity counts as uncovered (``uncovered``)
-# what enerf eval writes into the run folder, per image source: (metrics file, folder of the renderings)
-EVAL_OUTPUTS = {"field": ("metrics.json", "test_views"), "splats": ("metrics_splats.json", "test_views_splats")}
 
 
 def render_scene_view(scene: Scene, index: int, fields: dict[str, NeRFField], cfg: RenderConfig, device: torch.device,
                       renderer: Renderer | None = None, bar=None, stride: int = 1) -> np.ndarray:
     """Render view ``index`` of ``scene`` (``enerf.render.images.render_rays_image``); returns rgb
     [H, W, 3] float32 in [0, 1], or with ``stride`` s > 1 every s-th row and column of it (``Scene.rays``)."""
-    out = field_source(scene, fields, cfg, device, renderer)(PinholeView.of_scene(scene, index, stride), bar)
+    out = field_source(scene, fields, cfg, device, renderer)(scene.camera(index, stride), bar)
     return out["rgb"].clamp(0.0, 1.0).cpu().numpy()
 
 
@@ -81,7 +76,7 @@ def evaluate_views(
     with progress_bar(len(views) * rows * cols, desc, progress, unit="ray", leave=leave) as bar:
         for k, index in enumerate(views):
             bar.set_postfix_str(f"view {k + 1}/{len(views)}", refresh=False)
-            out = source(PinholeView.of_scene(scene, int(index), stride), bar)
+            out = source(scene.camera(int(index), stride), bar)
             pred = out["rgb"].clamp(0.0, 1.0).cpu().numpy()
             target = scene.image(int(index), stride)
             scores = {**image_metrics(pred, target, lpips_metric), "psnr_fit_right": right_half_psnr(pred, target),
@@ -171,67 +166,20 @@ def _mean_of(per_image: list[dict], key: str) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def read_metrics(path: Path) -> dict:
-    """A run's metrics.json as a dict ({} when absent); ConfigError when it is not a JSON object."""
-    if not path.is_file():
-        return {}
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid JSON ({str(exc).splitlines()[0]}); move it away or delete it, "
-                          "then run again") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{path} holds a JSON {type(value).__name__}, not a metrics object; move it away or delete it")
-    return value
-
-
-def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str | None = None,
-                        progress: bool = True, datadir: str | Path | None = None,
-                        splats: str | Path | None = None) -> dict:
-    """Recompute metrics.json for a run from its checkpoint and its scene's images (``enerf eval``;
-    ``datadir``: the scene folder instead of the one recorded at training).
-
-    ``splats``: a splat file (.ply, .spz, .splat) to score instead of the field (``enerf eval --splats``; read in the frame
-    it declares, ``enerf.splats.source``): the same views and metrics, into ``metrics_splats.json``
-    (plus ``splats``: the file, ``source``: ``splats``, ``splat_count``, ``sh_degree``) and
-    ``test_views_splats/``; the field's metrics.json is left as it is.
-    """
-    if splats is not None:
-        from ..splats.files import read_splat_file
-
-        splat_file = read_splat_file(splats)  # a file that is no splat file: one line before the checkpoint loads
-    run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=True)
-    cfg, scene, device, out_dir = run.cfg, run.scene, run.device, run.folder
-    check_output_dir(out_dir, "--ckpt's run folder")
-    metrics_name, views_name = EVAL_OUTPUTS["field" if splats is None else "splats"]
-    metrics_path = out_dir / metrics_name
-    previous, source, extra = read_metrics(metrics_path), None, {}
-    if splats is not None:
-        from ..splats.source import run_background, splat_source, splats_for_run
-
-        baked = splats_for_run(run, *splat_file, where=splats)
-        source = splat_source(baked, scene, background=run_background(cfg.render))
-        previous = {}  # nothing of an earlier file is kept: every key is this evaluation's
-        extra = {"splats": str(Path(splats).resolve()), "source": "splats", "splat_count": len(baked),
-                 "sh_degree": baked.degree}
-    lpips_metric, lpips_error = make_lpips(device) if cfg.train.compute_lpips else (None, "disabled by config")
-    with RunLock(out_dir, "enerf eval"):  # training writes metrics.json too: one writer at a time
-        per_image = evaluate_views(scene, scene.i_test, run.fields, cfg.render, device, lpips_metric,
-                                   image_dir=out_dir / views_name, renderer=run.renderer, progress=progress,
-                                   stride=cfg.train.eval_stride, source=source)
-        metrics = {
-            **previous,
-            **summarize(per_image, lpips_error),
-            "per_image": per_image,
-            "steps": run.step,
-            "eval_stride": cfg.train.eval_stride,
-            "appearance": {"model": cfg.train.appearance, **APPEARANCE_PROTOCOL},
-            "conditioning": cfg.field.conditioning,
-            "conditioned_layers": cfg.field.conditioned_layers,
-            "checkpoint": str(run.ckpt_path),
-            **extra,
-        }
-        metrics.setdefault("train_seconds", run.extra.get("train_seconds"))
-        atomic_write_json(metrics_path, metrics)  # a NaN or inf value is written as null
-    return metrics
-
+def metrics_record(cfg, per_image: list[dict], lpips_error: str | None, steps: int, stride: int, checkpoint: str | Path,
+                   **extra) -> dict:
+    """What metrics.json holds of one evaluation, in one place for training's final evaluation and ``enerf eval``:
+    the means over views (``summarize``), ``per_image``, the steps trained, the stride scored, how views are
+    scored (``appearance``), the conditioning and the checkpoint; then ``extra``'s keys, in their order.
+    ``cfg``: the run's ``RunConfig``."""
+    return {
+        **summarize(per_image, lpips_error),
+        "per_image": per_image,
+        "steps": steps,
+        "eval_stride": stride,  # cfg.train.eval_stride, or larger for a short run (enerf.train.short_run)
+        "appearance": {"model": cfg.train.appearance, **APPEARANCE_PROTOCOL},  # how held-out views are scored
+        "conditioning": cfg.field.conditioning,
+        "conditioned_layers": cfg.field.conditioned_layers,
+        "checkpoint": str(checkpoint),
+        **extra,
+    }

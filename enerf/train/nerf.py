@@ -35,7 +35,7 @@ from ..data.scene import Scene
 from ..device import select_device
 from ..errors import CheckpointError, ConfigError
 from ..render.build import build_fields
-from ..fields.appearance import APPEARANCE_PROTOCOL, Appearance
+from ..fields.appearance import Appearance
 from ..fields.nerf import NeRFField
 from ..metrics import make_lpips, mse_to_psnr
 from ..nn.conditioning import condition_numbers
@@ -46,7 +46,7 @@ from ..runfolder import check_output_dir, config_run_folder
 from .divergence import black_level_psnr, black_warning
 from ..distributed import (average_gradients, broadcast_parameters, process_group, rank_device, rank_generator,
                           shard_batch, sum_over_ranks)
-from .evaluate import evaluate_views, summarize
+from .evaluate import evaluate_views, metrics_record, summarize
 from .short_run import capped_stride, render_rate, stride_line
 from .loop import Evaluation, StepResult, train_loop
 from .rays_per_step import RaysPerStep
@@ -266,35 +266,28 @@ class NerfRun:
         summary = summarize(per_image, lpips_error)
         black = black_level_psnr(scene.images[scene.i_test], 1.0 if cfg.render.white_bkgd else 0.0) if len(per_image) else None
         warning = black_warning(summary["psnr"], black, self.warmup_psnr, self.warmup_steps) if black is not None else None
-        metrics = {
-            **summary,
-            "per_image": per_image,
-            "steps": steps,
-            "train_seconds": train_seconds,
+        metrics = metrics_record(
+            cfg, per_image, lpips_error, steps, stride, ckpt_path,
+            train_seconds=train_seconds,
             # wall-clock seconds of this process: loading, the training loop (steps, periodic evaluations,
             # checkpoints), the final evaluation; a resumed run counts from its resume
-            "wall_seconds": {**wall, "total": sum(wall.values())},
-            "eval_stride": stride,  # cfg.train.eval_stride, or larger for a short run (enerf.train.short_run)
+            wall_seconds={**wall, "total": sum(wall.values())},
             # held-out rays rendered and scored per wall second of the final evaluation
-            "eval_rays_per_second": scored / wall["eval"] if scored and wall["eval"] > 0 else None,
-            "appearance": {"model": cfg.train.appearance, **APPEARANCE_PROTOCOL},  # how held-out views are scored
-            "conditioning": cfg.field.conditioning,
-            "precond": cfg.train.precond,
-            "conditioned_layers": cfg.field.conditioned_layers,
-            "seed": cfg.train.seed,
-            "device": str(device),
-            "history": state.history + [{"step": steps, "train_seconds": train_seconds, "psnr": summary["psnr"],
-                                         "train_psnr": self.train_psnr(), **work_record(rays_per_step),
-                                         **grid_record(renderer, rays_per_step)}],
-            "renderer": renderer.name,
+            eval_rays_per_second=scored / wall["eval"] if scored and wall["eval"] > 0 else None,
+            precond=cfg.train.precond,
+            seed=cfg.train.seed,
+            device=str(device),
+            history=state.history + [{"step": steps, "train_seconds": train_seconds, "psnr": summary["psnr"],
+                                      "train_psnr": self.train_psnr(), **work_record(rays_per_step),
+                                      **grid_record(renderer, rays_per_step)}],
+            renderer=renderer.name,
             **rays_per_step.summary(),  # queries_per_ray (network queries per training ray), colour_skipped_per_ray, ...
             **grid_record(renderer, rays_per_step),  # grid renderers: grid_occupied, grid_update_queries_per_ray
-            "kappa": {k: list(v) for k, v in condition_numbers(self.fields["coarse"]).items()},
-            "kappa_history": state.kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
-            "checkpoint": str(ckpt_path),
-            "black_psnr": black,  # held-out PSNR of an image that is the background colour everywhere
-            "warnings": [warning] if warning else [],
-        }
+            kappa={k: list(v) for k, v in condition_numbers(self.fields["coarse"]).items()},
+            kappa_history=state.kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
+            black_psnr=black,  # held-out PSNR of an image that is the background colour everywhere
+            warnings=[warning] if warning else [],
+        )
         atomic_write_json(out_dir / "metrics.json", metrics)  # a NaN or inf value is written as null
         return metrics
 

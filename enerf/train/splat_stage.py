@@ -59,7 +59,7 @@ def splat_stage(cfg: RunConfig, ckpt_path: Path, metrics: dict, data_root: Path 
     """Steps 1 and 2 of the module docstring for the run that wrote ``ckpt_path``; returns ``metrics``
     with ``splats`` added (also written to ``metrics.json``)."""
     from ..splats.export import export_splats
-    from .evaluate import evaluate_checkpoint
+    from .eval_run import evaluate_checkpoint
 
     folder = Path(ckpt_path).parent.parent
     out = folder / RUN_SPLATS

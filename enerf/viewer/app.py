@@ -11,7 +11,7 @@ from ..config import DATA_ROOT, ViewerConfig
 from ..errors import ConfigError
 from ..loaded_run import LoadedRun, load_run
 from ..runfolder import choose_splats
-from ..train.evaluate import read_metrics
+from ..runfolder import read_metrics
 from .server import Viewer
 from .splats import bake_hint, read_viewer_splats
 from .session import import_viser

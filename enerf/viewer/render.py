@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..cameras.rays import make_rays
-from ..export.video import colorize, depth_range, depth_values
+from ..export.depth_colors import colorize, depth_range, depth_values
 from ..loaded_run import LoadedRun
 from ..nn.modes import eval_mode
 from ..render.images import render_rays_image

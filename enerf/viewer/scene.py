@@ -13,15 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cameras.pinhole import GL_TO_CV
 from ..cameras.scene_kind import look_at_point
 from ..loaded_run import LoadedRun
 from .render import fov_from_focal
 
 __all__ = ["quat_to_matrix", "matrix_to_quat", "c2w_from_viser", "viser_from_c2w", "Frustum", "frustums",
            "initial_view", "frustum_scale", "camera_spacing", "scene_centre", "run_label", "run_summary", "heldout_psnr"]
-
-_GL_TO_CV = np.diag([1.0, -1.0, -1.0])
-
 
 def quat_to_matrix(wxyz) -> np.ndarray:
     """Unit quaternion (w, x, y, z) -> rotation matrix [3, 3] (normalised first)."""
@@ -56,7 +54,7 @@ def matrix_to_quat(rot: np.ndarray) -> np.ndarray:
 
 def c2w_from_viser(wxyz, position) -> np.ndarray:
     """A viser camera (OpenCV axes) as enerf's camera-to-world: np.ndarray  # [3, 4]."""
-    rot = quat_to_matrix(wxyz) @ _GL_TO_CV
+    rot = quat_to_matrix(wxyz) @ GL_TO_CV
     return np.concatenate([rot, np.asarray(position, dtype=np.float64).reshape(3, 1)], axis=1)
 
 
@@ -65,7 +63,7 @@ def viser_from_c2w(c2w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     c2w = np.asarray(c2w, dtype=np.float64)
     rot = c2w[:3, :3]
     rot = rot / np.linalg.norm(rot, axis=0, keepdims=True)  # poses may carry a scale
-    return matrix_to_quat(rot @ _GL_TO_CV), c2w[:3, 3].copy()
+    return matrix_to_quat(rot @ GL_TO_CV), c2w[:3, 3].copy()
 
 
 @dataclass(frozen=True)

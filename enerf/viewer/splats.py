@@ -28,7 +28,7 @@ import torch
 
 from ..errors import ConfigError, DataError
 from ..runfolder import RUN_SPLATS
-from ..splats.gaussians import SH_C0, Splats, quat_to_rotmat
+from ..splats.gaussians import Splats
 
 __all__ = ["ViewerSplats", "viewer_splats", "read_viewer_splats", "node_scale", "splat_view", "default_splats_file",
            "bake_hint"]
@@ -59,12 +59,8 @@ class ViewerSplats:
 def viewer_splats(splats: Splats, source: str = "", frame: str = "") -> ViewerSplats:
     """``splats`` (any device) -> the arrays viser draws (float32 numpy)."""
     s = splats.map(lambda t: t.detach().to("cpu", torch.float64))
-    rot = quat_to_rotmat(s.quats)  # [N, 3, 3]
-    m = rot * torch.exp(s.log_scales)[:, None, :]  # R S
-    cov = m @ m.transpose(1, 2)  # R S S^T R^T
-    rgb = torch.clamp(SH_C0 * s.sh[:, 0] + 0.5, 0.0, 1.0)
-    return ViewerSplats(s.means.float().numpy(), cov.float().numpy(), rgb.float().numpy(),
-                        torch.sigmoid(s.opacity_logits).float().numpy()[:, None], source, frame)
+    return ViewerSplats(s.means.float().numpy(), s.covariances().float().numpy(), s.base_rgb().float().numpy(),
+                        s.opacities.float().numpy()[:, None], source, frame)
 
 
 def node_scale(covariances: np.ndarray) -> float:

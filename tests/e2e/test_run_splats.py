@@ -27,7 +27,8 @@ from enerf.runfolder import RUN_SPLATS, choose_splats, run_splats_path
 from enerf.splats import Splats
 from enerf.splats.frames import splats_to_frame
 from enerf.splats.ply import write_splats
-from enerf.splats.rasterize import SplatCamera, rasterize
+from enerf.cameras.pinhole import Pinhole
+from enerf.splats.rasterize import rasterize
 
 plyfile = pytest.importorskip("plyfile")
 
@@ -87,7 +88,7 @@ def test_render_draws_the_runs_splats_and_the_field_with_field(runs, capsys):
     assert len(out) == 2 and "from the splats of" in out[1]
     drawn = _frames(run.folder / "video_test_splats", len(scene.i_test))
     for frame, view in zip(drawn, scene.i_test):
-        camera = SplatCamera(torch.as_tensor(scene.poses[int(view)][:3, :4], dtype=torch.float32), scene.width,
+        camera = Pinhole(torch.as_tensor(scene.poses[int(view)][:3, :4], dtype=torch.float32), scene.width,
                              scene.height, float(scene.focal))
         with torch.no_grad():
             expected = rasterize(runs["splats"], camera, torch.zeros(3))["rgb"].numpy()

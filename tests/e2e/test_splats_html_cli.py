@@ -28,7 +28,8 @@ from enerf.loaded_run import load_run
 from enerf.fields.shape import ShapeField
 from enerf.splats.frames import splats_to_frame
 from enerf.splats.ply import read_splats, write_splats
-from enerf.splats.rasterize import SplatCamera, rasterize
+from enerf.cameras.pinhole import Pinhole
+from enerf.splats.rasterize import rasterize
 
 plyfile = pytest.importorskip("plyfile")
 
@@ -196,7 +197,7 @@ def test_the_page_opens_at_the_first_training_camera_and_shows_the_splats(baked,
     # what the page shows is the splats from that camera: enerf's own rasterizer at a quarter of the
     # window (the screenshot averaged over 4 x 4 pixels)
     splats, _ = read_splats(baked["ply"])
-    camera = SplatCamera(torch.as_tensor(first[:3], dtype=torch.float32), W // 4, H // 4,
+    camera = Pinhole(torch.as_tensor(first[:3], dtype=torch.float32), W // 4, H // 4,
                          scene.focal * H / 4 / scene.height)
     want = rasterize(splats, camera, torch.zeros(3))["rgb"].numpy()
     got = shot.reshape(H // 4, 4, W // 4, 4, 3).mean((1, 3))
@@ -227,7 +228,7 @@ def test_the_fit_brings_the_splats_closer_to_the_photos(baked, tmp_path):
         splats = read_splats_for_run(run, path)
         errors = []
         for i in run.scene.i_train:
-            cam = SplatCamera(torch.as_tensor(run.scene.poses[i]), run.scene.width, run.scene.height, run.scene.focal)
+            cam = Pinhole(torch.as_tensor(run.scene.poses[i]), run.scene.width, run.scene.height, run.scene.focal)
             with torch.no_grad():
                 rgb = rasterize(splats, cam, backend="torch")["rgb"].numpy()
             errors.append(np.mean((rgb - run.scene.image(int(i))) ** 2))

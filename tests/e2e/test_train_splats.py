@@ -25,7 +25,8 @@ from enerf.config import RunConfig, TrainConfig
 from enerf.config import presets
 from enerf.loaded_run import load_run
 from enerf.splats import Splats
-from enerf.splats.rasterize import SplatCamera, rasterize
+from enerf.cameras.pinhole import Pinhole
+from enerf.splats.rasterize import rasterize
 from enerf.train.splat_stage import bake_seconds
 
 plyfile = pytest.importorskip("plyfile")
@@ -114,7 +115,7 @@ def test_uncovered_is_the_share_of_pixels_under_half_opacity(run):
                     torch.tensor(sh, dtype=torch.float32), antialiased="enerf antialiased" in ply.comments)
     scene = loaded.scene
     for view in metrics["splats"]["per_view"]:
-        cam = SplatCamera(torch.as_tensor(scene.poses[view["view"]], dtype=torch.float32)[:3, :4], scene.width,
+        cam = Pinhole(torch.as_tensor(scene.poses[view["view"]], dtype=torch.float32)[:3, :4], scene.width,
                           scene.height, float(scene.focal))
         with torch.no_grad():
             acc = rasterize(splats, cam)["acc"].numpy()

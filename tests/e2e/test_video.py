@@ -18,7 +18,8 @@ from enerf.cameras.rays import ndc_rays, ndc_to_world
 from enerf.synthetic.scene import make_synthetic_scene
 from enerf.loaded_run import load_run
 from enerf.data.camera_paths import camera_path
-from enerf.export.video import depth_values, render_video
+from enerf.export.depth_colors import depth_values
+from enerf.export.video import render_video
 from enerf.train.evaluate import render_scene_view
 
 TINY = ["--preset", "none", "--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16", "--view_width", "8",

@@ -10,10 +10,10 @@ import torch
 
 from enerf.splats import Splats
 from enerf.splats.clean import contributions, crop_mask, drop_floaters
-from enerf.splats.rasterize import SplatCamera
+from enerf.cameras.pinhole import Pinhole
 
 W, H, F = 64, 48, 100.0
-CAMERA = SplatCamera(torch.eye(4)[:3], W, H, F)  # at the origin, looking down -z (OpenGL axes)
+CAMERA = Pinhole(torch.eye(4)[:3], W, H, F)  # at the origin, looking down -z (OpenGL axes)
 
 
 def _gaussians(depths, sigmas, opacities) -> Splats:
@@ -44,7 +44,7 @@ def test_contribution_of_a_gaussian_behind_another():
 def test_the_largest_over_views_and_floaters_behind_every_camera():
     splats = _gaussians([5.0, -3.0, 5.0], [0.1, 0.1, 0.1], [0.5, 0.9, 0.5])  # the second is behind the camera
     splats.means[2, 0] = 100.0  # far to the side: outside the first view
-    aside = SplatCamera(torch.tensor([[1.0, 0, 0, 100.0], [0, 1, 0, 0], [0, 0, 1, 0]]), W, H, F)
+    aside = Pinhole(torch.tensor([[1.0, 0, 0, 100.0], [0, 1, 0, 0], [0, 0, 1, 0]]), W, H, F)
     c = contributions(splats, [CAMERA, aside]).numpy()
     one = _alpha(5.0, 0.1, 0.5).sum()
     np.testing.assert_allclose(c, [one, 0.0, one], rtol=2e-3)

@@ -16,7 +16,8 @@ from enerf.errors import ConfigError, DataError
 from enerf.splats import SH_C0, Splats
 from enerf.splats.files import finite_splats, read_splat_file, write_splat_file
 from enerf.splats.gaussians import quat_to_rotmat
-from enerf.splats.rasterize import SplatCamera, rasterize
+from enerf.cameras.pinhole import Pinhole
+from enerf.splats.rasterize import rasterize
 from splat_readers import read_spz_file
 
 
@@ -97,7 +98,7 @@ def test_rendered_like_the_ply(tmp_path, suffix):
         splats = Splats(splats.means, splats.log_scales, splats.quats, splats.opacity_logits, splats.sh[:, :1])
     write_splat_file(tmp_path / "s.ply", splats, "world")
     write_splat_file(tmp_path / f"s{suffix}", splats, "world")
-    camera = SplatCamera(torch.eye(4)[:3], 96, 96, 100.0)  # at the origin, looking down -z
+    camera = Pinhole(torch.eye(4)[:3], 96, 96, 100.0)  # at the origin, looking down -z
     images = [rasterize(read_splat_file(tmp_path / name)[0], camera, backend="torch")["rgb"]
               for name in ("s.ply", f"s{suffix}")]
     mse = float(((images[0] - images[1]) ** 2).mean())

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from enerf.splats import Splats, sh_basis
-from enerf.splats.rasterize import SplatCamera, rasterize
+from enerf.cameras.pinhole import Pinhole
+from enerf.splats.rasterize import rasterize
 
 
 def _random_splats(n: int, degree: int, seed: int = 0) -> Splats:
@@ -20,16 +21,16 @@ def _random_splats(n: int, degree: int, seed: int = 0) -> Splats:
                   sh=0.5 * torch.randn(n, (degree + 1) ** 2, 3, generator=g))
 
 
-def _camera(width: int = 40, height: int = 30) -> SplatCamera:
+def _camera(width: int = 40, height: int = 30) -> Pinhole:
     c2w = torch.tensor([[1.0, 0.0, 0.0, 0.1], [0.0, 1.0, 0.0, -0.05], [0.0, 0.0, 1.0, 0.2]])
     angle = 0.15  # a small turn about y, so that no axis is trivially aligned
     rot = torch.tensor([[np.cos(angle), 0.0, np.sin(angle)], [0.0, 1.0, 0.0], [-np.sin(angle), 0.0, np.cos(angle)]],
                        dtype=torch.float32)
     c2w[:3, :3] = rot
-    return SplatCamera(c2w, width, height, 35.0)
+    return Pinhole(c2w, width, height, 35.0)
 
 
-def _reference(splats: Splats, cam: SplatCamera, bg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _reference(splats: Splats, cam: Pinhole, bg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Numpy: projection of a point p -> pixel (u, v) (OpenGL camera, principal point at the centre)."""
     c2w = cam.c2w.double().numpy()
     rot, t = c2w[:3, :3], c2w[:3, 3]
@@ -157,7 +158,7 @@ def test_the_mip_filter_keeps_a_small_gaussians_coverage(backend):
     if backend == "numba":
         pytest.importorskip("numba")
     sigma_px, focal, depth, o = 0.5, 100.0, 2.0, 0.5
-    cam = SplatCamera(torch.eye(4)[:3], 41, 41, focal)
+    cam = Pinhole(torch.eye(4)[:3], 41, 41, focal)
     splats = Splats(means=torch.tensor([[0.0, 0.0, -depth]]),
                     log_scales=torch.full((1, 3), float(np.log(sigma_px * depth / focal))),
                     quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]),

@@ -12,7 +12,6 @@ import enerf.splats.rasterize as rasterize_module
 from enerf.cameras.rays import ndc_rays, pixel_rays
 from enerf.data.scene import Scene
 from enerf.cameras.rays import world_to_ndc
-from enerf.render.sources import PinholeView
 from enerf.splats import Splats
 from enerf.splats.source import splat_source
 
@@ -30,7 +29,7 @@ def test_a_scene_view_has_the_scenes_rays_bit_for_bit():
     for use_ndc in (False, True):
         scene = _scene(use_ndc)
         for stride in (1, 2):
-            mine = PinholeView.of_scene(scene, 1, stride).rays(scene)
+            mine = scene.camera(1, stride).rays(scene.near, scene.far, scene.use_ndc)
             theirs = scene.rays(1, stride=stride)
             for a, b in zip(mine, theirs):
                 assert torch.equal(a, b)
@@ -68,7 +67,7 @@ def test_splat_source_renders_the_camera_asked_for_and_subsamples_a_strided_view
     scene = _scene(False)
     source = splat_source(_splats(), scene, torch.ones(3))
     bar = _Bar()
-    out = source(PinholeView.of_scene(scene, 1, stride=2), bar)
+    out = source(scene.camera(1, stride=2), bar)
     camera, background = record[-1]
     assert (camera.width, camera.height, camera.focal) == (W, H, F)
     np.testing.assert_array_equal(camera.c2w.numpy(), scene.poses[1])
@@ -81,7 +80,7 @@ def test_splat_source_renders_the_camera_asked_for_and_subsamples_a_strided_view
 def test_ndc_scenes_get_the_ndc_ray_parameter_of_the_mean_depth_point(monkeypatch):
     monkeypatch.setattr(rasterize_module, "rasterize", _fake_rasterize([]))
     scene = _scene(True)
-    view = PinholeView.of_scene(scene, 0)
+    view = scene.camera(0)
     out = splat_source(_splats(), scene)(view)
     # independently: the mean point at z-depth z along each pixel's ray, its NDC point, and the parameter t of
     # that point along the pixel's NDC ray (ndc_rays), as the field's depth for NDC rays

@@ -19,7 +19,7 @@ from enerf.cli.train import build_train_parser, run_config_from_args, train_pres
 from enerf.data.blender import load_blender
 from enerf.data.nerfstudio import load_nerfstudio
 from enerf.cameras.scene_kind import classify_cameras
-from enerf.data.loaders import scene_cameras
+from enerf.data.loaders import read_camera_poses
 from conftest import shared_scene
 from test_nerfstudio import _look_at
 
@@ -61,7 +61,7 @@ def test_analytic_rigs():
 def test_real_scenes_from_their_cameras(shared_data, folder, marker, kind):
     path = shared_scene(shared_data, folder, marker)
     layout = "llff" if marker == "poses_bounds.npy" else "nerfstudio"
-    found = classify_cameras(scene_cameras(path, layout))
+    found = classify_cameras(read_camera_poses(path, layout))
     assert found.kind == kind, found
     # far from the 30-degree threshold on both sides
     assert found.spread_deg < 15 if kind == "forward" else found.spread_deg > 40
