@@ -52,7 +52,7 @@ __all__ = [
 def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device) -> Renderer | None:
     """The renderer a checkpoint was trained with, its estimator (occupancy grid) restored.
 
-    ``--renderer auto`` resolves again on ``device``, and a ``nerfacc`` run renders with
+    ``--sampler auto`` resolves again on ``device``, and a ``nerfacc`` run renders with
     ``torch_grid`` where nerfacc cannot run (a CPU): both keep the same grid state. None for a
     grid renderer whose checkpoint holds no grid (then ``render_rays_image`` reads one off
     the field).

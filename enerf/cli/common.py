@@ -87,6 +87,10 @@ def add_config_flags(parser, cls, aliases: dict[str, str] | None = None) -> None
     for dest, f in _leaf_fields(cls):
         group_of(dest).add_argument(f"--{f.metadata.get('flag') or f.name}", dest=dest, **_flag_kwargs(f))
         dests[f.name] = (dest, f)
+        if f.metadata.get("old_flag"):
+            kwargs = _flag_kwargs(f)
+            kwargs["help"] = f"the earlier name of --{f.metadata.get('flag') or f.name}, still read"
+            group_of(dest).add_argument(f"--{f.metadata['old_flag']}", dest=dest, **kwargs)
     for alias, name in (aliases or {}).items():
         dest, f = dests[name]
         kwargs = _flag_kwargs(f)

@@ -168,10 +168,11 @@ class RenderConfig:
     gradient_scaling: float = option(0.0, "while training, scale the gradients of the density and colour of samples "
                                      "closer to the camera than this distance by (distance / this)^2 (Philip and "
                                      "Deschaintre's fix for floaters near the cameras; scene units; 0: off)", lo=0.0)
-    renderer: RendererName = option("hierarchical", "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid "
+    renderer: RendererName = option("hierarchical", "the sampler: where along each ray the field is queried. "
+                           "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid "
                            "ray marching in plain torch, CPU or CUDA), nerfacc (the same with nerfacc, CUDA), auto "
                            "(nerfacc if it builds, else torch_grid), proposal (nerfacto's proposal networks, "
-                           "for unbounded captures)")
+                           "for unbounded captures)", flag="sampler", old_flag="renderer")
     render_step_size: float = option(1.0 / 128, "grid renderers: marching step in ray t (NDC rays span t in [0, 1])",
                                      lo=0.0, lo_open=True)
     grid_resolution: int = option(64, "grid renderers: occupancy grid cells per axis over the scene (NDC) box",

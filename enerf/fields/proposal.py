@@ -93,7 +93,7 @@ class ProposalField(nn.Module):
 
 class ProposalNetworks(nn.Module):
     """The proposal levels of a run, coarse to fine (``levels[i]`` is queried at the i-th
-    proposal pass); ``fields["proposal"]`` of a run with ``--renderer proposal``."""
+    proposal pass); ``fields["proposal"]`` of a run with ``--sampler proposal``."""
 
     def __init__(self, resolutions: tuple[int, ...], components: int, contraction: str,
                  aabb: tuple[float, ...] = (-1.5, -1.67, -1.0, 1.5, 1.67, 1.0)) -> None:

@@ -1,7 +1,7 @@
 """The one way to get a renderer: ``build_renderer`` (and ``resolve_renderer``, which picks it), and the
 fields it renders: ``build_fields`` (the coarse field and the networks its estimator trains beside it).
 
-``--renderer`` names the estimator (``registry.ESTIMATORS``):
+``--sampler`` names the estimator (``registry.ESTIMATORS``):
 
 * ``hierarchical``: NeRF's stratified (+ importance) sampling (``hierarchical.py``).
 * ``proposal``: nerfacto's proposal networks and mip-NeRF 360's losses (``proposal.py``), for
@@ -43,7 +43,7 @@ def _warn_once(message: str) -> None:
 
 
 def keeps_grid(name: str) -> bool:
-    """Whether renderer ``name`` (a ``--renderer`` value, ``auto`` included) keeps state a trained
+    """Whether renderer ``name`` (a ``--sampler`` value, ``auto`` included) keeps state a trained
     run's checkpoint must carry (an occupancy grid): ``Estimator.stateful``."""
     return estimator_class(name).stateful
 

@@ -147,7 +147,7 @@ class Estimator:
 
     Around it, each with a default for a stateless estimator:
 
-    * ``build(cfg, setup)`` (class): the estimator ``--renderer NAME`` means, from what a run or a
+    * ``build(cfg, setup)`` (class): the estimator ``--sampler NAME`` means, from what a run or a
       checkpoint has (``Setup``); ``resolve(device, warn, fallback)`` (class): the class that runs
       on ``device`` (``auto``: nerfacc or torch_grid);
     * ``networks(cfg, field, device)`` (static): networks of its own the run trains beside the

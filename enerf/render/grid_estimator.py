@@ -47,7 +47,7 @@ class OccupancyGridEstimator(Estimator):
 
     def __init__(self, cfg: RenderConfig, grid: OccupancyGrid, occ_scale: float = 1.0) -> None:
         if cfg.cull_occluded and not self.culls_occluded:  # auto resolved to nerfacc, which does not cull
-            raise ConfigError(f"--cull_occluded needs --renderer torch_grid; {self.name} does not cull")
+            raise ConfigError(f"--cull_occluded needs --sampler torch_grid; {self.name} does not cull")
         super().__init__(cfg)
         self.grid = grid
         self.occ_scale = float(occ_scale)

@@ -172,7 +172,7 @@ class NerfaccEstimator(OccupancyGridEstimator):
 
 
 class AutoGridEstimator(OccupancyGridEstimator):
-    """``--renderer auto``: ``nerfacc`` when the run is on CUDA and nerfacc's extension builds,
+    """``--sampler auto``: ``nerfacc`` when the run is on CUDA and nerfacc's extension builds,
     otherwise ``torch_grid`` (one warning line when a CUDA run's build failed, saying why)."""
 
     name = "auto"
@@ -183,5 +183,5 @@ class AutoGridEstimator(OccupancyGridEstimator):
         if ok:
             return NerfaccEstimator
         if device.type == "cuda":  # on a CPU run torch_grid is simply what auto means
-            warn(f"--renderer auto falls back to torch_grid: {why}")
+            warn(f"--sampler auto falls back to torch_grid: {why}")
         return TorchGridEstimator

@@ -1,10 +1,10 @@
-"""The estimators by name: ``--renderer NAME`` is ``ESTIMATORS[NAME]`` (``build.build_renderer``).
+"""The estimators by name: ``--sampler NAME`` is ``ESTIMATORS[NAME]`` (``build.build_renderer``).
 
 A new sampler is one module with an ``Estimator`` subclass (``estimator.py``: ``sample`` and,
 if it keeps state, ``update``) and one line here; docs/api.md shows one. Nothing outside this
 table asks which estimator a run has: what one needs (networks of its own, a checkpoint state,
 a draft copy, a batch sized by samples) it says through the ``Estimator`` methods.
-The names are also the choices of ``--renderer`` (``enerf.config.nerf.RendererName``, which
+The names are also the choices of ``--sampler`` (``enerf.config.nerf.RendererName``, which
 tests/unit/test_estimator_registry.py keeps equal to this table's keys).
 """
 
@@ -29,7 +29,7 @@ ESTIMATORS: dict[str, type[Estimator]] = {
 
 
 def estimator_class(name: str) -> type[Estimator]:
-    """The estimator class ``--renderer name`` names (``auto`` not yet resolved).
+    """The estimator class ``--sampler name`` names (``auto`` not yet resolved).
 
     Raises:
         ConfigError: an unknown name.

@@ -55,8 +55,8 @@ from ..views import render_views
 from .densify import Density
 from .gaussians import Splats, rgb_to_sh0
 from ..cameras.pinhole import Pinhole
-from .rasterize import gsplat_available, rasterize
-from .tiles import numba_available, warm_up
+from .rasterize import choose_backend, rasterize
+from .tiles import warm_up
 from .source import run_background
 from .teacher import fit_loss, teacher_poses
 
@@ -313,7 +313,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     lr["means"] *= extent
     opt = _optimizer(leaves, lr)
     density = Density(len(splats), cfg.densify_grow, cfg.count, SPLIT_FRACTION * extent)
-    backend = "gsplat" if gsplat_available(device) else "numba" if device.type == "cpu" and numba_available() else "torch"
+    backend = choose_backend(device)
     rows = height if backend == "gsplat" or cfg.fit_rows == 0 else min(cfg.fit_rows, height)
     gen = torch.Generator().manual_seed(cfg.seed)
     if backend == "numba":

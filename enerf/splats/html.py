@@ -48,10 +48,14 @@ from ..errors import ConfigError, DataError
 from ..runfolder import check_output_file
 from .gaussians import Splats
 from .pagepack import encode_page_splats
+from .rasterize import ALPHA_MAX, ALPHA_STEPS, FOV_CLAMP, LOW_PASS, NEAR
 
 __all__ = ["write_html", "page_cameras"]
 
 _SCRIPTS = ("decode.js", "renderer.js", "page.js")  # package data, inlined in this order
+# renderer.js's placeholders __NAME__ and the numbers they stand for: the Python rasterizer's
+SHADER_CONSTANTS = {"NEAR": NEAR, "ALPHA_STEPS": ALPHA_STEPS, "ALPHA_MAX": ALPHA_MAX, "LOW_PASS": LOW_PASS,
+                    "FOV_CLAMP": FOV_CLAMP}
 _STYLE = """html, body { margin: 0; height: 100%; overflow: hidden; background: #000; }
 #canvas { position: fixed; inset: 0; width: 100vw; height: 100vh; display: block; touch-action: none; }
 #hud { position: fixed; left: 8px; top: 8px; color: #ddd; font: 13px sans-serif; background: rgba(0,0,0,.55);
@@ -131,6 +135,8 @@ def write_html(splats: Splats, out: Path, title: str, cameras: list[dict] | None
     header["cameras"], header["up"] = page_cameras(s.means.numpy(), cameras)
     header["background"] = [0.0, 0.0, 0.0]
     script = "\n".join(resources.files(__package__).joinpath(name).read_text(encoding="utf-8") for name in _SCRIPTS)
+    for name, value in SHADER_CONSTANTS.items():  # the image formation's numbers, written once (rasterize.py)
+        script = script.replace(f"__{name}__", repr(float(value)))
     safe = lambda text: text.replace("</", "<\\/")  # noqa: E731 - nothing in a script may close it
     page = "\n".join([
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',

@@ -40,11 +40,13 @@ from ..render.compositing import exclusive_segment_sum
 from .gaussians import Splats, sh_to_rgb
 from .tiles import numba_available, rasterize_tiles
 
-__all__ = ["NEAR", "MAX_PAIRS", "project", "rasterize", "gsplat_available"]
+__all__ = ["NEAR", "MAX_PAIRS", "project", "rasterize", "choose_backend", "gsplat_available"]
 
 NEAR = 0.01  # Gaussians whose centre is nearer than this (camera z, scene units) are not drawn
-ALPHA_MIN = 1.0 / 255.0  # fainter (Gaussian, pixel) pairs are skipped (the reference's threshold)
-ALPHA_MAX = 0.99
+ALPHA_STEPS = 255.0  # an opacity under 1 / ALPHA_STEPS is nothing (the reference's threshold, 8-bit colour)
+ALPHA_MIN = 1.0 / ALPHA_STEPS  # fainter (Gaussian, pixel) pairs are skipped
+ALPHA_MAX = 0.99  # a pair's opacity is capped here (the reference's)
+FOV_CLAMP = 1.3  # x / z and y / z are clamped to this times the half field of view in the Jacobian
 LOW_PASS = 0.3  # px², added to the projected covariance's diagonal (the reference's dilation)
 MAX_PAIRS = 6_000_000  # pairs rendered at once; a larger image is split into bands of rows
 
@@ -66,8 +68,8 @@ def project(splats: Splats, camera: Pinhole) -> dict[str, Tensor]:
     f = float(camera.focal)
     u = f * x / zs + 0.5 * camera.width
     v = f * y / zs + 0.5 * camera.height
-    lim_x = 1.3 * 0.5 * camera.width / f
-    lim_y = 1.3 * 0.5 * camera.height / f
+    lim_x = FOV_CLAMP * 0.5 * camera.width / f
+    lim_y = FOV_CLAMP * 0.5 * camera.height / f
     tx = (x / zs).clamp(-lim_x, lim_x) * zs
     ty = (y / zs).clamp(-lim_y, lim_y) * zs
     zero = torch.zeros_like(zs)
@@ -183,6 +185,14 @@ def _rasterize_gsplat(splats: Splats, camera: Pinhole, background: Tensor) -> di
             "index": torch.arange(len(splats), device=uv.device)}
 
 
+def choose_backend(device: torch.device, rows: tuple[int, int] | None = None) -> str:
+    """What ``backend="auto"`` draws with on ``device``: gsplat where ``gsplat_available`` (whole images only),
+    else numba on a CPU where it is installed, else torch."""
+    if rows is None and gsplat_available(device):
+        return "gsplat"
+    return "numba" if device.type == "cpu" and numba_available() else "torch"
+
+
 def rasterize(splats: Splats, camera: Pinhole, background: Tensor | None = None, backend: str = "auto",
               rows: tuple[int, int] | None = None) -> dict[str, Tensor]:
     """Render ``splats`` into ``camera`` (module docstring).
@@ -201,10 +211,9 @@ def rasterize(splats: Splats, camera: Pinhole, background: Tensor | None = None,
     """
     device = splats.means.device
     bg = torch.zeros(3, device=device) if background is None else background.to(device, splats.means.dtype)
-    if backend == "gsplat" or (backend == "auto" and rows is None and gsplat_available(device)):
+    backend = choose_backend(device, rows) if backend == "auto" else backend
+    if backend == "gsplat":
         return _rasterize_gsplat(splats, camera, bg)
-    if backend == "auto":
-        backend = "numba" if device.type == "cpu" and numba_available() else "torch"
     r0, r1 = rows if rows is not None else (0, camera.height)
     width = camera.width
     proj = project(splats, camera)

@@ -28,28 +28,28 @@ void main() {
   uvec4 d0 = texelFetch(u_data, t, 0);
   vec4 cam = u_view * vec4(uintBitsToFloat(d0.xyz), 1.0);
   gl_Position = vec4(0.0, 0.0, 2.0, 1.0);  // culled unless set below
-  if (cam.z < 0.01 || v_color.a * 255.0 <= 1.0) return;
+  if (cam.z < __NEAR__ || v_color.a * __ALPHA_STEPS__ <= 1.0) return;
   uvec4 d1 = texelFetch(u_data, t + ivec2(1, 0), 0);
   vec2 c01 = unpackHalf2x16(d0.w), c23 = unpackHalf2x16(d1.x), c45 = unpackHalf2x16(d1.y);
   mat3 V = u_cov_scale * mat3(c01.x, c01.y, c23.x, c01.y, c23.y, c45.x, c23.x, c45.x, c45.y);
-  vec2 lim = 1.3 * 0.5 * u_viewport / u_focal;  // 3DGS clamps x/z and y/z to 1.3 tan(fov / 2)
+  vec2 lim = __FOV_CLAMP__ * 0.5 * u_viewport / u_focal;  // 3DGS clamps x/z and y/z to 1.3 tan(fov / 2)
   vec2 xy = clamp(cam.xy / cam.z, -lim, lim);
   float iz = 1.0 / cam.z;
   mat3 J = mat3(u_focal.x * iz, 0.0, 0.0, 0.0, u_focal.y * iz, 0.0,
                 -u_focal.x * xy.x * iz, -u_focal.y * xy.y * iz, 0.0);
   mat3 T = J * mat3(u_view);
   mat3 c2 = T * V * transpose(T);
-  float a = c2[0][0] + 0.3, b = c2[0][1], c = c2[1][1] + 0.3;
+  float a = c2[0][0] + __LOW_PASS__, b = c2[0][1], c = c2[1][1] + __LOW_PASS__;
   float det = a * c - b * b;
   if (det <= 0.0) return;
   if (u_antialiased) {
     v_color.a *= sqrt(clamp((c2[0][0] * c2[1][1] - b * b) / det, 0.0, 1.0));
-    if (v_color.a * 255.0 <= 1.0) return;
+    if (v_color.a * __ALPHA_STEPS__ <= 1.0) return;
   }
   float mid = 0.5 * (a + c), r = length(vec2(0.5 * (a - c), b));
   float l1 = mid + r, l2 = max(mid - r, 1e-4);
   vec2 e1 = abs(b) > 1e-9 ? normalize(vec2(b, l1 - a)) : (a >= c ? vec2(1.0, 0.0) : vec2(0.0, 1.0));
-  float extent = sqrt(2.0 * log(v_color.a * 255.0));  // beyond it the alpha is below 1/255
+  float extent = sqrt(2.0 * log(v_color.a * __ALPHA_STEPS__));  // beyond it the alpha is below 1/255
   v_offset = extent * (corner.x * sqrt(l1) * e1 + corner.y * sqrt(l2) * vec2(-e1.y, e1.x));
   vec2 p = (cam.xy * iz * u_focal + v_offset) * 2.0 / u_viewport;
   gl_Position = vec4(p.x, -p.y, 0.0, 1.0);
@@ -62,8 +62,8 @@ out vec4 fragColor;
 void main() {
   float power = -0.5 * (v_conic.x * v_offset.x * v_offset.x + v_conic.z * v_offset.y * v_offset.y)
                 - v_conic.y * v_offset.x * v_offset.y;
-  float alpha = min(0.99, v_color.a * exp(power));
-  if (alpha < 1.0 / 255.0) discard;
+  float alpha = min(__ALPHA_MAX__, v_color.a * exp(power));
+  if (alpha < 1.0 / __ALPHA_STEPS__) discard;
   fragColor = vec4(v_color.rgb * alpha, alpha);
 }`;
   function shader(type, src) {
@@ -126,7 +126,7 @@ void main() {
     let lo = range.lo, hi = range.hi;
     for (let i = a; i < b; i++) {
       const z = r0 * m[3 * i] + r1 * m[3 * i + 1] + r2 * m[3 * i + 2] + r3;
-      const d = z > 0.01 ? Math.log(z) : -Infinity;
+      const d = z > __NEAR__ ? Math.log(z) : -Infinity;
       logDepth[i] = d;
       if (d > -Infinity) { if (d < lo) lo = d; if (d > hi) hi = d; }
     }

@@ -1,4 +1,4 @@
-"""Which renderer ``--renderer`` means: auto, nerfacc's preconditions and their one-line errors."""
+"""Which sampler ``--sampler`` (``--renderer``, its earlier name) means: auto, nerfacc's preconditions and their one-line errors."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_auto_warns_once_with_the_build_failure_reason(monkeypatch):
     monkeypatch.setattr(nerfacc_backend, "nerfacc_status", lambda device: (False, reason))
     warnings: list[str] = []
     assert resolve_renderer("auto", torch.device("cuda"), warn=warnings.append) == "torch_grid"
-    assert warnings == [f"--renderer auto falls back to torch_grid: {reason}"]
+    assert warnings == [f"--sampler auto falls back to torch_grid: {reason}"]
     with pytest.raises(ConfigError, match="std::lerp"):
         resolve_renderer("nerfacc", torch.device("cuda"))
 

@@ -76,8 +76,8 @@ def test_flags_spelled_as_nerf_pytorch_and_combinations_are_refused():
         RunConfig(render=RunConfig().render.__class__(renderer="torch_grid", n_importance=8))
     assert str(err.value) == ("n_importance must be 0 with renderer torch_grid (one field), got 8; use renderer "
                               "hierarchical for a fine network")
-    assert error_line(err.value) == ("--N_importance must be 0 with --renderer torch_grid (one field), got 8; use "
-                                     "--renderer hierarchical for a fine network")
+    assert error_line(err.value) == ("--N_importance must be 0 with --sampler torch_grid (one field), got 8; use "
+                                     "--sampler hierarchical for a fine network")
     with pytest.raises(ConfigError, match="^iters must be an integer >= 1, got -5$"):
         TrainConfig(iters=-5)
     with pytest.raises(ConfigError, match="^lrate must be a finite number > 0, got inf$"):

@@ -24,8 +24,8 @@ from enerf.config import presets
 from enerf.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-# nerf-pytorch spellings of three fields (flag -> field); every other key is a field's own name.
-CAPITALISED = {"N_rand": "n_rand", "N_samples": "n_samples", "N_importance": "n_importance"}
+# nerf-pytorch spellings of three fields and the sampler's flag (flag -> field); every other key is a field's own name.
+CAPITALISED = {"N_rand": "n_rand", "N_samples": "n_samples", "N_importance": "n_importance", "sampler": "renderer"}
 
 
 def read_keys(path: Path) -> dict[str, str]:
@@ -218,3 +218,14 @@ def test_a_deleted_flag_is_refused_and_old_checkpoints_still_load():
     old = RunConfig().to_dict()
     old["train"] = {**old["train"], "stop_at_psnr": 25.0}  # a checkpoint written while the flag existed
     assert run_config_from_dict(old) == RunConfig()
+
+
+def test_the_sampler_flag_and_its_earlier_name(tmp_path):
+    """``--sampler`` sets the run's sampler; ``--renderer`` (its earlier name, in older config files and
+    commands) sets the same field."""
+    parser = build_train_parser()
+    for argv in (["--sampler", "torch_grid"], ["--renderer", "torch_grid"]):
+        assert run_config_from_args(parser.parse_args(argv)).render.renderer == "torch_grid"
+    old = tmp_path / "old.txt"
+    old.write_text("renderer = proposal\n")
+    assert run_config_from_args(build_train_parser().parse_args(["--config", str(old)])).render.renderer == "proposal"

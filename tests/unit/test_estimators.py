@@ -26,7 +26,7 @@ def test_the_render_config_refuses_settings_its_renderer_cannot_honour(settings,
 def test_nerfacc_estimator_refuses_culling_before_touching_nerfacc(random_grid):
     """``auto`` passes the config's check and may resolve to nerfacc, which does not cull: the
     estimator says so before nerfacc (CUDA) is imported, on any machine."""
-    with pytest.raises(ConfigError, match="--cull_occluded needs --renderer torch_grid; nerfacc does not cull"):
+    with pytest.raises(ConfigError, match="--cull_occluded needs --sampler torch_grid; nerfacc does not cull"):
         NerfaccEstimator(RenderConfig(renderer="auto", cull_occluded=True, early_stop_eps=1e-2), random_grid(4, 1.0, seed=0))
 
 

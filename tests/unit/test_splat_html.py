@@ -124,3 +124,22 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
     with pytest.raises(ConfigError, match="SH degree"):
         write_html(splats, tmp_path / "p.html", "t", sh_degree=2)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_shader_takes_the_rasterizers_numbers(tmp_path, monkeypatch):
+    """renderer.js's constants are written into the page from enerf.splats.rasterize (no placeholder left),
+    so a change to the Python image formation reaches the page."""
+    from enerf.splats import html, rasterize
+
+    assert html.SHADER_CONSTANTS == {"NEAR": rasterize.NEAR, "ALPHA_STEPS": rasterize.ALPHA_STEPS,
+                                     "ALPHA_MAX": rasterize.ALPHA_MAX, "LOW_PASS": rasterize.LOW_PASS,
+                                     "FOV_CLAMP": rasterize.FOV_CLAMP}
+    assert rasterize.ALPHA_MIN == 1.0 / rasterize.ALPHA_STEPS
+    out = tmp_path / "a.html"
+    write_html(_random_splats(50), out, "t")
+    text = out.read_text()
+    assert not re.search(r"__[A-Z_]+__", text)
+    assert "c2[0][0] + 0.3," in text and "min(0.99," in text and "cam.z < 0.01 " in text
+    monkeypatch.setitem(html.SHADER_CONSTANTS, "LOW_PASS", 0.5)
+    write_html(_random_splats(50), out, "t")
+    assert "c2[0][0] + 0.5," in out.read_text()
