@@ -56,7 +56,7 @@ from enerf.cli import build_train_parser, run_config_from_args
 from enerf.config import DATA_ROOT, RunConfig
 from enerf.nn.conditioning import fold_module
 from enerf.train.evaluate import evaluate_views, summarize
-from enerf.train.nerf import NerfRun, grid_record, prepare_run
+from enerf.train.nerf import NerfRun, sampler_record, prepare_run
 
 from benchmarks.harness import ROOT, TRAINING_CODE, git_commit, keep_previous, load_average, machine, write_record
 
@@ -120,7 +120,7 @@ def evaluate(run: NerfRun, step: int, seconds: float) -> dict:
     """Held-out PSNR of ``run`` now, with its queries per ray so far (and its grid's record)."""
     per_image = evaluate_views(run.scene, run.eval_views, run.fields, run.cfg.render, run.device, renderer=run.renderer)
     return {"step": step, "train_seconds": seconds, "psnr": summarize(per_image, None)["psnr"],
-            "queries_per_ray": run.rays_per_step.queries_per_ray, **grid_record(run.renderer, run.rays_per_step)}
+            "queries_per_ray": run.rays_per_step.queries_per_ray, **sampler_record(run.renderer, run.rays_per_step)}
 
 
 def race(hier_cfg: RunConfig, grid_cfgs: dict[str, RunConfig], budget: float, cap: float) -> dict:

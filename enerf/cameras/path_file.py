@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from .nerfstudio_path import from_nerfstudio
 from .paths import keyframe_path
 
-__all__ = ["CAMERA_PATH_FORMAT", "CameraPath", "camera_path_dict", "read_camera_path"]
+__all__ = ["CAMERA_PATH_FORMAT", "CameraPath", "read_camera_path"]
 
 
 CAMERA_PATH_FORMAT = "enerf-camera-path"
@@ -82,18 +82,6 @@ class CameraPath:
             if value is not None:
                 out[key] = value
         return out
-
-
-def camera_path_dict(keyframes, frames: int = 0, width: int | None = None, height: int | None = None,
-                     fov_y: float | None = None, fps: float | None = None) -> dict:
-    """The JSON object of a camera path file (``CameraPath``); keyframes: [K, 3, 4] or [K, 4, 4]."""
-    keys = np.asarray(keyframes, dtype=np.float64).reshape(-1, *np.shape(keyframes)[-2:])[:, :3, :4]
-    out = {"format": CAMERA_PATH_FORMAT, "version": 1, "frames": int(frames),
-           "keyframes": [{"c2w": k.tolist()} for k in keys]}
-    for key, value in (("width", width), ("height", height), ("fov_y", fov_y), ("fps", fps)):
-        if value is not None:
-            out[key] = value
-    return out
 
 
 def read_camera_path(path: str | Path, keyframes: bool = False) -> CameraPath:

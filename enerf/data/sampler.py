@@ -14,24 +14,10 @@ import torch
 from torch import Tensor
 
 from ..errors import CheckpointError
-from ..cameras.rays import RayExtent, Rays, flatten_rays, ray_extent, rays_for_pixels
+from ..cameras.rays import RayExtent, Rays, ray_extent, rays_for_pixels
 from .scene import Scene
 
-__all__ = ["RaySampler", "training_rays", "center_box"]
-
-
-def training_rays(scene: Scene, indices, device: torch.device) -> tuple[Rays, Tensor]:
-    """Rays and colours of every pixel of the given views, all at once (for small scenes and tests;
-    training makes them per batch, ``RaySampler``).
-
-    Returns:
-        rays: Rays  # [n_views * H * W]
-        rgb: Tensor  # [n_views * H * W, 3]
-    """
-    per_view = [flatten_rays(scene.rays(int(i), device=device)) for i in indices]
-    rays = Rays(*(torch.cat([getattr(r, name) for r in per_view]) for name in Rays._fields))
-    rgb = torch.from_numpy(scene.images[list(indices)].reshape(-1, 3)).to(device)
-    return rays, rgb
+__all__ = ["RaySampler", "center_box"]
 
 
 def center_box(height: int, width: int, frac: float) -> tuple[int, int, int, int]:

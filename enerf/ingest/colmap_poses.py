@@ -19,7 +19,6 @@ from ..cameras.pinhole import GL_TO_CV
 
 __all__ = [
     "llff_pose_from_cam_from_world",
-    "cam_from_world_from_llff_pose",
     "opengl_c2w_from_cam_from_world",
     "depth_bounds",
     "poses_bounds_rows",
@@ -41,20 +40,6 @@ def llff_pose_from_cam_from_world(rotation: np.ndarray, translation: np.ndarray,
     c2w_rot = np.asarray(rotation, dtype=np.float64).T  # columns: camera [right, down, forward] in world
     centre = -c2w_rot @ np.asarray(translation, dtype=np.float64)
     return np.stack([c2w_rot[:, 1], c2w_rot[:, 0], -c2w_rot[:, 2], centre, np.asarray(hwf, dtype=np.float64)], 1)
-
-
-def cam_from_world_from_llff_pose(pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The inverse of :func:`llff_pose_from_cam_from_world`.
-
-    Args:
-        pose: np.ndarray  # [3, 5] (or [3, 4]) LLFF pose
-    Returns:
-        rotation: np.ndarray  # [3, 3] R of cam_from_world
-        translation: np.ndarray  # [3] t of cam_from_world
-    """
-    pose = np.asarray(pose, dtype=np.float64)
-    c2w_rot = np.stack([pose[:, 1], pose[:, 0], -pose[:, 2]], 1)
-    return c2w_rot.T, -c2w_rot.T @ pose[:, 3]
 
 
 def opengl_c2w_from_cam_from_world(rotation: np.ndarray, translation: np.ndarray) -> np.ndarray:

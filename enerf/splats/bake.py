@@ -52,7 +52,7 @@ from ..errors import ConfigError
 from ..loaded_run import LoadedRun
 from ..progress import progress_bar
 from ..views import render_views
-from .densify import Density
+from .densify import DensityControl
 from .gaussians import Splats, rgb_to_sh0
 from ..cameras.pinhole import Pinhole
 from .rasterize import choose_backend, rasterize
@@ -274,7 +274,7 @@ def _optimizer(leaves: dict[str, Tensor], lr: dict[str, float]) -> torch.optim.A
 
 def _reindex(opt: torch.optim.Adam, leaves: dict[str, Tensor], src: Tensor, values: dict[str, Tensor],
              fresh: Tensor) -> dict[str, Tensor]:
-    """New leaves from ``Density.plan`` (row i starts from old row src[i]) with each row's Adam moments
+    """New leaves from ``DensityControl.plan`` (row i starts from old row src[i]) with each row's Adam moments
     carried over (zero where ``fresh``); ``opt``'s groups point at the new leaves."""
     device = next(iter(leaves.values())).device
     new = {k: values[k].to(device).requires_grad_(True) for k in leaves}
@@ -312,7 +312,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     lr = {k: LR[k] * boost for k in LR}
     lr["means"] *= extent
     opt = _optimizer(leaves, lr)
-    density = Density(len(splats), cfg.densify_grow, cfg.count, SPLIT_FRACTION * extent)
+    density = DensityControl(len(splats), cfg.densify_grow, cfg.count, SPLIT_FRACTION * extent)
     backend = choose_backend(device)
     rows = height if backend == "gsplat" or cfg.fit_rows == 0 else min(cfg.fit_rows, height)
     gen = torch.Generator().manual_seed(cfg.seed)

@@ -24,14 +24,14 @@ from torch import Tensor
 
 from .gaussians import quat_to_rotmat
 
-__all__ = ["PRUNE_OPACITY", "SPLIT_SHRINK", "Density"]
+__all__ = ["PRUNE_OPACITY", "SPLIT_SHRINK", "DensityControl"]
 
 PRUNE_OPACITY = 0.005  # the reference's
 SPLIT_SHRINK = 1.6  # a split Gaussian's two halves are this much narrower (the reference's)
 
 
 @dataclass
-class Density:
+class DensityControl:
     """The running screen-space gradient statistics of N Gaussians and the rule that densifies them."""
 
     n: int

@@ -53,7 +53,7 @@ from .rays_per_step import RaysPerStep
 from .visibility import VisibilityLoss
 from .state import LoopState, optimizer_from_config, restore_loop_state, set_learning_rates
 
-__all__ = ["train_nerf", "NerfRun", "prepare_run", "nerf_losses", "photometric_mse", "robust_mask", "grid_record", "trained_modules"]
+__all__ = ["train_nerf", "NerfRun", "prepare_run", "nerf_losses", "photometric_mse", "robust_mask", "sampler_record", "trained_modules"]
 
 
 def photometric_mse(rgb: Tensor, target: Tensor, trim: float = 0.0, patch: int = 0) -> Tensor:
@@ -122,7 +122,7 @@ def work_record(rays_per_step: RaysPerStep) -> dict:
             "colour_skipped_per_ray": rays_per_step.colour_skipped_per_ray}
 
 
-def grid_record(renderer, rays_per_step: RaysPerStep) -> dict:
+def sampler_record(renderer, rays_per_step: RaysPerStep) -> dict:
     """The estimator's own figures per training ray so far (``Estimator.record``; grid renderers:
     the fraction of occupied cells and the points grid updates have sent to the field per
     training ray, not part of ``queries_per_ray``); {} for the others."""
@@ -222,7 +222,7 @@ class NerfRun:
                                    leave=False, stride=self.cfg.train.eval_stride)
         psnr = float(np.mean([p["psnr"] for p in per_image]))
         record = {"psnr": psnr, "train_psnr": self.train_psnr(), **work_record(self.rays_per_step),
-                  **grid_record(self.renderer, self.rays_per_step)}
+                  **sampler_record(self.renderer, self.rays_per_step)}
         return Evaluation(record, {"test/psnr": psnr}, f"held-out PSNR {psnr:.2f} dB")
 
     def checkpoint_fields(self) -> dict[str, dict]:
@@ -279,10 +279,10 @@ class NerfRun:
             device=str(device),
             history=state.history + [{"step": steps, "train_seconds": train_seconds, "psnr": summary["psnr"],
                                       "train_psnr": self.train_psnr(), **work_record(rays_per_step),
-                                      **grid_record(renderer, rays_per_step)}],
+                                      **sampler_record(renderer, rays_per_step)}],
             renderer=renderer.name,
             **rays_per_step.summary(),  # queries_per_ray (network queries per training ray), colour_skipped_per_ray, ...
-            **grid_record(renderer, rays_per_step),  # grid renderers: grid_occupied, grid_update_queries_per_ray
+            **sampler_record(renderer, rays_per_step),  # grid renderers: grid_occupied, grid_update_queries_per_ray
             kappa={k: list(v) for k, v in condition_numbers(self.fields["coarse"]).items()},
             kappa_history=state.kappa_history,  # [{step, layers: {name: [kappa_W, kappa_EW]}}] every kappa_every steps
             black_psnr=black,  # held-out PSNR of an image that is the background colour everywhere

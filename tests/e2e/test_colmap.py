@@ -12,7 +12,6 @@ from scipy.spatial.transform import Rotation
 
 from enerf.cli import main
 from enerf.ingest.colmap_poses import (
-    cam_from_world_from_llff_pose,
     depth_bounds,
     llff_pose_from_cam_from_world,
     opengl_c2w_from_cam_from_world,
@@ -20,6 +19,7 @@ from enerf.ingest.colmap_poses import (
     poses_bounds_rows,
     similarity_align,
 )
+from helpers import cam_from_world_from_llff_pose
 from enerf.data.llff import load_llff, read_poses_bounds
 from enerf.data.nerfstudio import load_nerfstudio
 from enerf.cameras.rays import pixel_rays

@@ -15,7 +15,8 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from enerf.cli import main
-from enerf.cameras.path_file import CameraPath, camera_path_dict, read_camera_path
+from enerf.cameras.path_file import CameraPath, read_camera_path
+from helpers import camera_path_dict
 from enerf.errors import ConfigError
 from enerf.render.images import render_rays_image
 from enerf.train.evaluate import render_scene_view

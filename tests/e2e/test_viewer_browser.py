@@ -33,7 +33,7 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     pytest.skip("no headless browser: apt-get install -y chromium chromium-driver", allow_module_level=True)
 
 from enerf.config import ViewerConfig  # noqa: E402
-from enerf.cameras.path_file import camera_path_dict  # noqa: E402
+from helpers import camera_path_dict  # noqa: E402
 from enerf.loaded_run import load_run  # noqa: E402
 from enerf.viewer.app import open_view  # noqa: E402
 from enerf.viewer.render import fov_from_focal, render_camera  # noqa: E402

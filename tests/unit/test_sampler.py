@@ -17,7 +17,8 @@ from enerf.cli import main
 from enerf.data.blender import load_blender
 from enerf.data.llff import load_llff
 from enerf.cameras.rays import Rays, flatten_rays, ndc_rays, ray_extent
-from enerf.data.sampler import RaySampler, training_rays
+from enerf.data.sampler import RaySampler
+from helpers import training_rays
 from enerf.synthetic.scene import make_synthetic_scene
 from enerf.render import rays_aabb
 

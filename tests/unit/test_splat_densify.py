@@ -8,7 +8,7 @@ import math
 import torch
 
 from enerf.splats.bake import _optimizer, _reindex
-from enerf.splats.densify import PRUNE_OPACITY, SPLIT_SHRINK, Density
+from enerf.splats.densify import PRUNE_OPACITY, SPLIT_SHRINK, DensityControl
 
 
 def _leaves(n: int) -> dict[str, torch.Tensor]:
@@ -22,7 +22,7 @@ def test_the_largest_gradients_are_cloned_or_split_and_faint_ones_pruned():
     leaves = _leaves(10)
     leaves["log_scales"][[2, 7]] = math.log(0.5)  # wider than split_size: split
     leaves["opacity_logits"][4] = math.log(PRUNE_OPACITY / 2)  # nearly transparent: pruned
-    density = Density(10, grow=0.3, cap=100, split_size=0.1)
+    density = DensityControl(10, grow=0.3, cap=100, split_size=0.1)
     grads = torch.zeros(10, 2)
     grads[[2, 5, 7], 0] = torch.tensor([3.0, 4.0, 5.0])  # 30 % of 10: these three
     grads[4, 0] = 9.0  # largest, but pruned
@@ -42,7 +42,7 @@ def test_the_largest_gradients_are_cloned_or_split_and_faint_ones_pruned():
 
 def test_the_cap_limits_growth():
     leaves = _leaves(10)
-    density = Density(10, grow=0.5, cap=12, split_size=1.0)
+    density = DensityControl(10, grow=0.5, cap=12, split_size=1.0)
     density.observe(torch.arange(10), torch.ones(10, 2))
     src, _, _ = density.plan(leaves, torch.Generator().manual_seed(0))
     assert len(src) == 12
