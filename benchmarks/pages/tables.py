@@ -76,7 +76,7 @@ RESULTS = [
     f"| [conditioning]({D}#beyond-mlps-handwritten-digits) · [record]({R}classify_digits.json) |",
     "| 2 processes (torchrun, gloo) vs 1, on 2 cores | ×{distributed:summary.speed_ratio_2_over_1:.2f} steps/s "
     "{stale:distributed} " f"| [scale out](docs/scale-out.md#what-it-buys) · [record]({R}distributed.json) |",
-    "| on one GPU: the capture default on the fox, 90 s of training | {gpu_capture:runs.fox.psnr:.2f} dB in "
+    "| on one GPU: the CPU capture preset (`--preset cpu`, `configs/capture_cpu.txt`) on the fox, 90 s of training | {gpu_capture:runs.fox.psnr:.2f} dB in "
     "{gpu_capture:runs.fox.steps:,} steps{stale:gpu_capture} "
     f"| [gpu](docs/gpu.md#the-cpu-preset-on-a-gpu) · [record]({R}gpu_capture.json) |",
 ]
