@@ -69,7 +69,7 @@ RESULTS = [
     "{stale:shapes_targets} " f"| [shapes](docs/shapes.md#what-the-cpu-config-reaches-in-5-minutes) · [record]({R}shapes_targets.json) |",
     "| `enerf data colmap` on fern's 20 photos | {colmap_fern:summary.registered}/{colmap_fern:summary.photos} "
     "registered; camera centres within {colmap_fern:summary.centre_error_median_pct:.2f} %, rotations within "
-    "{colmap_fern:summary.rotation_error_median_deg:.2f}° of the release's (median) "
+    "{colmap_fern:summary.rotation_error_median_deg:.2f}° of the release's (median){stale:colmap_fern} "
     f"| [data](docs/data.md#how-close-to-the-published-poses) · [record]({R}colmap_fern.json) |",
     "| BN + E on a small CNN (8 × 8 digits, 5 seeds) | {classify_digits:summary.bn_e_points_below_bn_min:.2f}–"
     "{classify_digits:summary.bn_e_points_below_bn_max:.2f} points of accuracy below BN "
