@@ -129,8 +129,7 @@ def write_html(splats: Splats, out: Path, title: str, cameras: list[dict] | None
         raise ConfigError(f"the page evaluates SH degree 0 or 1, got {sh_degree}")
     out = check_output_file(out, "--out")
     s = splats.map(lambda t: t.detach().to("cpu", torch.float64))
-    importance = torch.sigmoid(s.opacity_logits) * torch.exp(s.log_scales.sum(-1))
-    s = s.select(torch.argsort(importance, descending=True)[:max_splats])
+    s = s.select(torch.argsort(s.importance(), descending=True)[:max_splats])
     data, header = encode_page_splats(s, sh_degree)
     header["cameras"], header["up"] = page_cameras(s.means.numpy(), cameras)
     header["background"] = [0.0, 0.0, 0.0]

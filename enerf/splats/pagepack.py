@@ -39,7 +39,7 @@ import gzip
 import numpy as np
 import torch
 
-from .gaussians import SH_C0, Splats
+from .gaussians import Splats
 from .spz import small_splat_size
 
 __all__ = ["POSITION_STEP", "SCALE_STEP", "ROTATION_BITS", "COLOR_BITS", "ALPHA_BITS", "SH1_CODES",
@@ -147,7 +147,7 @@ def encode_page_splats(splats: Splats, sh_degree: int) -> tuple[bytes, dict]:
     rest = _levels(q[keep].reshape(n, 3) / _SQRT1_2, -1.0, 1.0, ROTATION_BITS)
     planes["rotation"] = np.concatenate([largest[None], rest.T])
 
-    rgb = np.clip(SH_C0 * s.sh[:, 0].numpy() + 0.5, 0.0, 1.0)
+    rgb = s.base_rgb().numpy()
     alpha = 1.0 / (1.0 + np.exp(-s.opacity_logits.numpy()))
     planes["rgba"] = np.concatenate([_levels(rgb, 0.0, 1.0, COLOR_BITS).T, _levels(alpha, 0.0, 1.0, ALPHA_BITS)[None]])
 
