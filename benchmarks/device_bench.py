@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from enerf.cli.train import build_train_parser, run_config_from_args, train_preset
+from enerf.cli.train import build_train_parser, train_config
 from enerf.config import DATA_ROOT
 from enerf.config.presets import preset_line
 from enerf.errors import EnerfError
@@ -94,10 +94,9 @@ def train_with_marks(argv: list[str], times: list[float], log) -> dict:
     budget = max(times)
     args = build_train_parser().parse_args([*argv, "--time_budget", str(budget), "--eval_every", "0", "--video", "none",
                                             "--no_lpips", "--quiet"])
-    preset, device, why = train_preset(args, DATA_ROOT)
+    cfg, preset, device, why = train_config(args, DATA_ROOT)  # enerf.config.resolve, as enerf train
     line = preset_line(preset, args.preset, device, why)
     log(f"  {line}")
-    cfg = run_config_from_args(args, preset)
     hook = MarkHook([t for t in times if t < budget])
     on_cuda = device == "cuda"
     if on_cuda:
@@ -111,7 +110,7 @@ def train_with_marks(argv: list[str], times: list[float], log) -> dict:
     marks = [*hook.records, {"mark": budget, **end}]
     for m in marks:
         log(f"    {m['mark']:g} s: step {m['steps']}, {m['rays_per_second']:,.0f} rays/s, held-out PSNR {m['psnr']:.2f} dB")
-    return {"preset": preset.name, "preset_file": preset.file, "device": device, "start_line": line,
+    return {"preset": preset.name, "preset_file": f"{preset.recipe}.txt", "device": device, "start_line": line,
             "time_budget": budget, "factor": cfg.data.factor, "n_rand": cfg.train.n_rand,
             "renderer": metrics["renderer"], "held_out_views": len(metrics["per_image"]), **end,
             "ssim": metrics["ssim"], "marks": marks, "wall_seconds": wall, "load_seconds": metrics["wall_seconds"]["load"],

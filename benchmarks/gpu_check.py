@@ -207,7 +207,7 @@ def equality_case(occupancy: str, early_stop: bool, n_rays: int = EQUALITY_RAYS)
     nerfacc does (its front-to-back path keeps the same samples; tests/unit/test_marching.py)."""
     field = analytic_field(occupancy)
     rays = equality_rays(n_rays)
-    cfg = RenderConfig(renderer="torch_grid", render_step_size=STEP, grid_resolution=GRID_RESOLUTION,
+    cfg = RenderConfig(sampler="torch_grid", render_step_size=STEP, grid_resolution=GRID_RESOLUTION,
                        early_stop_eps=EARLY_STOP_EPS if early_stop else 0.0, early_stop_block=0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -270,7 +270,7 @@ def samples_per_ray(renderer: Renderer, rays: Rays, fields: dict) -> Tensor:
 
 def _renderer_on(case: EqualityCase, device: torch.device, use_nerfacc: bool) -> Renderer:
     """A copy of the case's torch_grid renderer on ``device`` (nerfacc's when ``use_nerfacc``)."""
-    cfg = dataclasses.replace(case.cfg, renderer="nerfacc" if use_nerfacc else "torch_grid")
+    cfg = dataclasses.replace(case.cfg, sampler="nerfacc" if use_nerfacc else "torch_grid")
     return build_renderer(cfg, device, state=case.renderer.state_dict())
 
 
@@ -414,7 +414,7 @@ def training_section(args: argparse.Namespace, cuda_reason: str, log) -> dict:
     cfgs = run_configs(args.scene, grid_renderer, str(Path(args.out) / "runs"), args.seed, device, shlex.split(args.flags))
     runs = []
     for (renderer, mode), cfg in cfgs.items():
-        log(f"  {cfg.render.renderer} / {mode}: {args.minutes:g} min of training ...")
+        log(f"  {cfg.render.sampler} / {mode}: {args.minutes:g} min of training ...")
         runs.append(train_for(cfg, args.minutes * 60, Path(args.data_root), log))
         r = runs[-1]
         log(f"    held-out PSNR {r['psnr']:.2f} dB after {r['steps']} steps, {r['rays_per_second']:.0f} rays / s"

@@ -28,7 +28,7 @@ import torch
 
 import enerf
 from enerf.config import DATA_ROOT
-from enerf.cli.train import build_train_parser, run_config_from_args, train_preset
+from enerf.cli.train import build_train_parser, train_config
 from enerf.train.nerf import prepare_run
 
 
@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.datadir:
         flags += ["--datadir", args.datadir]
     train_args = build_train_parser().parse_args(flags + extra)
-    preset, _, _ = train_preset(train_args)  # as enerf train: the device's preset where no config file is given
-    task = prepare_run(run_config_from_args(train_args, preset), DATA_ROOT)
+    # as enerf train (enerf.config.resolve): the device's preset where no config file is given
+    task = prepare_run(train_config(train_args)[0], DATA_ROOT)
     for step in range(args.warmup):
         task.step(step)
     tic = time.perf_counter()

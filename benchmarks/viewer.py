@@ -140,7 +140,7 @@ def bench(name: str, ckpt: Path, cfg: ViewerConfig, canvas: int, repeats: int, d
                              "final_s": frames[-1][0].seconds, "cpu_final_s": frames[-1][1],
                              "to_final_s": frames[-1][2], "draft_psnr": _psnr(draft[0][3], frames[-1][3])})
         out = {"scene": name, "ckpt": str(ckpt), "step": run.step, "size": f"{scene.width}x{scene.height}",
-               "renderer": run.cfg.render.renderer, "final_width": browser.last.width,
+               "renderer": run.cfg.render.sampler, "final_width": browser.last.width,
                "final_height": browser.last.height, "device": str(run.device), "draft": cfg.draft}
         for key in rows[0]:
             out[key] = statistics.median(r[key] for r in rows)

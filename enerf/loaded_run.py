@@ -58,7 +58,7 @@ def renderer_from_checkpoint(payload: dict, cfg: RunConfig, device: torch.device
     the field).
     """
     state = renderer_state(payload.get("extra") or {})
-    if state is None and keeps_grid(cfg.render.renderer):
+    if state is None and keeps_grid(cfg.render.sampler):
         return None
     return build_renderer(cfg.render, device, state=state, fallback=True)
 

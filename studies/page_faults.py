@@ -30,13 +30,13 @@ args = json.loads(sys.argv[1])
 if not args["reuse"]:
     enerf.device.reuse_freed_memory = lambda: False
 from enerf.config import DATA_ROOT
-from enerf.cli.train import build_train_parser, run_config_from_args, train_preset
+from enerf.cli.train import build_train_parser, train_config
 from enerf.train.nerf import prepare_run
 torch.set_num_threads(2)
 flags = (["--config", args["config"]] if args["config"] else []) + ["--basedir", tempfile.mkdtemp(), "--no_lpips",
          "--conditioning", args["conditioning"]] + (["--datadir", args["datadir"]] if args["datadir"] else [])
 parsed = build_train_parser().parse_args(flags)
-task = prepare_run(run_config_from_args(parsed, train_preset(parsed)[0]), DATA_ROOT)
+task = prepare_run(train_config(parsed)[0], DATA_ROOT)
 for step in range(args["warmup"]):
     task.step(step)
 before, tic = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()

@@ -124,8 +124,8 @@ def main() -> None:
     record = {
         "model": args.ckpt or f"{args.config} (seeded random weights, seed {args.seed})",
         "view": [args.width, args.height], "rays": n_rays, "chunk": chunk or cfg.render.chunk,
-        "renderer": cfg.render.renderer, "samples": [*cfg.render.proposal_samples, cfg.render.n_samples]
-        if cfg.render.renderer == "proposal" else [cfg.render.n_samples, cfg.render.n_importance],
+        "renderer": cfg.render.sampler, "samples": [*cfg.render.proposal_samples, cfg.render.n_samples]
+        if cfg.render.sampler == "proposal" else [cfg.render.n_samples, cfg.render.n_importance],
         "seconds_min": round(min(t[0] for t in times), 3), "seconds": [round(t[0], 3) for t in times],
         "cpu_seconds_min": round(min(t[1] for t in times), 3), "cpu_seconds": [round(t[1], 3) for t in times],
         "rays_per_cpu_second": round(n_rays / min(t[1] for t in times)),
@@ -136,7 +136,7 @@ def main() -> None:
         np.save(args.save, rgb)
     if args.against:
         record["against"] = {"file": args.against, **_compare(rgb, np.load(args.against))}
-    if args.proposal_samples and cfg.render.renderer == "proposal":
+    if args.proposal_samples and cfg.render.sampler == "proposal":
         counts = (args.proposal_samples,) * len(cfg.render.proposal_samples)
         fewer = dataclasses.replace(cfg.render, proposal_samples=counts)
         fewer_renderer = build_renderer(fewer, device)

@@ -18,15 +18,16 @@ from pathlib import Path
 
 import configargparse
 
-from ..config import DATA_ROOT, NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, DataConfig, RunConfig
-from ..config.presets import PRESET_CHOICES, SCENE_KIND_DEFAULT, Preset, preset_for, preset_line, preset_name
-from ..errors import ConfigError, EnerfError
+from ..config import DATA_ROOT, NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, RunConfig
+from ..config.presets import PRESET_CHOICES, Preset, preset_line, preset_name
+from ..config.resolve import config_with, resolve
+from ..errors import ConfigError
 from ..train.estimate import duration_text
 from .common import OneLineParser, add_config_flags, config_from_args, given_values, parse_bool
 from .view import add_viewer_flags
 
 __all__ = ["build_train_parser", "run_config_from_args", "add_run_flags", "print_metrics", "fidelity_line", "preview_line", "cmd_train",
-           "train_preset", "read_config_file", "scene_layout", "scene_kind"]
+           "train_config", "read_config_file"]
 
 
 def build_train_parser() -> configargparse.ArgumentParser:
@@ -64,9 +65,9 @@ def add_run_flags(parser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def run_config_from_args(args, preset: Preset | None = None) -> RunConfig:
-    """Overlay the flags that were given onto ``preset``'s values and the dataclass defaults."""
-    return config_from_args(RunConfig, args, defaults=preset.values if preset is not None else None)
+def run_config_from_args(args) -> RunConfig:
+    """The flags and config-file keys that were given over the dataclass defaults (no preset)."""
+    return config_with(RunConfig, given_values(RunConfig, args))
 
 
 def read_config_file(path: Path) -> dict:
@@ -74,74 +75,22 @@ def read_config_file(path: Path) -> dict:
     return given_values(RunConfig, build_train_parser().parse_args(["--config", str(path)]))
 
 
-def scene_layout(args, data_root: Path) -> str:
-    """``llff``, ``blender`` or ``nerfstudio``: the parsed ``--dataset_type``, else what the scene's folder holds
-    (the embedded demo scene is written as LLFF); ``llff`` when the folder cannot be found, so
-    that loading it reports the problem in its own words."""
-    from ..data.loaders import dataset_type_of
-    from ..data.resolve import resolve_scene_dir
-
-    dataset_type = getattr(args, "data.dataset_type", None) or "auto"
-    if dataset_type != "auto":
-        return dataset_type
-    scene = getattr(args, "data.scene", None) or DataConfig().scene
-    datadir = getattr(args, "data.datadir", None) or ""
-    if scene == "demo" and not datadir and not (Path(data_root) / "demo").is_dir():
-        return "llff"  # made on first use by enerf.synthetic.scene, in LLFF layout
-    try:
-        return dataset_type_of(resolve_scene_dir(scene, datadir, data_root), "auto")
-    except (EnerfError, OSError):
-        return "llff"
-
-
-# What the start line says of a Blender-layout folder of photos without alpha, read as a capture.
-PHOTOS_NOTE = "transforms_train.json of photos without alpha, read as a capture (--dataset_type blender if not); "
-
-
-def scene_kind(args, layout: str, data_root: Path) -> tuple[str, str]:
-    """(forward | walkaround, what the start line says about it): ``--scene_kind`` when given, else
-    what the scene's cameras show (``enerf.cameras.scene_kind``); the layout's own rays (LLFF: forward,
-    transforms.json: walk-around) when its cameras cannot be read, so that loading it reports the
-    problem in its own words. A Blender-layout folder of photos (``scene_layout``: nerfstudio) is
-    decided by its cameras like a capture, and the line says so (``PHOTOS_NOTE``)."""
-    from ..data.resolve import resolve_scene_dir
-    from ..cameras.scene_kind import classify_cameras
-    from ..data.loaders import blender_style_capture, read_camera_poses
-
-    chosen = getattr(args, "data.scene_kind", None) or SCENE_KIND_DEFAULT
-    if layout == "blender":
-        return "walkaround", "Blender scene (its bounded box)"
-    if chosen != "auto":
-        name = "forward-facing" if chosen == "forward" else "walk-around"
-        return chosen, f"{name} (--scene_kind {chosen})"
-    scene = getattr(args, "data.scene", None) or DataConfig().scene
-    try:
-        folder = resolve_scene_dir(scene, getattr(args, "data.datadir", None) or "", data_root)
-        cameras = read_camera_poses(folder, layout)
-        photos = PHOTOS_NOTE if layout == "nerfstudio" and blender_style_capture(folder) else ""
-    except (EnerfError, OSError):
-        cameras, photos = None, ""
-    if cameras is None or len(cameras) < 2:
-        return ("forward" if layout == "llff" else "walkaround"), photos.rstrip("; ")
-    found = classify_cameras(cameras)
-    other = "walkaround" if found.kind == "forward" else "forward"
-    return found.kind, f"{photos}{found.describe()}, --scene_kind {other} if not"
-
-
-def train_preset(args, data_root: Path = DATA_ROOT) -> tuple[Preset | None, str, str]:
-    """(the preset ``args.preset`` selects for the scene (None: none), the device the run computes
-    on (cpu | cuda | mps: ``--device``, ``enerf.device.choose_device``), why that device). A device
-    torch does not see is a ConfigError (one line)."""
+def train_config(args, data_root: Path = DATA_ROOT) -> tuple[RunConfig, Preset | None, str, str]:
+    """(the run's config, the preset it took (None: none), the device the run computes on (cpu | cuda |
+    mps: ``--device``, ``enerf.device.choose_device``), why that device) for parsed ``enerf train``
+    arguments: ``enerf.config.resolve`` over what the scene's folder holds. A device torch does not
+    see is a ConfigError (one line)."""
+    from ..data.scene_probe import describe_scene
     from ..device import choose_device
 
-    device, why = choose_device(getattr(args, "train.device", None) or "auto")
-    name = preset_name(args.preset, device, config_file=getattr(args, "config", None) is not None)
-    if name == "none":
-        return None, device, why
-    layout = scene_layout(args, data_root)
-    kind, said = scene_kind(args, layout, data_root)
-    fallback = preset_name("auto", device, config_file=False)
-    return preset_for(name, layout, kind, read_config_file, said, fallback=fallback), device, why
+    flags = given_values(RunConfig, args)
+    if "expname" not in flags and flags.get("datadir"):  # a scene folder given, no run name: the folder's
+        flags["expname"] = Path(flags["datadir"]).resolve().name
+    device, why = choose_device(flags.get("device", "auto"))
+    config_file = getattr(args, "config", None) is not None
+    scene = describe_scene(flags, data_root) if preset_name(args.preset, device, config_file) != "none" else None
+    cfg, preset = resolve(flags, device, scene, args.preset, config_file)
+    return cfg, preset, device, why
 
 
 def print_metrics(metrics: dict, where: Path) -> None:
@@ -209,13 +158,9 @@ def cmd_train(argv: list[str]) -> int:
     from ..train.nerf import train_nerf
 
     args = build_train_parser().parse_args(argv)
-    datadir = getattr(args, "data.datadir", None)
-    if args.expname is None and datadir:  # a scene folder given, no run name: the run takes the folder's
-        args.expname = Path(datadir).resolve().name
-    preset, device, why = train_preset(args)
+    cfg, preset, device, why = train_config(args)
     if preset is not None and is_writer():
         print(preset_line(preset, args.preset, device, why), flush=True)
-    cfg = run_config_from_args(args, preset)
     if preset is not None and is_writer():
         print(fidelity_line(cfg), flush=True)
     for key in ("netdepth_fine", "netwidth_fine"):

@@ -18,7 +18,7 @@ from .commands import VIEWER_LAYOUTS, VIEWER_OUTPUTS, CompareConfig, FramesConfi
 from .export import (CAMERA_PATHS, XATLAS_MAX_FACES, DepthExportConfig, HtmlExportConfig, MeshConfig, PointCloudConfig,
                      SplatConfig, VideoConfig)
 from .nerf import (DATA_ROOT, CONDITIONING_MODES, CONTRACTIONS, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, NERF_PYTORCH_ALIASES,
-                   NERF_PYTORCH_IGNORED, OPTIMIZERS, PRECOND_MODES, RENDERERS, SCENE_KINDS, DataConfig, FieldConfig, RenderConfig, RunConfig,
+                   NERF_PYTORCH_IGNORED, OPTIMIZERS, PRECOND_MODES, SAMPLERS, SCENE_KINDS, DataConfig, FieldConfig, RenderConfig, RunConfig,
                    TrainConfig, build_config, run_config_from_dict)
 from .shape import (SHAPE_KINDS, ShapeDataConfig, ShapeFieldConfig, ShapeMeshConfig, ShapeRunConfig, ShapeTrainConfig,
                     shape_run_config_from_dict)
@@ -26,7 +26,7 @@ from .spec import MAX_GRID, MAX_RAYS, MAX_SEED, Range, check_config, option
 
 __all__ = [
     "DATA_ROOT", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "RunConfig", "run_config_from_dict", "build_config",
-    "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES", "OPTIMIZERS", "DECAY_SPACES", "DEVICES",
+    "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "SAMPLERS", "PRECOND_MODES", "OPTIMIZERS", "DECAY_SPACES", "DEVICES",
     "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED",
     "VideoConfig", "MeshConfig", "XATLAS_MAX_FACES", "CompareConfig", "SynthConfig", "CAMERA_PATHS",
     "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "PoseConfig", "FramesConfig",

@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, check_skips, config_class, option, section
 
 __all__ = ["DATA_ROOT", "RunFolderConfig", "ConditioningConfig", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
-           "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "RENDERERS", "PRECOND_MODES",
+           "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "SAMPLERS", "PRECOND_MODES",
            "DECAY_SPACES", "OPTIMIZERS", "DEVICES", "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
 
 # Where --scene names are looked up (data/demo, data/nerf_llff_data/<scene>, data/nerf_synthetic/<scene>),
@@ -31,7 +31,7 @@ Holdout = Literal["every", "far"]  # enerf.data.loaders.far_split: which views a
 Encoding = Literal["frequency", "triplane"]  # enerf.fields.nerf: how positions enter the MLP
 ContractionKind = Literal["none", "mipnerf360", "linf"]  # enerf.nn.contraction: unbounded scenes
 Conditioning = Literal["none", "row", "col", "rowcol", "rowcol_indep", "wn", "ws"]  # enerf.nn.conditioning.CONDITIONERS
-RendererName = Literal["auto", "nerfacc", "torch_grid", "hierarchical", "proposal"]  # enerf.render.build
+SamplerName = Literal["auto", "nerfacc", "torch_grid", "hierarchical", "proposal"]  # enerf.render.registry.ESTIMATORS
 InitWeights = Literal["native", "equilibrated", "vanilla"]  # enerf.nn.conditioners.INIT_WEIGHTS
 Precond = Literal["none", "bnp"]  # gradient preconditioners (enerf.optim)
 OptimizerName = Literal["adam", "sgd"]  # enerf.optim.build_optimizer
@@ -40,8 +40,8 @@ Device = Literal["auto", "cpu", "cuda", "mps"]  # enerf.device.choose_device
 # after training: none, auto (enerf.cameras.paths.default_path) or one of enerf render's --path names
 AppearanceModel = Literal["none", "affine"]  # enerf.fields.appearance: per-image colour transforms
 FinalVideo = Literal["none", "auto", "spiral", "orbit", "test", "train", "interp", "ellipse"]
-DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, RENDERERS, PRECOND_MODES, DECAY_SPACES, DEVICES, CONTRACTIONS = (
-    get_args(t) for t in (DatasetType, Encoding, Conditioning, RendererName, Precond, DecaySpace, Device,
+DATASET_TYPES, ENCODINGS, CONDITIONING_MODES, SAMPLERS, PRECOND_MODES, DECAY_SPACES, DEVICES, CONTRACTIONS = (
+    get_args(t) for t in (DatasetType, Encoding, Conditioning, SamplerName, Precond, DecaySpace, Device,
                           ContractionKind))
 OPTIMIZERS = get_args(OptimizerName)
 SCENE_KINDS = get_args(SceneKind)
@@ -109,7 +109,6 @@ class ConditioningConfig:
                                        "own), equilibrated (E(W0) W0, row's start; with none W0 is replaced by it) or "
                                        "vanilla (a conditioned layer's applied weight scaled by a fixed constant to "
                                        "the Frobenius norm of W0)")
-    conditioning_eps: float = option(1e-8, "floor of the equilibration norms", lo=0.0, lo_open=True, cli=False)
 
     def check_conditioning_choice(self) -> None:
         """Refuse an ``init_weights`` that has no meaning for ``conditioning`` (ConfigError)."""
@@ -168,7 +167,7 @@ class RenderConfig:
     gradient_scaling: float = option(0.0, "while training, scale the gradients of the density and colour of samples "
                                      "closer to the camera than this distance by (distance / this)^2 (Philip and "
                                      "Deschaintre's fix for floaters near the cameras; scene units; 0: off)", lo=0.0)
-    renderer: RendererName = option("hierarchical", "the sampler: where along each ray the field is queried. "
+    sampler: SamplerName = option("hierarchical", "the sampler: where along each ray the field is queried. "
                            "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid "
                            "ray marching in plain torch, CPU or CUDA), nerfacc (the same with nerfacc, CUDA), auto "
                            "(nerfacc if it builds, else torch_grid), proposal (nerfacto's proposal networks, "
@@ -185,7 +184,6 @@ class RenderConfig:
                                    lo=0.0, hi=1.0, lo_open=True)
     early_stop_eps: float = option(1e-4, "grid renderers: drop samples behind transmittance below this "
                                    "(0: no early stop)", lo=0.0, hi=1.0)
-    alpha_thre: float = option(0.0, "grid renderers: drop samples with opacity below this", lo=0.0, hi=1.0)
     cull_occluded: bool = option(False, "torch_grid: occlusion culling; a cell no training ray reached with "
                                  "transmittance >= --early_stop_eps since the last grid update is empty "
                                  "(needs --early_stop_eps > 0)")
@@ -199,20 +197,13 @@ class RenderConfig:
                                                    "(one per --proposal_samples entry)", lo=2)
     proposal_components: int = option(8, "proposal renderer: channels per plane-line product of the proposal networks",
                                       lo=1)
-    proposal_weight: float = option(1.0, "proposal renderer: weight of the proposal loss (mip-NeRF 360's)", lo=0.0)
     distortion_weight: float = option(0.002, "proposal renderer: weight of mip-NeRF 360's distortion loss (0: off)",
                                       lo=0.0)
-    proposal_anneal_steps: int = option(1000, "proposal renderer: steps over which resampling goes from even spacing to "
-                                        "the proposal weights (nerfacto's annealing; 0: none)", lo=0)
     target_sample_batch_size: int = option(0, "grid renderers: samples per step; rays per step adapt to it "
                                            "(0: N_rand * N_samples; -1: N_rand rays every step)", lo=-1)
 
     def __post_init__(self) -> None:
         check_config(self)
-        if self.renderer != "hierarchical" and self.n_importance > 0:
-            raise ConfigError(f"n_importance must be 0 with renderer {self.renderer} (one field), got "
-                              f"{self.n_importance}; use renderer hierarchical for a fine network",
-                              fields=("n_importance", "renderer"))
         if len(self.proposal_samples) != len(self.proposal_resolutions):
             raise ConfigError(f"proposal_samples and proposal_resolutions need one entry per proposal network, got "
                               f"{len(self.proposal_samples)} and {len(self.proposal_resolutions)}",
@@ -220,10 +211,6 @@ class RenderConfig:
         if self.lindisp and self.lindisp_from > 0:
             raise ConfigError("lindisp and lindisp_from are two spacings of the samples; set one of them",
                               fields=("lindisp", "lindisp_from"))
-        if self.cull_occluded and (self.early_stop_eps <= 0 or self.renderer not in ("torch_grid", "auto")):
-            raise ConfigError("cull_occluded needs renderer torch_grid and early_stop_eps > 0 (it empties the cells "
-                              "no training ray reaches with transmittance above it)",
-                              fields=("cull_occluded", "early_stop_eps", "renderer"))
 
 
 @config_class
@@ -354,13 +341,17 @@ def build_config(cls, values: dict):
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
-# Keys that checkpoints written before their flag was deleted carry (section -> keys); dropped on load.
-DELETED_KEYS = {"train": ("stop_at_psnr",)}
+# Keys that checkpoints written before their option was deleted carry (section -> keys); dropped on load.
+DELETED_KEYS = {"train": ("stop_at_psnr",), "field": ("conditioning_eps",),
+                "render": ("alpha_thre", "proposal_weight", "proposal_anneal_steps")}
+# Keys that checkpoints written before a rename carry (section -> {old key: new key}).
+RENAMED_KEYS = {"render": {"renderer": "sampler"}}
 
 
 def run_config_from_dict(values: dict) -> RunConfig:
     """Rebuild a RunConfig from ``RunConfig.to_dict()`` output (e.g. from a checkpoint)."""
-    values = {**values, **{s: {k: v for k, v in values[s].items() if k not in keys} for s, keys in DELETED_KEYS.items()}}
+    values = {**values, **{s: {RENAMED_KEYS.get(s, {}).get(k, k): v for k, v in values[s].items()
+                               if k not in DELETED_KEYS.get(s, ())} for s in ("data", "field", "render", "train")}}
     return RunConfig(
         expname=values["expname"],
         basedir=values["basedir"],

@@ -15,95 +15,80 @@ show (``--scene_kind``, default ``auto``: decided from the cameras, ``enerf.came
            config file is a whole recipe: its keys over the dataclass defaults, exactly as written)
     none   the dataclass defaults
 
-The presets ship inside the package: each is a ``key = value`` file in ``enerf/config/preset_files/``
-(package data, read through ``importlib.resources``), read by the parser that reads ``--config``
-(the caller's ``read``). Nothing here reads the repository: an installed wheel has the same
-presets as a clone. The repository's ``configs/<name>.txt`` are the same recipes as example files
-for ``--config``, with the scene and the run named (``IDENTITY_KEYS``); a test keeps each equal to
-its preset. A preset never sets the scene's identity, the run or the method (``IDENTITY_KEYS``);
-the cpu and paper presets leave the image factor to the loader, the cuda ones set it. A preset only
-fills keys that were not set: a config file or a flag always wins.
+Each preset is a recipe of ``enerf.config.recipes`` (overlays on the dataclass defaults, in one
+module: an installed wheel has the same presets as a clone); the repository's ``configs/<name>.txt``
+are the same recipes written as example files for ``--config``, with the scene and the run named
+(``IDENTITY_KEYS``). A preset never sets the scene's identity, the run or the method; the cpu and
+paper presets leave the image factor to the loader, the cuda ones set it. A preset only fills keys
+that were not set: a config file or a flag always wins (``enerf.config.resolve``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from importlib import resources
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ..errors import ConfigError
+from . import recipes
+from .recipes import IDENTITY_KEYS
 
-__all__ = ["Preset", "PRESETS", "PRESET_CHOICES", "SCENE_KIND_DEFAULT", "IDENTITY_KEYS", "PRESET_FILES",
-           "read_preset_file", "preset_name", "preset_for", "preset_line"]
+__all__ = ["Preset", "PRESETS", "PRESET_CHOICES", "IDENTITY_KEYS", "preset_name", "preset_for",
+           "preset_line"]
 
 PRESET_CHOICES = ("auto", "cpu", "cuda", "paper", "none")
-SCENE_KIND_DEFAULT = "auto"  # --scene_kind: decided from the cameras (enerf.config.DataConfig.scene_kind)
 # seconds of splat baking after the field on a photo capture (transforms.json, walk-around or forward-facing):
 # with the 10-minute field, training and bake stay under 15 minutes (benchmarks/capture_splats.json)
 CAPTURE_SPLAT_SECONDS = 255.0
-PRESET_FILES = "preset_files"  # the presets' folder inside the enerf.config package (package data)
-# Keys of a config file that name the scene, the run or the method: never part of a preset (the example
-# files in configs/ set them).
-IDENTITY_KEYS = frozenset({"expname", "basedir", "scene", "datadir", "dataset_type", "llffhold", "conditioning",
-                           "conditioned_layers"})
-_CPU_FIELD = "triplane + 2 x 64 MLP"
 
 
 @dataclass(frozen=True)
 class Preset:
-    """One preset for one scene layout: its packaged file and how the start line describes it."""
+    """One preset for one scene layout: its recipe and how the start line describes it."""
 
     name: str  # cpu | cuda | paper
     layout: str  # llff (forward-facing) | capture (walk-around) | blender
-    file: str  # its file in enerf/config/preset_files/ (fern_cpu.txt); configs/<file> is its example
-    summary: str  # what it is, for the start line
-    values: dict[str, Any] = field(default_factory=dict)  # field name -> value (preset_for reads them)
+    recipe: str  # its recipe in enerf.config.recipes (fern_cpu); configs/<recipe>.txt is its example file
+    summary: str  # what it is, for the start line: a template of its values ({field}: the field in words)
+    values: dict[str, Any] = field(default_factory=dict)  # field name -> value (preset_for fills them)
     scene: str = ""  # what the cameras show and the flag that overrides it (``preset_for``), for the start line
     has_paper: bool = True  # whether --preset paper has settings for this scene (the start line offers them)
 
     @property
     def example(self) -> str:
         """The repository's example file of the same recipe (``configs/fern_cpu.txt``)."""
-        return f"configs/{self.file}"
+        return f"configs/{self.recipe}.txt"
 
     @property
     def source(self) -> str:
         """Where its values come from, as the start line names it."""
-        return f"enerf's preset {Path(self.file).stem} (example file: {self.example})"
+        return f"enerf's preset {self.recipe} (example file: {self.example})"
+
+    def describe(self) -> str:
+        """``summary`` with its values: ``10-minute CPU settings (triplane + 2 x 64 MLP, 64 samples, ...)``."""
+        v = recipes.values(self.recipe)
+        words = {"field": f"{v.get('encoding', 'frequency')} + {v['netdepth']} x {v['netwidth']} MLP",
+                 "minutes": f"{v.get('time_budget', 0) / 60:g}", "rays": f"{v['n_rand']:,}"}
+        return self.summary.format(**words, **v)
 
 
+_CPU = "{minutes}-minute CPU settings ({field}, "
+_CUDA = "GPU settings ({field}, "
+_PAPER = "the paper's settings ({netdepth} x {netwidth} MLP, {n_samples} + {n_importance} samples, "
 PRESETS: dict[tuple[str, str], Preset] = {
-    ("cpu", "llff"): Preset("cpu", "llff", "fern_cpu.txt", f"10-minute CPU settings ({_CPU_FIELD}, 64 samples, "
-                            "--time_budget 600)"),
-    ("cpu", "blender"): Preset("cpu", "blender", "lego_cpu.txt", f"10-minute CPU settings ({_CPU_FIELD}, "
-                               "torch_grid renderer, --time_budget 600)"),
-    ("cpu", "capture"): Preset("cpu", "capture", "capture_cpu.txt", f"10-minute CPU settings ({_CPU_FIELD}, "
-                               "scene contraction, proposal sampler, 48 samples, --time_budget 600)"),
-    ("cuda", "llff"): Preset("cuda", "llff", "fern_cuda.txt", f"GPU settings ({_CPU_FIELD}, photos at factor 4, "
-                             "4,096 rays a step, 64 samples, --time_budget 300)"),
-    ("cuda", "blender"): Preset("cuda", "blender", "lego_cuda.txt", f"GPU settings ({_CPU_FIELD}, full-size "
-                                "images, occupancy grid through nerfacc where it builds, 4,096 rays in the first "
-                                "step, 262,144 samples a step, --time_budget 300)"),
-    ("cuda", "capture"): Preset("cuda", "capture", "capture_cuda.txt", f"GPU settings ({_CPU_FIELD}, photos at "
-                                "half size, scene contraction, proposal sampler, 4,096 rays a step, 48 samples, "
-                                "--time_budget 300)"),
-    ("paper", "llff"): Preset("paper", "llff", "fern.txt", "the paper's settings (8 x 256 MLP, 64 + 64 "
-                              "samples, 200,000 steps)"),
-    ("paper", "blender"): Preset("paper", "blender", "lego.txt", "the paper's settings "
-                                 "(8 x 256 MLP, 64 + 128 samples, half resolution, 200,000 steps)"),
+    ("cpu", "llff"): Preset("cpu", "llff", "fern_cpu", _CPU + "{n_samples} samples, --time_budget {time_budget})"),
+    ("cpu", "blender"): Preset("cpu", "blender", "lego_cpu", _CPU + "{sampler} sampler, --time_budget {time_budget})"),
+    ("cpu", "capture"): Preset("cpu", "capture", "capture_cpu", _CPU + "scene contraction, {sampler} sampler, "
+                               "{n_samples} samples, --time_budget {time_budget})"),
+    ("cuda", "llff"): Preset("cuda", "llff", "fern_cuda", _CUDA + "photos at factor {factor}, {rays} rays a step, "
+                             "{n_samples} samples, --time_budget {time_budget})"),
+    ("cuda", "blender"): Preset("cuda", "blender", "lego_cuda", _CUDA + "full-size images, occupancy grid through "
+                                "nerfacc where it builds, {rays} rays in the first step, {target_sample_batch_size:,} "
+                                "samples a step, --time_budget {time_budget})"),
+    ("cuda", "capture"): Preset("cuda", "capture", "capture_cuda", _CUDA + "photos at factor {factor}, scene "
+                                "contraction, {sampler} sampler, {rays} rays a step, {n_samples} samples, "
+                                "--time_budget {time_budget})"),
+    ("paper", "llff"): Preset("paper", "llff", "fern", _PAPER + "{iters:,} steps)"),
+    ("paper", "blender"): Preset("paper", "blender", "lego", _PAPER + "half resolution, {iters:,} steps)"),
 }
-
-
-def read_preset_file(file: str, read: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
-    """``read(path)`` of the packaged preset ``file`` (``fern_cpu.txt``), through a real path
-    (``importlib.resources.as_file``); a ConfigError (one line) when the install lacks it."""
-    resource = resources.files(__package__).joinpath(PRESET_FILES, file)
-    if not resource.is_file():
-        raise ConfigError(f"enerf's preset {file} is missing from the installed package ({__package__}/"
-                          f"{PRESET_FILES}/): reinstall enerf, or pass --config FILE or --preset none")
-    with resources.as_file(resource) as path:
-        return read(Path(path))
 
 
 def preset_name(choice: str, device: str, config_file: bool) -> str:
@@ -116,24 +101,20 @@ def preset_name(choice: str, device: str, config_file: bool) -> str:
     return "cuda" if device == "cuda" else "cpu"
 
 
-def preset_for(name: str, dataset_type: str, kind: str, read: Callable[[Path], dict[str, Any]],
-               scene: str = "", fallback: str = "cpu") -> Preset:
+def preset_for(name: str, dataset_type: str, kind: str, scene: str = "", fallback: str = "cpu") -> Preset:
     """The preset ``name`` (cpu | cuda | paper) for a scene of ``dataset_type`` (llff | blender |
     nerfstudio) whose cameras show ``kind`` (forward | walkaround): Blender scenes keep their bounded
     box, walk-around scenes take the capture settings, forward-facing ones the LLFF settings;
     ``paper`` exists for forward-facing LLFF and Blender scenes only, the others take ``fallback``
-    (the device's preset). Its values are ``read(file)`` (field name -> value of each key the packaged
-    file sets), with ``scene_kind = kind`` (not for Blender) and, for a photo capture (transforms.json),
-    ``splat_seconds = CAPTURE_SPLAT_SECONDS`` unless the file sets it; ``scene`` is what the start line says
-    about the scene."""
+    (the device's preset). Its values are its recipe's (``enerf.config.recipes.values``), with
+    ``scene_kind = kind`` (not for Blender) and, for a photo capture (transforms.json),
+    ``splat_seconds = CAPTURE_SPLAT_SECONDS`` unless the recipe sets it; ``scene`` is what the start
+    line says about the scene."""
     layout = "blender" if dataset_type == "blender" else "capture" if kind == "walkaround" else "llff"
     if name == "paper" and (dataset_type == "nerfstudio" or (name, layout) not in PRESETS):
         name = fallback
     preset = PRESETS[(name, layout)]
-    values = read_preset_file(preset.file, read)
-    leaked = sorted(IDENTITY_KEYS & set(values))
-    if leaked:  # a packaged file that names a scene or a run: a packaging mistake, said in one line
-        raise ConfigError(f"enerf's preset {preset.file} sets {', '.join(leaked)}, which only a config file may set")
+    values = recipes.values(preset.recipe)
     if dataset_type != "blender":
         values["scene_kind"] = kind
     if dataset_type == "nerfstudio":  # a photo capture's run ends in splats
@@ -165,4 +146,4 @@ def preset_line(preset: Preset, choice: str, device: str, why: str = "") -> str:
     else:
         other = "--preset none for the built-in defaults"
     scene = f"{preset.scene}; " if preset.scene else ""
-    return f"{where}{scene}{preset.summary} from {preset.source} for what no flag sets; {other}"
+    return f"{where}{scene}{preset.describe()} from {preset.source} for what no flag sets; {other}"

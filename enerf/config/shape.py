@@ -111,6 +111,8 @@ def shape_run_config_from_dict(values: dict) -> ShapeRunConfig:
     return ShapeRunConfig(
         **top,
         data=build_config(ShapeDataConfig, values.get("data", {})),
-        field=build_config(ShapeFieldConfig, values.get("field", {})),
+        field=build_config(ShapeFieldConfig, {k: v for k, v in values.get("field", {}).items()
+                                              if k != "conditioning_eps"}),  # a deleted option
+
         train=build_config(ShapeTrainConfig, values.get("train", {})),
     )

@@ -70,7 +70,7 @@ class NeRFField(MLPField):
         else:
             heads = {"output": (width, 4)}
         mlp = ConditionedMLP("trunk", in_ch, cfg.netdepth, width, self.skips, heads, cfg.conditioning,
-                             cfg.conditioned_layers, cfg.init_weights, eps=cfg.conditioning_eps,
+                             cfg.conditioned_layers, cfg.init_weights,
                              detach_conditioner=cfg.detach_conditioner, passes=cfg.conditioning_passes)
         # Created in this order (seeded initialisation), under these names (checkpoints).
         self.trunk = mlp.trunk()

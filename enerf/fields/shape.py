@@ -52,7 +52,7 @@ class ShapeField(MLPField):
         self.activation = nn.ReLU() if cfg.activation == "relu" else nn.Softplus(beta=100.0)
         mlp = ConditionedMLP("hidden", self.encoding.out_dim, cfg.netdepth, cfg.netwidth, self.skips,
                              {"output": (cfg.netwidth, 1)}, cfg.conditioning, cfg.conditioned_layers, cfg.init_weights,
-                             eps=cfg.conditioning_eps, detach_conditioner=cfg.detach_conditioner,
+                             detach_conditioner=cfg.detach_conditioner,
                              passes=cfg.conditioning_passes)
         # Created in this order (seeded initialisation), under these names (checkpoints).
         self.hidden = mlp.trunk()

@@ -11,7 +11,7 @@
   the one way to make one (``build.py``).
 """
 
-from .build import RENDERERS, build_fields, build_renderer, keeps_grid, resolve_renderer
+from .build import SAMPLERS, build_fields, build_renderer, keeps_grid, resolve_renderer
 from .compositing import composite, composite_packed, composite_samples
 from .estimator import DensityFn, Estimator, RadianceField, Samples, Setup, density_fn
 from .grid_estimator import OccupancyGridEstimator, TorchGridEstimator
@@ -26,7 +26,7 @@ from .sampling import sample_pdf, stratified_samples
 from .shading import shade
 
 __all__ = [
-    "RENDERERS",
+    "SAMPLERS",
     "ESTIMATORS",
     "estimator_class",
     "build_renderer",

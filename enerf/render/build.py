@@ -23,15 +23,15 @@ import torch
 
 from torch import nn
 
-from ..config import RENDERERS, FieldConfig, RenderConfig
+from ..config import SAMPLERS, FieldConfig, RenderConfig
 from ..cameras.rays import RayExtent, Rays, flatten_rays, ray_extent
 from .estimator import RadianceField, Setup
 from .occupancy_grid import OccupancyGrid
 from ..fields.nerf import NeRFField
-from .registry import estimator_class
+from .registry import check_sampler_options, estimator_class
 from .renderer import Renderer
 
-__all__ = ["RENDERERS", "resolve_renderer", "build_renderer", "build_fields", "keeps_grid"]
+__all__ = ["SAMPLERS", "resolve_renderer", "build_renderer", "build_fields", "keeps_grid"]
 
 _warned: set[str] = set()
 
@@ -69,7 +69,7 @@ def build_renderer(
     grid: OccupancyGrid | None = None,
     fallback: bool = False,
 ) -> Renderer:
-    """The renderer ``cfg.renderer`` resolves to on ``device`` (``Estimator.build``).
+    """The renderer ``cfg.sampler`` resolves to on ``device`` (``Estimator.build``).
 
     A grid estimator's occupancy grid comes from, in this order:
 
@@ -91,7 +91,8 @@ def build_renderer(
         ConfigError: a renderer that cannot run here, or settings it cannot honour.
         ValueError: a grid renderer with neither ``grid``, ``state`` nor ``rays``.
     """
-    chosen = estimator_class(cfg.renderer).resolve(device, _warn_once, fallback)
+    check_sampler_options(cfg)
+    chosen = estimator_class(cfg.sampler).resolve(device, _warn_once, fallback)
     if rays is not None:
         flat = flatten_rays(rays)
 
@@ -105,7 +106,9 @@ def build_fields(cfg: FieldConfig, device: torch.device, render: RenderConfig | 
     """The coarse field, plus the networks the estimator of ``render`` trains beside it
     (``Estimator.networks``: the hierarchical estimator's fine field when ``n_importance > 0``,
     the proposal estimator's ``proposal`` networks); ``render`` None: the coarse field alone."""
+    if render is not None:
+        check_sampler_options(render)
     fields: dict[str, nn.Module] = {"coarse": NeRFField(cfg).to(device)}
     if render is not None:
-        fields.update(estimator_class(render.renderer).networks(render, cfg, device))
+        fields.update(estimator_class(render.sampler).networks(render, cfg, device))
     return fields

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import FieldConfig, RenderConfig
+from ..errors import ConfigError
 from ..cameras.rays import RayExtent, Rays
 
 __all__ = ["DensityFn", "RadianceField", "Samples", "Estimator", "Setup", "density_fn", "midpoints", "draft_count",
@@ -147,6 +148,8 @@ class Estimator:
 
     Around it, each with a default for a stateless estimator:
 
+    * ``check(cfg)`` (class): a ConfigError (one line) for options it cannot honour, before a run
+      builds anything (no sampler name is written in enerf/config);
     * ``build(cfg, setup)`` (class): the estimator ``--sampler NAME`` means, from what a run or a
       checkpoint has (``Setup``); ``resolve(device, warn, fallback)`` (class): the class that runs
       on ``device`` (``auto``: nerfacc or torch_grid);
@@ -170,6 +173,25 @@ class Estimator:
         self.cfg = cfg
 
     # -------------------------------------------------------------- building
+    fine_network: bool = False  # whether --N_importance > 0 (a fine network) is its own option
+    culls: bool = False  # whether --cull_occluded is its own option
+
+    @classmethod
+    def check(cls, cfg: RenderConfig) -> None:
+        """Refuse the options of ``cfg`` this sampler cannot honour (default: a fine network and
+        occlusion culling belong to the samplers that say so).
+
+        Raises:
+            ConfigError: naming the options and the sampler that has them.
+        """
+        if cfg.n_importance > 0 and not cls.fine_network:
+            raise ConfigError(f"n_importance must be 0 with sampler {cfg.sampler} (one field), got {cfg.n_importance}; "
+                              "use sampler hierarchical for a fine network", fields=("n_importance", "sampler"))
+        if cfg.cull_occluded and (not cls.culls or cfg.early_stop_eps <= 0):
+            raise ConfigError("cull_occluded needs sampler torch_grid and early_stop_eps > 0 (it empties the cells "
+                              "no training ray reaches with transmittance above it)",
+                              fields=("cull_occluded", "early_stop_eps", "sampler"))
+
     @classmethod
     def resolve(cls, device: torch.device, warn: Callable[[str], None], fallback: bool = False) -> type:
         """The estimator class that runs on ``device`` in place of ``cls`` (default ``cls``)."""

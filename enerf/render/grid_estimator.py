@@ -144,13 +144,10 @@ class OccupancyGridEstimator(Estimator):
         self.grid_changed()
 
     # ---------------------------------------------------------------- sampling
-    def alpha_thre(self) -> float:
-        """As nerfacc: never threshold opacity above the grid's mean occupancy."""
-        return min(self.cfg.alpha_thre, float(self.grid.occs.mean())) if self.cfg.alpha_thre > 0 else 0.0
-
     def early_stop(self) -> bool:
-        """Whether samples behind the early stop (or below the opacity threshold) are dropped."""
-        return self.cfg.early_stop_eps > 0 or self.cfg.alpha_thre > 0
+        """Whether samples behind the early stop are dropped (no opacity threshold: nerfacc's
+        ``alpha_thre`` is 0 here)."""
+        return self.cfg.early_stop_eps > 0
 
     def sample(self, rays: Rays, fields: Mapping[str, RadianceField], train: bool,
                generator: torch.Generator | None = None) -> Samples:
@@ -189,6 +186,7 @@ class TorchGridEstimator(OccupancyGridEstimator):
     """
 
     name = "torch_grid"
+    culls = True  # --cull_occluded
     culls_occluded = True
 
     @torch.no_grad()
@@ -234,13 +232,13 @@ class TorchGridEstimator(OccupancyGridEstimator):
         with torch.no_grad():
             if cfg.early_stop_block > 0:  # front to back: samples far behind the stop are never read
                 found = visible_front_to_back(points, t_starts, t_ends, ray_indices, n_rays, dir_norm, density_fn,
-                                              cfg.early_stop_eps, self.alpha_thre(), cfg.early_stop_block)
+                                              cfg.early_stop_eps, 0.0, cfg.early_stop_block)
                 keep, queried, read, thickness = found.kept, found.queried, found.queried_index, found.thickness
             else:  # nerfacc's way: a density pre-pass over all marched samples
                 sigma = density_fn(points)
                 thickness = sigma * (t_ends - t_starts) * dir_norm[ray_indices]
                 keep = visibility_mask(t_starts, t_ends, sigma, ray_indices, n_rays, dir_norm, cfg.early_stop_eps,
-                                       self.alpha_thre())
+                                       0.0)
                 queried, read = ray_indices.numel(), slice(None)
             if cull:
                 self._record_visibility(rays, jitter, ray_indices[read], t_starts[read], thickness)

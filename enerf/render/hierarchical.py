@@ -38,6 +38,7 @@ class HierarchicalEstimator(Estimator):
     """
 
     name = "hierarchical"
+    fine_network = True  # --N_importance > 0: the fine field
 
     @staticmethod
     def networks(cfg: RenderConfig, field: FieldConfig, device: torch.device) -> dict[str, nn.Module]:

@@ -31,7 +31,7 @@ def render_rays_image(
 
     Args:
         renderer: the run's renderer with its trained estimator (``enerf.loaded_run.load_run``,
-            or the trainer's). None: ``cfg.renderer``; for the grid renderers the grid is
+            or the trainer's). None: ``cfg.sampler``; for the grid renderers the grid is
             then read off the field (one density pass over all cells), which renders the
             same scene but costs that pass on every call.
         aabb: the scene's content box (``Scene.aabb``) for a grid read off the field; None:

@@ -95,8 +95,8 @@ class NerfaccEstimator(OccupancyGridEstimator):
             return cls
         if fallback:
             return TorchGridEstimator
-        raise ConfigError(f"renderer nerfacc cannot run: {why}; use renderer torch_grid (the same algorithm in torch) "
-                          "or auto", ("renderer",))
+        raise ConfigError(f"sampler nerfacc cannot run: {why}; use sampler torch_grid (the same algorithm in torch) "
+                          "or auto", ("sampler",))
 
     def __init__(self, cfg: RenderConfig, grid: OccupancyGrid, occ_scale: float = 1.0) -> None:
         super().__init__(cfg, grid, occ_scale)
@@ -154,8 +154,7 @@ class NerfaccEstimator(OccupancyGridEstimator):
             mids = origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * directions[ray_indices]
             return density_fn(mids) * dir_norm[ray_indices]
 
-        alpha_thre = self.alpha_thre()
-        prepass = cfg.early_stop_eps > 0 or alpha_thre > 0
+        prepass = self.early_stop()
         self.estimator.eval()
         ray_indices, t_starts, t_ends = self.estimator.sampling(
             origins.contiguous(),
@@ -165,7 +164,7 @@ class NerfaccEstimator(OccupancyGridEstimator):
             t_max=rays.far.reshape(-1).contiguous(),
             render_step_size=cfg.render_step_size,
             early_stop_eps=cfg.early_stop_eps,
-            alpha_thre=alpha_thre,
+            alpha_thre=0.0,
             stratified=bool(train and cfg.perturb),
         )
         return Samples(ray_indices=ray_indices.long(), t_starts=t_starts, t_ends=t_ends, n_queries=queried[0])
@@ -176,6 +175,7 @@ class AutoGridEstimator(OccupancyGridEstimator):
     otherwise ``torch_grid`` (one warning line when a CUDA run's build failed, saying why)."""
 
     name = "auto"
+    culls = True  # torch_grid culls; where auto means nerfacc, NerfaccEstimator refuses it
 
     @classmethod
     def resolve(cls, device: torch.device, warn: Callable[[str], None], fallback: bool = False) -> type:

@@ -41,6 +41,9 @@ __all__ = ["ProposalEstimator", "spacing", "sample_intervals", "interval_weights
 _EPS = 1e-7  # nerfstudio's in the proposal loss
 _PADDING = 0.01  # nerfstudio's histogram_padding: a little weight everywhere, so no interval is never resampled
 _ANNEAL_SLOPE = 10.0  # nerfacto's proposal_weights_anneal_slope
+# steps over which resampling goes from even spacing to the proposal weights (nerfacto's
+# proposal_weights_anneal_max_num_iters)
+ANNEAL_STEPS = 1000
 
 
 def spacing(near: Tensor, far: Tensor, lindisp_from: float, lindisp: bool):
@@ -219,7 +222,7 @@ class ProposalEstimator(Estimator):
         s_to_t, _ = spacing(rays.near, rays.far, cfg.lindisp_from, cfg.lindisp)
         dir_norm = rays.directions.norm(dim=-1)
         jitter = bool(train and cfg.perturb)
-        power = anneal_power(self.step, cfg.proposal_anneal_steps) if train else 1.0
+        power = anneal_power(self.step, ANNEAL_STEPS) if train else 1.0
         first = cfg.proposal_samples[0]
         steps = torch.linspace(0.0, 1.0, first + 1, dtype=rays.near.dtype, device=rays.near.device)
         if jitter:  # one shift per ray, as nerfacto's single jitter
@@ -252,12 +255,10 @@ class ProposalEstimator(Estimator):
         cfg = self.cfg
 
         def losses(weights: Tensor) -> dict[str, Tensor]:
-            """weights: Tensor  # [n_rays * n_samples] (packed, ray-major) -> {"proposal": proposal_weight
-            x sum over levels, "distortion": distortion_weight x distortion_loss} (terms of weight 0 left out)."""
+            """weights: Tensor  # [n_rays * n_samples] (packed, ray-major) -> {"proposal": the sum over
+            levels (weight 1, nerfacto's), "distortion": distortion_weight x distortion_loss (left out at 0)}."""
             w = weights.reshape(edges.shape[0], -1)
-            terms = {}
-            if cfg.proposal_weight > 0:
-                terms["proposal"] = cfg.proposal_weight * sum(proposal_loss(edges, w, e, pw) for e, pw in levels)
+            terms = {"proposal": sum(proposal_loss(edges, w, e, pw) for e, pw in levels)}
             if cfg.distortion_weight > 0:
                 terms["distortion"] = cfg.distortion_weight * distortion_loss(edges, w)
             return terms

@@ -39,7 +39,7 @@ def draft_render_config(cfg: RenderConfig, fraction: float) -> RenderConfig:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     if fraction == 1.0:
         return cfg
-    return estimator_class(cfg.renderer).draft_config(cfg, fraction)
+    return estimator_class(cfg.sampler).draft_config(cfg, fraction)
 
 
 def draft_renderer(run: LoadedRun, fraction: float) -> Renderer | None:

@@ -205,7 +205,7 @@ def run_summary(run: LoadedRun, metrics: dict) -> str:
         f"{len(run.scene.i_test)} held-out views, {'NDC' if run.scene.use_ndc else 'world'} rays)",
         f"- field: {c.field.encoding}, {c.field.netdepth} x {c.field.netwidth}, conditioning {c.field.conditioning}"
         f" ({c.field.conditioned_layers}), precond {c.train.precond}",
-        f"- renderer: {c.render.renderer}, {c.render.n_samples}+{c.render.n_importance} samples",
+        f"- sampler: {c.render.sampler}, {c.render.n_samples}+{c.render.n_importance} samples",
         f"- steps: {run.step} of {c.train.iters}, seed {c.train.seed}",
     ]
     if metrics.get("psnr") is not None:

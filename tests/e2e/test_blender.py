@@ -312,7 +312,7 @@ def test_a_grid_read_off_the_field_uses_the_objects_box(tmp_path):
     reads the grid off the field over the scene's box, as training did, not over the rays' box."""
     _write_scene(tmp_path / "s", size=8)
     scene = load_blender(tmp_path / "s")
-    cfg = RenderConfig(renderer="torch_grid", grid_resolution=8)
+    cfg = RenderConfig(sampler="torch_grid", grid_resolution=8)
     fields = build_fields(FieldConfig(netdepth=1, netwidth=8, view_width=8, multires=2, multires_views=1),
                           torch.device("cpu"))
     rays = scene.rays(0)

@@ -38,7 +38,7 @@ def _config(scene: Path, basedir: Path, mode: str) -> RunConfig:
         field=FieldConfig(netdepth=2, netwidth=32, view_width=16, multires=4, multires_views=2, skips=(),
                           conditioning=conditioning),
         render=RenderConfig(n_samples=8, n_importance=0 if grid else 4, perturb=False, chunk=1024,
-                            renderer="torch_grid" if grid else "hierarchical", render_step_size=1 / 32,
+                            sampler="torch_grid" if grid else "hierarchical", render_step_size=1 / 32,
                             grid_resolution=16, grid_update_every=2, grid_warmup=2, cull_occluded=grid),
         train=TrainConfig(iters=STEPS, n_rand=64, lrate=5e-4, log_every=STEPS, kappa_every=0, compute_lpips=False,
                           precond=precond or "none", dist_timeout=300.0, device="cpu"),

@@ -70,7 +70,7 @@ def _run(poses: np.ndarray, field: AnalyticField, use_ndc: bool = False, near: f
     n = len(poses)
     scene = Scene("sphere", np.zeros((n, H, W, 3), np.float32), poses, H, W, FOCAL, np.tile([near, far], (n, 1)).astype(np.float32),
                   near, far, use_ndc, np.arange(0, n - 2), np.arange(n - 2, n), poses[:2], TO_WORLD)
-    cfg = RunConfig(render=RenderConfig(n_samples=96, n_importance=96, perturb=False, renderer="hierarchical",
+    cfg = RunConfig(render=RenderConfig(n_samples=96, n_importance=96, perturb=False, sampler="hierarchical",
                                         chunk=4096))
     renderer = build_renderer(cfg.render, torch.device("cpu"))
     return LoadedRun(cfg, 0, {"coarse": field, "fine": field}, renderer, Path("."), Path("x.pt"), torch.device("cpu"), {},

@@ -135,7 +135,7 @@ def test_grid_travels_in_the_checkpoint_and_resume_is_exact(scene_dir, tmp_path,
     renderer = renderer_from_checkpoint(b, cfg, CPU)
     assert renderer.name == "torch_grid" and torch.equal(renderer.estimator.grid.binaries, b["extra"]["renderer"]["grid"]["binaries"])
     # A run trained with nerfacc (same grid state) renders on a CPU through torch_grid.
-    as_nerfacc = dataclasses.replace(cfg, render=dataclasses.replace(cfg.render, renderer="nerfacc"))
+    as_nerfacc = dataclasses.replace(cfg, render=dataclasses.replace(cfg.render, sampler="nerfacc"))
     fallback = renderer_from_checkpoint(b, as_nerfacc, CPU)
     assert fallback.name == "torch_grid" and torch.equal(fallback.estimator.grid.binaries, renderer.estimator.grid.binaries)
     from skimage.metrics import peak_signal_noise_ratio

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from enerf.cli import build_train_parser, main, run_config_from_args
-from enerf.config import RENDERERS
+from enerf.config import SAMPLERS
 from enerf.errors import ConfigError
 from enerf.render import nerfacc_backend
 from enerf.render import resolve_renderer
@@ -53,8 +53,8 @@ def test_parity_runs_differ_in_the_renderer_alone_and_nerfacc_needs_cuda(tmp_pat
     cfgs = {r: run_config_from_args(parser.parse_args(parity_argv(tmp_path, tmp_path / "runs", r)))
             for r in ("nerfacc", "torch_grid")}
     a, b = cfgs["nerfacc"], cfgs["torch_grid"]
-    assert (a.render.renderer, b.render.renderer) == ("nerfacc", "torch_grid") and set(RENDERERS) >= {"nerfacc", "torch_grid"}
-    same_render = dataclasses.replace(a.render, renderer="torch_grid")
+    assert (a.render.sampler, b.render.sampler) == ("nerfacc", "torch_grid") and set(SAMPLERS) >= {"nerfacc", "torch_grid"}
+    same_render = dataclasses.replace(a.render, sampler="torch_grid")
     assert dataclasses.replace(a, render=same_render, expname=b.expname) == b
     assert a.train.seed == 0 and a.train.iters == 500 and not a.render.cull_occluded and a.render.early_stop_block == 0
     with pytest.raises(ConfigError, match="nerfacc needs a CUDA device"):

@@ -15,7 +15,7 @@ from torch import nn
 import enerf.progress
 import enerf.train.loop as loop_module
 from enerf.cli import main
-from enerf.cli.train import build_train_parser, run_config_from_args, train_preset
+from enerf.cli.train import build_train_parser, train_config
 from enerf.config import FieldConfig, RenderConfig, RunConfig, ShapeFieldConfig, ShapeRunConfig, ShapeTrainConfig
 from enerf.config.presets import PRESETS, preset_line
 from enerf.data.loaders import load_scene
@@ -36,8 +36,8 @@ TINY = ["--factor", "1", "--llffhold", "4", "--netdepth", "2", "--netwidth", "16
 
 def _resolve(argv: list[str]):
     args = build_train_parser().parse_args(argv)
-    preset, device, _ = train_preset(args, Path("no_data_root"))
-    return preset, device == "cuda", run_config_from_args(args, preset)
+    cfg, preset, device, _ = train_config(args, Path("no_data_root"))
+    return preset, device == "cuda", cfg
 
 
 def _blender_dir(tmp_path: Path) -> Path:
@@ -72,14 +72,14 @@ def test_cuda_preset_on_cuda_and_paper_and_blender_layouts(scene_dir, tmp_path, 
     assert (cfg.render.n_samples, cfg.render.n_importance, cfg.train.iters, cfg.train.lrate_decay) == (64, 64, 200000, 250)
     preset, _, cfg = _resolve(["--datadir", str(_blender_dir(tmp_path)), "--preset", "auto"])
     assert (preset.name, preset.layout) == ("cuda", "blender")
-    assert (cfg.render.renderer, cfg.data.factor, cfg.data.half_res, cfg.render.target_sample_batch_size) == (
+    assert (cfg.render.sampler, cfg.data.factor, cfg.data.half_res, cfg.render.target_sample_batch_size) == (
         "auto", 1, False, 262144)
     preset, _, cfg = _resolve(["--datadir", str(tmp_path / "blender_scene"), "--preset", "paper"])
     assert (cfg.render.n_importance, cfg.data.half_res, cfg.render.white_bkgd, cfg.train.precrop_iters) == (128, True, True, 500)
     # --device cpu on a machine with a GPU: the CPU settings, Blender's
     preset, cuda, cfg = _resolve(["--datadir", str(tmp_path / "blender_scene"), "--device", "cpu", "--preset", "auto"])
     assert not cuda and (preset.name, preset.layout) == ("cpu", "blender")
-    assert (cfg.render.renderer, cfg.render.grid_resolution, cfg.data.testskip, cfg.train.eval_views) == ("torch_grid", 128, 8, 5)
+    assert (cfg.render.sampler, cfg.render.grid_resolution, cfg.data.testskip, cfg.train.eval_views) == ("torch_grid", 128, 8, 5)
 
 
 def test_a_flag_and_a_config_file_beat_the_preset(scene_dir, tmp_path, monkeypatch):

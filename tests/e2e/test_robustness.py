@@ -20,8 +20,9 @@ from enerf.checkpoint import load_checkpoint, save_checkpoint
 from enerf.cli import main
 from enerf.cli.common import error_line, flag_name
 from enerf.config import (CompareConfig, FieldConfig, MeshConfig, RunConfig, ShapeMeshConfig, ShapeRunConfig,
-                          SynthConfig, TrainConfig, VideoConfig)
+                          RenderConfig, SynthConfig, TrainConfig, VideoConfig)
 from enerf.config.spec import value_type
+from enerf.render.registry import check_sampler_options
 from enerf.synthetic.scene import make_synthetic_scene
 from enerf.errors import CheckpointError, ConfigError, DivergenceError
 from enerf.runfolder import RunLock, check_output_dir, check_output_file, remove_stale_temp_files
@@ -73,8 +74,8 @@ def test_flags_spelled_as_nerf_pytorch_and_combinations_are_refused():
     assert [flag_name(n) for n in ("n_rand", "n_samples", "n_importance", "iters")] == \
         ["--N_rand", "--N_samples", "--N_importance", "--iters"]
     with pytest.raises(ConfigError) as err:
-        RunConfig(render=RunConfig().render.__class__(renderer="torch_grid", n_importance=8))
-    assert str(err.value) == ("n_importance must be 0 with renderer torch_grid (one field), got 8; use renderer "
+        check_sampler_options(RenderConfig(sampler="torch_grid", n_importance=8))
+    assert str(err.value) == ("n_importance must be 0 with sampler torch_grid (one field), got 8; use sampler "
                               "hierarchical for a fine network")
     assert error_line(err.value) == ("--N_importance must be 0 with --sampler torch_grid (one field), got 8; use "
                                      "--sampler hierarchical for a fine network")

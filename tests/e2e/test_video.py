@@ -76,7 +76,7 @@ def test_video_uses_the_checkpoints_occupancy_grid(tmp_path):
     """A grid-renderer checkpoint renders through its stored grid, not one read off the field."""
     scene = make_synthetic_scene(tmp_path / "s", n_views=4, width=16, height=12, seed=0)
     assert main(["train", "--datadir", str(scene), "--basedir", str(tmp_path), "--expname", "g", "--iters", "20", *TINY, "--netwidth", "48",
-                 "--N_importance", "0", "--renderer", "torch_grid", "--grid_resolution", "8", "--render_step_size", "0.05", "--alpha_thre", "0"]) == 0
+                 "--N_importance", "0", "--renderer", "torch_grid", "--grid_resolution", "8", "--render_step_size", "0.05"]) == 0
     ckpt = tmp_path / "g" / "checkpoints" / "latest.pt"
     run = load_run(ckpt, Path("data"))
     payload = torch.load(ckpt, weights_only=False)

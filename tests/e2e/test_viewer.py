@@ -139,15 +139,15 @@ def test_draft_render_config_counts():
     from enerf.viewer.draft import draft_render_config
 
     base = RenderConfig()
-    hier = draft_render_config(dataclasses.replace(base, renderer="hierarchical", n_samples=64, n_importance=32), 0.25)
+    hier = draft_render_config(dataclasses.replace(base, sampler="hierarchical", n_samples=64, n_importance=32), 0.25)
     assert (hier.n_samples, hier.n_importance, hier.rgb_weight_threshold) == (16, 8, 1e-3)
-    prop = draft_render_config(dataclasses.replace(base, renderer="proposal", n_samples=48, proposal_samples=(128,),
+    prop = draft_render_config(dataclasses.replace(base, sampler="proposal", n_samples=48, proposal_samples=(128,),
                                                    rgb_weight_threshold=1e-4), 0.25)
     assert (prop.n_samples, prop.proposal_samples) == (12, (32,))
-    grid = draft_render_config(dataclasses.replace(base, renderer="torch_grid", render_step_size=0.01,
+    grid = draft_render_config(dataclasses.replace(base, sampler="torch_grid", render_step_size=0.01,
                                                    early_stop_eps=1e-4), 0.25)
     assert grid.render_step_size == pytest.approx(0.04) and grid.early_stop_eps == 1e-3
-    few = draft_render_config(dataclasses.replace(base, renderer="hierarchical", n_samples=10, n_importance=0), 0.25)
+    few = draft_render_config(dataclasses.replace(base, sampler="hierarchical", n_samples=10, n_importance=0), 0.25)
     assert (few.n_samples, few.n_importance) == (8, 0)
     assert draft_render_config(base, 1.0) is base
     with pytest.raises(ValueError):

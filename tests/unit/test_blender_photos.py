@@ -13,7 +13,8 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from enerf.cli.train import PHOTOS_NOTE, build_train_parser, run_config_from_args, train_preset
+from enerf.cli.train import build_train_parser, train_config
+from enerf.data.scene_probe import PHOTOS_NOTE
 from enerf.config import DataConfig
 from enerf.config.presets import preset_line
 from enerf.data.loaders import dataset_type_of, load_scene
@@ -56,8 +57,8 @@ def _folder(root: Path, channels: int, cameras: list[np.ndarray], n_test: int = 
 
 def _resolve(folder: Path):
     args = build_train_parser().parse_args(["--datadir", str(folder), "--device", "cpu"])
-    preset, _, _ = train_preset(args, Path("no_data_root"))
-    return preset, run_config_from_args(args, preset)
+    cfg, preset, _, _ = train_config(args, Path("no_data_root"))
+    return preset, cfg
 
 
 def test_transparent_frames_keep_the_blender_preset(tmp_path):
@@ -65,7 +66,7 @@ def test_transparent_frames_keep_the_blender_preset(tmp_path):
     assert dataset_type_of(folder, "auto") == "blender"
     preset, cfg = _resolve(folder)
     assert (preset.layout, preset.example) == ("blender", "configs/lego_cpu.txt")
-    assert cfg.render.white_bkgd and cfg.render.renderer == "torch_grid"
+    assert cfg.render.white_bkgd and cfg.render.sampler == "torch_grid"
     scene = load_scene(cfg.data, tmp_path, cfg.render.white_bkgd)
     assert (scene.near, scene.far, scene.aabb) == (2.0, 6.0, (-1.5,) * 3 + (1.5,) * 3)  # the Blender loader's
 
@@ -82,7 +83,7 @@ def test_photos_on_a_ring_get_the_capture_settings(tmp_path, channels, suffix):
     assert (preset.layout, preset.example) == ("capture", "configs/capture_cpu.txt")
     assert preset.scene.startswith(PHOTOS_NOTE) and "walk-around" in preset.scene
     assert "read as a capture" in preset_line(preset, "auto", False)
-    assert (cfg.render.renderer, cfg.field.contraction, cfg.data.scene_kind) == ("proposal", "linf", "walkaround")
+    assert (cfg.render.sampler, cfg.field.contraction, cfg.data.scene_kind) == ("proposal", "linf", "walkaround")
     assert not cfg.render.white_bkgd
     scene = load_scene(cfg.data, tmp_path, cfg.render.white_bkgd)
     assert (scene.n_views, scene.width, scene.height, scene.far, scene.use_ndc) == (10, 8, 8, 1000.0, False)
@@ -110,7 +111,7 @@ def test_dataset_type_blender_still_forces_the_blender_loader(tmp_path):
     scene = load_scene(DataConfig(datadir=str(folder), dataset_type="blender"), tmp_path)
     assert (scene.near, scene.far, scene.aabb) == (2.0, 6.0, (-1.5,) * 3 + (1.5,) * 3)
     args = build_train_parser().parse_args(["--datadir", str(folder), "--device", "cpu", "--dataset_type", "blender"])
-    preset, _, _ = train_preset(args, Path("no_data_root"))
+    preset = train_config(args, Path("no_data_root"))[1]
     assert preset.layout == "blender"
 
 

@@ -89,7 +89,7 @@ def test_packed_samples_are_masked_by_their_own_weights(random_rays, random_grid
     rays = _rays_through_the_blob(random_rays, 48, seed=5)
     calls: list[int] = []
     fns = _sharp_field(calls)
-    settings = dict(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=0.0, perturb=False)
+    settings = dict(sampler="torch_grid", render_step_size=1 / 64, early_stop_eps=0.0, perturb=False)
     grid = random_grid(8, 1.0, seed=0)
     full = build_renderer(RenderConfig(**settings), CPU, grid=grid).render_rays(rays, fns, train=False)
     calls.clear()

@@ -49,7 +49,7 @@ def test_packed_rendering_equals_dense_batched_rendering_of_the_same_samples(ran
     rays = random_rays(64, seed=1)
     rays = rays._replace(origins=rays.origins + torch.tensor([5.0, 0.0, 0.0]) * (torch.arange(64) < 4)[:, None])  # 4 misses
     grid = random_grid(16, 0.4, seed=2)
-    renderer = build_renderer(RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=0.0), CPU, grid=grid)
+    renderer = build_renderer(RenderConfig(sampler="torch_grid", render_step_size=1 / 64, early_stop_eps=0.0), CPU, grid=grid)
     fns = smooth_field()
     samples = renderer.estimator.sample(rays, fns, train=False)
     ray_indices, t_starts, t_ends = samples.ray_indices, samples.t_starts, samples.t_ends

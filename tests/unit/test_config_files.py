@@ -1,7 +1,8 @@
 """Every file in configs/ parses to the config its text says: a tiny independent ``key = value``
 reader builds the expected dataclasses from the defaults, and the CLI's parser must agree with
-them on every field; each device preset is its packaged file, and the example file of the same name
-in configs/ holds the same values (plus the scene's identity). Also:
+them on every field; each device preset holds the values of the example file of the same name
+in configs/ (less the scene's identity), and every file there is written from
+its recipe (enerf.config.recipes). Also:
 every flag has help text, and ``enerf --version``."""
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ import enerf
 from enerf.cli import build_train_parser, run_config_from_args
 from enerf.cli.common import config_from_args
 from enerf.cli.shape import build_shape_train_parser
-from enerf.cli.train import read_config_file
 from enerf.config import RunConfig, ShapeRunConfig
-from enerf.config import presets
+from enerf.config import presets, recipes
+from enerf.config.resolve import SceneShape, resolve
 from enerf.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-# nerf-pytorch spellings of three fields and the sampler's flag (flag -> field); every other key is a field's own name.
-CAPITALISED = {"N_rand": "n_rand", "N_samples": "n_samples", "N_importance": "n_importance", "sampler": "renderer"}
+# nerf-pytorch spellings of three fields (flag -> field); every other key is a field's own name.
+CAPITALISED = {"N_rand": "n_rand", "N_samples": "n_samples", "N_importance": "n_importance"}
 
 
 def read_keys(path: Path) -> dict[str, str]:
@@ -94,13 +95,12 @@ def test_shape_config_file_parses_to_what_its_text_says(path):
     assert parsed == expected_config(ShapeRunConfig, read_keys(path))
 
 
-# (preset, layout) -> (dataset type, what the cameras show, its packaged file = its example file's name)
-PRESET_FILES = {("cpu", "llff"): ("llff", "forward", "fern_cpu.txt"), ("cpu", "blender"): ("blender", "walkaround", "lego_cpu.txt"),
-                ("cpu", "capture"): ("nerfstudio", "walkaround", "capture_cpu.txt"),
-                ("cuda", "llff"): ("llff", "forward", "fern_cuda.txt"), ("cuda", "blender"): ("blender", "walkaround", "lego_cuda.txt"),
-                ("cuda", "capture"): ("nerfstudio", "walkaround", "capture_cuda.txt"),
-                ("paper", "llff"): ("llff", "forward", "fern.txt"), ("paper", "blender"): ("blender", "walkaround", "lego.txt")}
-PACKAGED = Path(enerf.__file__).parent / "config" / "preset_files"
+# (preset, layout) -> (dataset type, what the cameras show, its recipe = its example file's name)
+PRESET_RECIPES = {("cpu", "llff"): ("llff", "forward", "fern_cpu"), ("cpu", "blender"): ("blender", "walkaround", "lego_cpu"),
+                  ("cpu", "capture"): ("nerfstudio", "walkaround", "capture_cpu"),
+                  ("cuda", "llff"): ("llff", "forward", "fern_cuda"), ("cuda", "blender"): ("blender", "walkaround", "lego_cuda"),
+                  ("cuda", "capture"): ("nerfstudio", "walkaround", "capture_cuda"),
+                  ("paper", "llff"): ("llff", "forward", "fern"), ("paper", "blender"): ("blender", "walkaround", "lego")}
 # The keys that name the scene, the run or the method: an example file sets them, a preset never does.
 IDENTITY = {"expname", "basedir", "scene", "datadir", "dataset_type", "llffhold", "conditioning", "conditioned_layers"}
 # What an example file may set beyond its preset: the identity, and the factor the cpu / paper presets leave to the loader.
@@ -115,33 +115,32 @@ def typed_keys(path: Path) -> dict:
     return {k: convert(text, spelled(FIELDS[k].type)) if k in FIELDS else text for k, text in keys.items()}
 
 
-def test_every_preset_has_a_packaged_file_and_an_example():
-    assert set(PRESET_FILES) == set(presets.PRESETS)
-    assert sorted(p.name for p in PACKAGED.glob("*.txt")) == sorted(v[2] for v in PRESET_FILES.values())
-    assert all((CONFIGS / name).is_file() for _, _, name in PRESET_FILES.values())
-    assert IDENTITY == set(presets.IDENTITY_KEYS)
+def test_every_config_file_is_written_from_its_recipe():
+    """configs/*.txt (the NeRF ones) are exactly what ``python -m enerf.config.recipes configs`` writes:
+    one file per recipe, none by hand."""
+    assert sorted(p.stem for p in NERF_FILES) == sorted(recipes.RECIPES)
+    flags = recipes.flag_names(RunConfig)
+    for path in NERF_FILES:
+        assert path.read_text() == recipes.example_text(path.stem, flags), path.name
 
 
-@pytest.mark.parametrize("key", sorted(PRESET_FILES), ids=["-".join(k) for k in sorted(PRESET_FILES)])
-def test_the_example_file_holds_the_packaged_preset(key):
-    """configs/<name>.txt (an example for --config) and the packaged preset cannot drift: every key
-    the preset sets has the same value in the example, and the example sets nothing else but the
-    scene's identity (and, for the cpu / paper presets, a factor)."""
-    _, _, name = PRESET_FILES[key]
-    packaged, example = typed_keys(PACKAGED / name), typed_keys(CONFIGS / name)
-    assert not IDENTITY & set(packaged) and len(packaged) > 10
-    assert {k: example.get(k) for k in packaged} == packaged
-    assert set(example) - set(packaged) <= EXAMPLE_ONLY
-    assert ("factor" in packaged) == (key[0] == "cuda")  # the cuda presets set the photos' size
+def test_every_preset_has_a_recipe_and_an_example():
+    assert set(PRESET_RECIPES) == set(presets.PRESETS)
+    assert all((CONFIGS / f"{name}.txt").is_file() for _, _, name in PRESET_RECIPES.values())
+    assert IDENTITY == set(presets.IDENTITY_KEYS) and not any(IDENTITY & set(r.sets) for r in recipes.RECIPES.values())
 
 
-@pytest.mark.parametrize("key", sorted(PRESET_FILES), ids=["-".join(k) for k in sorted(PRESET_FILES)])
-def test_a_preset_is_its_packaged_file(key):
-    dataset_type, kind, name = PRESET_FILES[key]
-    preset = presets.preset_for(*key[:1], dataset_type, kind, read_config_file)
-    assert (preset.name, preset.layout, preset.file, preset.example) == (key[0], key[1], name, f"configs/{name}")
-    assert preset.source == f"enerf's preset {name[:-4]} (example file: configs/{name})"
-    expected = typed_keys(PACKAGED / name)
+@pytest.mark.parametrize("key", sorted(PRESET_RECIPES), ids=["-".join(k) for k in sorted(PRESET_RECIPES)])
+def test_a_preset_is_its_example_file_less_the_identity(key):
+    """A preset's values are those of its example file (read by the test's own reader) less the
+    scene's identity (and, for the cpu / paper presets, a factor), plus what the scene says."""
+    dataset_type, kind, name = PRESET_RECIPES[key]
+    preset = presets.preset_for(key[0], dataset_type, kind)
+    assert (preset.name, preset.layout, preset.recipe, preset.example) == (key[0], key[1], name, f"configs/{name}.txt")
+    assert preset.source == f"enerf's preset {name} (example file: configs/{name}.txt)"
+    example = typed_keys(CONFIGS / f"{name}.txt")
+    expected = {k: v for k, v in example.items() if k not in EXAMPLE_ONLY or (k == "factor" and key[0] == "cuda")}
+    assert len(expected) > 10 and ("factor" in expected) == (key[0] == "cuda")  # the cuda presets set the photos' size
     if dataset_type != "blender":
         expected["scene_kind"] = kind
     if dataset_type == "nerfstudio":  # a photo capture's run ends in splats
@@ -149,23 +148,36 @@ def test_a_preset_is_its_packaged_file(key):
     assert preset.values == expected
 
 
-def test_presets_are_read_from_the_package_not_the_repository(tmp_path, monkeypatch):
-    """Nothing in enerf/ names the repository's configs/ folder as a place to read; the presets
-    come through importlib.resources from the package, also with another working directory."""
+def test_an_overlay_changes_only_what_it_sets():
+    """fern_cuda is fern_cpu with its CUDA overlay: every other value is the cpu recipe's."""
+    cpu, cuda = recipes.values("fern_cpu"), recipes.values("fern_cuda")
+    assert {k for k in cuda if cuda[k] != cpu.get(k)} == set(recipes.RECIPES["fern_cuda"].sets)
+    assert (cuda["n_rand"], cuda["lrate"]) == (4096, cpu["lrate"])
+
+
+def test_presets_need_no_file(tmp_path, monkeypatch):
+    """Nothing in enerf/ names the repository's configs/ folder as a place to read; the presets are
+    Python values, also with another working directory."""
     monkeypatch.chdir(tmp_path)
-    assert presets.preset_for("cuda", "nerfstudio", "walkaround", read_config_file).values["n_rand"] == 4096
+    assert presets.preset_for("cuda", "nerfstudio", "walkaround").values["n_rand"] == 4096
     root = Path(enerf.__file__).parent
     for path in root.rglob("*.py"):
         text = path.read_text()
         assert "parents[2]" not in text and "CONFIG_DIR" not in text, path
 
 
-def test_a_missing_packaged_preset_says_so_in_one_line(monkeypatch):
-    monkeypatch.setattr(presets, "PRESET_FILES", "no_such_folder")
-    with pytest.raises(ConfigError, match=r"^enerf's preset fern_cpu.txt is missing from the installed package "
-                                          r"\(enerf.config/no_such_folder/\): reinstall enerf, or pass --config FILE "
-                                          r"or --preset none$"):
-        presets.preset_for("cpu", "llff", "forward", read_config_file)
+def test_resolve_overlays_flags_on_the_preset_on_the_defaults():
+    """``enerf.config.resolve``: a flag beats the preset, the preset beats the default, a config
+    file turns ``auto`` into no preset; an unknown name is one line."""
+    scene = SceneShape("llff", "forward")
+    cfg, preset = resolve({"n_rand": 77, "expname": "x"}, "cpu", scene)
+    assert preset.recipe == "fern_cpu" and cfg.expname == "x"
+    assert (cfg.train.n_rand, cfg.train.time_budget, cfg.train.seed) == (77, 600, RunConfig().train.seed)
+    assert resolve({"n_rand": 77}, "cpu", scene, config_file=True) == (
+        dataclasses.replace(RunConfig(), train=dataclasses.replace(RunConfig().train, n_rand=77)), None)
+    assert resolve({}, "cuda", SceneShape("nerfstudio", "walkaround"))[1].recipe == "capture_cuda"
+    with pytest.raises(ConfigError, match="^RunConfig has no option no_such_key$"):
+        resolve({"no_such_key": 1}, "cpu", scene)
 
 
 def test_flags_override_the_file_and_nerf_pytorch_aliases_and_inverted_flags_map(tmp_path):
@@ -225,7 +237,7 @@ def test_the_sampler_flag_and_its_earlier_name(tmp_path):
     commands) sets the same field."""
     parser = build_train_parser()
     for argv in (["--sampler", "torch_grid"], ["--renderer", "torch_grid"]):
-        assert run_config_from_args(parser.parse_args(argv)).render.renderer == "torch_grid"
+        assert run_config_from_args(parser.parse_args(argv)).render.sampler == "torch_grid"
     old = tmp_path / "old.txt"
     old.write_text("renderer = proposal\n")
-    assert run_config_from_args(build_train_parser().parse_args(["--config", str(old)])).render.renderer == "proposal"
+    assert run_config_from_args(build_train_parser().parse_args(["--config", str(old)])).render.sampler == "proposal"

@@ -14,7 +14,7 @@ import torch
 
 import enerf.device
 from enerf.cli import main
-from enerf.cli.train import build_train_parser, run_config_from_args, train_preset
+from enerf.cli.train import build_train_parser, train_config
 from enerf.config.presets import preset_line
 from enerf.data.sampler import RaySampler
 from enerf.errors import ConfigError, DivergenceError
@@ -27,7 +27,7 @@ from enerf.train.divergence import FiniteGuard, guard_every
 LAYOUTS = {"llff": ["--dataset_type", "llff", "--scene_kind", "forward"],
            "capture": ["--dataset_type", "nerfstudio", "--scene_kind", "walkaround"],
            "blender": ["--dataset_type", "blender"]}
-# (device, layout) -> (preset, packaged file, factor, rays a step, renderer): the preset files' values, by hand
+# (device, layout) -> (preset, example file, factor, rays a step, sampler): the presets' values, by hand
 EXPECTED = {
     ("cpu", "llff"): ("cpu", "fern_cpu.txt", 0, 1024, "hierarchical"),
     ("cpu", "capture"): ("cpu", "capture_cpu.txt", 0, 1024, "proposal"),
@@ -48,8 +48,8 @@ def _fake(monkeypatch, cuda: bool = False, mps: bool = False) -> None:
 
 def _resolve(argv: list[str]):
     args = build_train_parser().parse_args([*argv, "--datadir", "no_such_scene"])
-    preset, device, why = train_preset(args, Path("no_data_root"))
-    return preset, device, why, run_config_from_args(args, preset)
+    cfg, preset, device, why = train_config(args, Path("no_data_root"))
+    return preset, device, why, cfg
 
 
 @pytest.mark.parametrize("device, layout", sorted(EXPECTED), ids=["-".join(k) for k in sorted(EXPECTED)])
@@ -58,8 +58,8 @@ def test_the_preset_of_each_device_and_layout(device, layout, monkeypatch):
     flags = ["--device", "mps"] if device == "mps" else []  # auto never picks MPS
     preset, chosen, why, cfg = _resolve([*LAYOUTS[layout], *flags])
     name, file, factor, n_rand, renderer = EXPECTED[(device, layout)]
-    assert chosen == device and (preset.name, preset.layout, preset.file) == (name, layout, file)
-    assert (cfg.data.factor, cfg.train.n_rand, cfg.render.renderer) == (factor, n_rand, renderer)
+    assert chosen == device and (preset.name, preset.layout, f"{preset.recipe}.txt") == (name, layout, file)
+    assert (cfg.data.factor, cfg.train.n_rand, cfg.render.sampler) == (factor, n_rand, renderer)
     if name == "cuda":  # the GPU presets: 5 minutes, the decay stretched to a GPU's steps
         assert (cfg.train.time_budget, cfg.train.lrate_decay) == (300.0, 30)
     else:
@@ -99,7 +99,7 @@ def test_a_device_torch_does_not_see_is_refused_in_one_line(device, words, monke
 def test_paper_without_settings_for_the_scene_takes_the_devices_preset(monkeypatch):
     _fake(monkeypatch, cuda=True)
     preset, _, why, _ = _resolve([*LAYOUTS["capture"], "--preset", "paper"])
-    assert (preset.name, preset.file) == ("cuda", "capture_cuda.txt")
+    assert (preset.name, preset.recipe) == ("cuda", "capture_cuda")
     assert preset_line(preset, "paper", "cuda", why).startswith(
         "--preset paper (none for this scene: cuda) on cuda (--device auto: torch sees a CUDA GPU): ")
 

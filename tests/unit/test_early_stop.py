@@ -28,7 +28,7 @@ def test_early_stop_drops_samples_behind_opaque_ones_and_counts_queries(random_r
         return torch.where(points[..., 2] > 0.0, 200.0, 0.0)  # opaque slab beyond z = 0
 
     fns = {"coarse": AnalyticField(sigma, lambda p, v: torch.full(p.shape, 0.5))}
-    cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-4, early_stop_block=0)
+    cfg = RenderConfig(sampler="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-4, early_stop_block=0)
     out = build_renderer(cfg, CPU, grid=grid).render_rays(rays, fns, train=False)
     marched = march_rays(rays.origins, rays.directions, rays.near, rays.far, grid, 1 / 64)[0].numel()
     assert calls[0] == marched and out["n_queries"] == marched + out["n_samples"]
@@ -94,7 +94,7 @@ def test_front_to_back_rendering_equals_prepass_rendering_with_gradients(random_
     fns = {"coarse": field}
     results = {}
     for block in (0, 1):
-        cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-3, early_stop_block=block)
+        cfg = RenderConfig(sampler="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-3, early_stop_block=block)
         field.zero_grad()
         out = build_renderer(cfg, CPU, grid=grid).render_rays(rays, fns, train=False)
         (out["rgb"].square().sum() + out["depth"].sum()).backward()
@@ -117,7 +117,7 @@ def test_an_empty_grid_renders_black_and_still_backpropagates(block, random_rays
     on them still has a graph (zero gradients), so a training step does not fail."""
     rays = random_rays(16, seed=2)
     field = NeRFField(FieldConfig(netdepth=2, netwidth=16, skips=(), multires=2, multires_views=1, view_width=8))
-    cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 32, early_stop_eps=1e-2, early_stop_block=block)
+    cfg = RenderConfig(sampler="torch_grid", render_step_size=1 / 32, early_stop_eps=1e-2, early_stop_block=block)
     out = build_renderer(cfg, CPU, grid=random_grid(8, 1.0, seed=0).fill(False)).render_rays(rays, {"coarse": field}, train=True)
     assert out["n_samples"] == out["n_queries"] == 0
     assert float(out["rgb"].detach().abs().max()) == 0.0 and float(out["acc"].detach().abs().max()) == 0.0

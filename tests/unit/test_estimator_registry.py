@@ -9,7 +9,7 @@ from typing import Literal, get_args
 
 import torch
 
-from enerf.config import RENDERERS, RenderConfig
+from enerf.config import SAMPLERS, RenderConfig
 from enerf.render import ESTIMATORS, Estimator, Samples
 
 
@@ -30,13 +30,13 @@ class UniformEstimator(Estimator):
 
 
 def _with_choice(monkeypatch, name: str) -> None:
-    """``name`` among RenderConfig.renderer's choices (what adding it to ``RendererName`` does)."""
-    field = next(f for f in dataclasses.fields(RenderConfig) if f.name == "renderer")
+    """``name`` among RenderConfig.sampler's choices (what adding it to ``SamplerName`` does)."""
+    field = next(f for f in dataclasses.fields(RenderConfig) if f.name == "sampler")
     monkeypatch.setattr(field, "type", Literal[(*get_args(field.type), name)])
 
 
 def test_the_registry_names_every_renderer_choice():
-    assert set(ESTIMATORS) == set(RENDERERS)
+    assert set(ESTIMATORS) == set(SAMPLERS)
     assert all(issubclass(cls, Estimator) for cls in ESTIMATORS.values())
 
 

@@ -5,29 +5,43 @@ from __future__ import annotations
 import pytest
 import torch
 
-from enerf.config import RenderConfig
+from enerf.config import FieldConfig, RenderConfig
 from enerf.errors import ConfigError
-from enerf.render import NerfaccEstimator, Samples, build_renderer
+from enerf.render import NerfaccEstimator, Samples, build_fields, build_renderer
+from enerf.render.registry import check_sampler_options
 from enerf.render.compositing import composite, composite_packed
 
 CPU = torch.device("cpu")
 
 
 @pytest.mark.parametrize("settings,message", [
-    ({"renderer": "nerfacc", "cull_occluded": True, "early_stop_eps": 1e-2}, "cull_occluded needs renderer torch_grid"),
-    ({"renderer": "nerfacc", "n_importance": 8}, "n_importance must be 0 with renderer nerfacc"),
-    ({"renderer": "torch_grid", "cull_occluded": True, "early_stop_eps": 0.0}, "cull_occluded needs .*early_stop_eps > 0"),
+    ({"sampler": "nerfacc", "cull_occluded": True, "early_stop_eps": 1e-2}, "cull_occluded needs sampler torch_grid"),
+    ({"sampler": "nerfacc", "n_importance": 8}, "n_importance must be 0 with sampler nerfacc"),
+    ({"sampler": "proposal", "n_importance": 8}, "n_importance must be 0 with sampler proposal"),
+    ({"sampler": "hierarchical", "cull_occluded": True, "early_stop_eps": 1e-2}, "cull_occluded needs sampler torch_grid"),
+    ({"sampler": "torch_grid", "cull_occluded": True, "early_stop_eps": 0.0}, "cull_occluded needs .*early_stop_eps > 0"),
 ])
-def test_the_render_config_refuses_settings_its_renderer_cannot_honour(settings, message):
+def test_each_sampler_refuses_settings_it_cannot_honour(settings, message):
+    """Each estimator checks its own options (``Estimator.check``), before a run builds its fields."""
+    cfg = RenderConfig(**settings)  # the config itself names no sampler
     with pytest.raises(ConfigError, match=message):
-        RenderConfig(**settings)
+        check_sampler_options(cfg)
+    with pytest.raises(ConfigError, match=message):
+        build_fields(FieldConfig(netdepth=1, netwidth=8), CPU, cfg)
+
+
+def test_each_sampler_takes_its_own_options():
+    for settings in ({"sampler": "hierarchical", "n_importance": 8},
+                     {"sampler": "torch_grid", "cull_occluded": True, "early_stop_eps": 1e-2},
+                     {"sampler": "auto", "cull_occluded": True, "early_stop_eps": 1e-2}):
+        check_sampler_options(RenderConfig(**settings))
 
 
 def test_nerfacc_estimator_refuses_culling_before_touching_nerfacc(random_grid):
     """``auto`` passes the config's check and may resolve to nerfacc, which does not cull: the
     estimator says so before nerfacc (CUDA) is imported, on any machine."""
     with pytest.raises(ConfigError, match="--cull_occluded needs --sampler torch_grid; nerfacc does not cull"):
-        NerfaccEstimator(RenderConfig(renderer="auto", cull_occluded=True, early_stop_eps=1e-2), random_grid(4, 1.0, seed=0))
+        NerfaccEstimator(RenderConfig(sampler="auto", cull_occluded=True, early_stop_eps=1e-2), random_grid(4, 1.0, seed=0))
 
 
 @pytest.mark.parametrize("renderer", ["hierarchical", "torch_grid"])
@@ -35,7 +49,7 @@ def test_renderer_composites_the_estimators_samples_and_images_equal_batches(ren
                                                                             smooth_field):
     """``Renderer.render_rays`` = the compositor applied by hand to the estimator's samples at the
     points they name; ``render_image`` over an [H, W] ray grid, chunked, = one batch of all rays."""
-    cfg = RenderConfig(renderer=renderer, n_samples=24, render_step_size=1 / 48, early_stop_eps=0.0, perturb=False)
+    cfg = RenderConfig(sampler=renderer, n_samples=24, render_step_size=1 / 48, early_stop_eps=0.0, perturb=False)
     rays, fields = random_rays(60, seed=4), smooth_field()
     built = build_renderer(cfg, CPU, grid=random_grid(8, 0.6, seed=5)) if renderer == "torch_grid" else build_renderer(cfg, CPU)
     out = built.render_rays(rays, fields, train=False)
@@ -65,7 +79,7 @@ def test_nerfacc_estimator_updates_its_one_grid_as_nerfacc_does():
     nerfacc = pytest.importorskip("nerfacc")
     from enerf.render import OccupancyGrid
 
-    cfg = RenderConfig(renderer="nerfacc", cull_occluded=False, grid_update_every=2, grid_warmup=3,
+    cfg = RenderConfig(sampler="nerfacc", cull_occluded=False, grid_update_every=2, grid_warmup=3,
                        render_step_size=0.05)
     grid = OccupancyGrid([-1, -1, -1, 1, 1, 1], 8)
     estimator = NerfaccEstimator(cfg, grid)

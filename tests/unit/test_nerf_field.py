@@ -138,11 +138,11 @@ def test_conditioned_layers_selection_and_names():
 def test_from_config_passes_every_field():
     cfg = FieldConfig(netdepth=3, netwidth=12, skips=(0,), multires=2, multires_views=1, view_width=6,
                       conditioning="rowcol", conditioned_layers="all", detach_conditioner=True,
-                      conditioning_passes=3, conditioning_eps=1e-6)
+                      conditioning_passes=3)
     field = NeRFField(cfg)
     layers = [m for m in field.modules() if isinstance(m, ConditionedLinear)]
     assert len(layers) == 7 and all(
-        (m.conditioning, m.detach_conditioner, m.passes, m.eps) == ("rowcol", True, 3, 1e-6) for m in layers
+        (m.conditioning, m.detach_conditioner, m.passes, m.eps) == ("rowcol", True, 3, 1e-8) for m in layers
     )
     assert field.trunk[1].in_features == 12 + 15 and field.view[0].in_features == 12 + 9
     assert field.rgb_head.in_features == 6

@@ -91,7 +91,7 @@ def test_occlusion_culling_empties_the_cells_behind_an_opaque_wall():
     fns = {"coarse": AnalyticField(sigma, lambda p, v: torch.full(p.shape, 0.5))}
     behind = (torch.arange(n) + 0.5) / n * 2 - 1 > 0.125  # cells behind the wall's first cell (z in [0, 0.125))
     for cull in (True, False):
-        cfg = RenderConfig(renderer="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-2, cull_occluded=cull,
+        cfg = RenderConfig(sampler="torch_grid", render_step_size=1 / 64, early_stop_eps=1e-2, cull_occluded=cull,
                            grid_warmup=100, occ_thre=0.01)
         renderer = build_renderer(cfg, CPU, grid=OccupancyGrid([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0], n).fill(True))
         wall["density"] = 1000.0
@@ -111,7 +111,7 @@ def test_occlusion_culling_empties_the_cells_behind_an_opaque_wall():
 def test_cull_occluded_needs_torch_grid_with_early_stop(random_grid):
     grid = random_grid(4, 1.0, seed=0)
     with pytest.raises(ConfigError, match="cull_occluded needs renderer torch_grid and early_stop_eps > 0"):
-        build_renderer(RenderConfig(renderer="torch_grid", early_stop_eps=0.0, cull_occluded=True), CPU, grid=grid)
+        build_renderer(RenderConfig(sampler="torch_grid", early_stop_eps=0.0, cull_occluded=True), CPU, grid=grid)
 
 
 def test_cli_cull_occluded_without_early_stop_is_one_line_and_exit_2(tmp_path):

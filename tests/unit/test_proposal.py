@@ -136,7 +136,7 @@ def test_the_estimator_puts_the_final_intervals_where_the_proposal_density_is():
     rays = Rays(origins=torch.zeros(n, 3), directions=torch.tensor([[0.0, 0.0, 1.0]]).expand(n, 3),
                 viewdirs=torch.tensor([[0.0, 0.0, 1.0]]).expand(n, 3), near=torch.full((n, 1), 0.05),
                 far=torch.full((n, 1), 1000.0))
-    cfg = RenderConfig(renderer="proposal", n_samples=32, proposal_samples=(256,), proposal_resolutions=(16,),
+    cfg = RenderConfig(sampler="proposal", n_samples=32, proposal_samples=(256,), proposal_resolutions=(16,),
                        lindisp_from=1.0, perturb=False)
     renderer = build_renderer(cfg, CPU)
     samples = renderer.estimator.sample(rays, {"proposal": _Slab()}, train=False)

@@ -109,7 +109,7 @@ def _capture_model():
     a proposal network, the colour mask."""
     field = FieldConfig(encoding="triplane", grid_resolutions=(8, 32), grid_components=16, contraction="linf",
                         netdepth=2, netwidth=32, view_width=16, multires_views=2)
-    render = RenderConfig(renderer="proposal", n_samples=16, proposal_samples=(32,), proposal_resolutions=(16,),
+    render = RenderConfig(sampler="proposal", n_samples=16, proposal_samples=(32,), proposal_resolutions=(16,),
                           proposal_components=8, lindisp_from=1.0, rgb_weight_threshold=1e-4, chunk=8192)
     torch.manual_seed(3)
     fields = build_fields(field, CPU, render)

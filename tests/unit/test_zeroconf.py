@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from enerf.cli import main
-from enerf.cli.train import build_train_parser, run_config_from_args, train_preset
+from enerf.cli.train import build_train_parser, train_config
 from enerf.data.blender import load_blender
 from enerf.data.nerfstudio import load_nerfstudio
 from enerf.cameras.scene_kind import classify_cameras
@@ -69,8 +69,8 @@ def test_real_scenes_from_their_cameras(shared_data, folder, marker, kind):
 
 def _resolve(argv: list[str]):
     args = build_train_parser().parse_args([*argv, "--preset", "auto"])
-    preset, device, _ = train_preset(args, Path("no_data_root"))
-    return preset, device == "cuda", run_config_from_args(args, preset)
+    cfg, preset, device, _ = train_config(args, Path("no_data_root"))
+    return preset, device == "cuda", cfg
 
 
 def _capture(folder: Path, cameras: np.ndarray, size=(16, 12), w=None, h=None, fl=12.0) -> Path:
@@ -92,7 +92,7 @@ def test_presets_by_what_the_cameras_show(tmp_path, monkeypatch, scene_dir):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     around = _capture(tmp_path / "around", _arc(360, 8))
     preset, _, cfg = _resolve(["--datadir", str(around)])
-    assert (preset.name, preset.layout, preset.file, preset.example) == ("cpu", "capture", "capture_cpu.txt",
+    assert (preset.name, preset.layout, preset.recipe, preset.example) == ("cpu", "capture", "capture_cpu",
                                                                          "configs/capture_cpu.txt")
     assert (cfg.data.scene_kind, cfg.field.contraction, cfg.data.far, cfg.render.lindisp_from) == ("walkaround", "linf", 1000.0, 1.0)
     assert preset.scene.startswith("walk-around (viewing directions within") and "--scene_kind forward if not" in preset.scene
@@ -143,7 +143,7 @@ def test_blender_folder_with_only_transforms_train_holds_out_every_8th(tmp_path)
     expected = np.stack([_arc(360, 10)[k][:3] for k in (1, 2, 3, 4, 5, 6, 7, 9, 0, 8)])
     np.testing.assert_allclose(scene.poses, expected, atol=1e-6)  # train frames 1-7, 9, then test frames 0, 8
     preset, _, cfg = _resolve(["--datadir", str(folder), "--device", "cpu"])
-    assert (preset.layout, cfg.render.renderer, cfg.data.scene_kind) == ("blender", "torch_grid", "auto")
+    assert (preset.layout, cfg.render.sampler, cfg.data.scene_kind) == ("blender", "torch_grid", "auto")
 
 
 def test_declared_size_of_the_original_photos_scales_the_intrinsics(tmp_path):
