@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cameras.paths import orbit_path
+from ..config import DataConfig, RenderConfig
 from ..errors import ConfigError, DataError
 from .llff import area_downscale, checked_factor, read_json_object
 from .images import Images
@@ -173,14 +174,19 @@ def _split_frames(datadir: Path, testskip: int, llffhold: int) -> tuple[dict, di
     return metas, {"train": [e for k, e in enumerate(train) if k % llffhold], "test": train[::llffhold]}
 
 
-def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, testskip: int = 1,
-                 white_bkgd: bool = True, llffhold: int = 8) -> Scene:
+def load_blender(datadir: str | Path, half_res: bool = DataConfig.half_res, factor: int = DataConfig.factor,
+                 testskip: int = DataConfig.testskip, white_bkgd: bool = RenderConfig.white_bkgd,
+                 llffhold: int = DataConfig.llffhold) -> Scene:
     """Load a Blender-layout scene (module docstring) as a :class:`Scene`.
+
+    The defaults are ``DataConfig``'s and ``RenderConfig.white_bkgd`` (black, unlike nerf-pytorch's
+    synthetic configs, which set ``white_bkgd = True``): a call without them loads the scene as
+    ``enerf.data.loaders.load_scene`` does with the default config.
 
     Args:
         half_res: halve the images as stored (nerf-pytorch's ``half_res``).
-        factor: further integer downscale (pixel-block averages, as the LLFF loader). Frames are
-            composited before they are averaged (nerf-pytorch resizes RGBA, then composites),
+        factor: further integer downscale (pixel-block averages, as the LLFF loader); 0: none. Frames
+            are composited before they are averaged (nerf-pytorch resizes RGBA, then composites),
             so a downscaled pixel is the mean colour of the pixels it covers.
         testskip: keep every ``testskip``-th frame of val and test (train keeps all).
         llffhold: without ``transforms_test.json``, every ``llffhold``-th train frame is a test frame.
@@ -192,12 +198,12 @@ def load_blender(datadir: str | Path, half_res: bool = False, factor: int = 1, t
         DataError: a missing or malformed file, with one line naming it.
     """
     datadir = Path(datadir)
-    checked_factor(factor)
+    factor = checked_factor(factor or 1)
     if testskip < 1:
         raise ConfigError(f"testskip must be >= 1, got {testskip}")
     if not datadir.is_dir():
         raise DataError(f"{datadir}: scene folder not found")
-    scale = int(factor) * (2 if half_res else 1)
+    scale = factor * (2 if half_res else 1)
     background = 1.0 if white_bkgd else 0.0
     metas, splits = _split_frames(datadir, testskip, llffhold)
     counts = {split: len(entries) for split, entries in splits.items()}

@@ -25,12 +25,14 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 
+from ..config import DataConfig
 from ..errors import ConfigError, DataError
 from ..cameras.paths import llff_spiral_path, normalize, poses_avg, spherical_path, to_homogeneous
 from .images import Images
 from .scene import Scene
 
 __all__ = [
+    "LLFF_FACTOR",
     "checked_factor",
     "load_llff",
     "read_poses_bounds",
@@ -43,6 +45,8 @@ __all__ = [
     "recenter_poses",
     "spherify_poses",
 ]
+
+LLFF_FACTOR = 8  # factor 0 (DataConfig's default): nerf-pytorch's LLFF downscale
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
@@ -277,28 +281,35 @@ def read_json_object(path: Path, missing: str) -> dict:
 
 def load_llff(
     datadir: str | Path,
-    factor: int = 8,
-    recenter: bool = True,
-    bd_factor: float | None = 0.75,
-    spherify: bool = False,
-    llffhold: int = 8,
-    use_ndc: bool = True,
+    factor: int = DataConfig.factor,
+    recenter: bool = DataConfig.recenter,
+    bd_factor: float | None = DataConfig.bd_factor,
+    spherify: bool = DataConfig.spherify,
+    llffhold: int = DataConfig.llffhold,
+    use_ndc: bool = DataConfig.use_ndc,
     path_zflat: bool = False,
     n_render_frames: int = 120,
 ) -> Scene:
     """Load an LLFF-layout scene (see the module docstring) as a :class:`Scene`.
 
+    The defaults are ``DataConfig``'s: a call without them loads the scene as ``enerf.data.loaders.load_scene``
+    does with the default config.
+
     Args:
         factor: downscale factor; ``images_<factor>/`` is used when present, otherwise
             ``images/`` is block-averaged in process. Focal length is divided by ``factor``.
+            0: ``LLFF_FACTOR``.
+        recenter: recenter the poses about their average pose.
         bd_factor: the closest bound is rescaled to ``1 / bd_factor`` (None or 0: no rescale).
+        spherify: spherify the poses (360-degree scenes; ``spherify_poses``).
         llffhold: every ``llffhold``-th view (0, llffhold, 2 llffhold...) is a test view; 0: none.
         use_ndc: NDC rays (near 0, far 1); otherwise near / far are 0.9 x min and max of the bounds.
+        path_zflat, n_render_frames: the video path's (``llff_spiral_path``).
 
     Raises:
         DataError: a missing or malformed file, with one line naming it.
     """
-    datadir, factor = checked_scene(datadir, factor, llffhold)
+    datadir, factor = checked_scene(datadir, factor or LLFF_FACTOR, llffhold)
     image_dir, resize = pick_image_folder(datadir, factor)
     files = list_images(image_dir)
     if not files:

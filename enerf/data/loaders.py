@@ -24,12 +24,12 @@ __all__ = ["LOADERS", "dataset_type_of", "blender_style_capture", "read_camera_p
 
 def _load_llff(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
     around = cfg.scene_kind == "walkaround"  # world-space rays, cameras spherified around what they look at
-    return load_llff(scene_dir, factor=cfg.factor or 8, recenter=cfg.recenter, bd_factor=cfg.bd_factor,
+    return load_llff(scene_dir, factor=cfg.factor, recenter=cfg.recenter, bd_factor=cfg.bd_factor,
                      spherify=cfg.spherify or around, llffhold=cfg.llffhold, use_ndc=cfg.use_ndc and not around)
 
 
 def _load_blender(cfg: DataConfig, scene_dir: Path, white_bkgd: bool) -> Scene:
-    return load_blender(scene_dir, half_res=cfg.half_res, factor=cfg.factor or 1, testskip=cfg.testskip,
+    return load_blender(scene_dir, half_res=cfg.half_res, factor=cfg.factor, testskip=cfg.testskip,
                         white_bkgd=white_bkgd, llffhold=cfg.llffhold)
 
 

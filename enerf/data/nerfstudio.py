@@ -58,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import DataConfig, RenderConfig
 from ..errors import DataError
 from ..cameras.lens import Resampler, pinhole_canvas, source_pixels
 from ..cameras.normalize import orient_and_center, scale_to_box
@@ -140,9 +141,13 @@ def _forward_frame(c2w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return poses, transform, bounds
 
 
-def load_nerfstudio(datadir: str | Path, factor: int = 1, llffhold: int = 8, white_bkgd: bool = False,
-                    orientation: str = "up", say=None, ndc: bool = False, testskip: int = 1) -> Scene:
+def load_nerfstudio(datadir: str | Path, factor: int = DataConfig.factor, llffhold: int = DataConfig.llffhold,
+                    white_bkgd: bool = RenderConfig.white_bkgd, orientation: str = "up", say=None, ndc: bool = False,
+                    testskip: int = DataConfig.testskip) -> Scene:
     """Load a nerfstudio / instant-ngp capture (module docstring) as a :class:`Scene`.
+
+    The defaults are ``DataConfig``'s and ``RenderConfig.white_bkgd``: a call without them loads the
+    capture as ``enerf.data.loaders.load_scene`` does with the default config.
 
     Args:
         factor: downscale; ``images_<factor>/`` (ns-process-data's copies) when every frame has

@@ -70,7 +70,7 @@ def test_conventions_on_a_tiny_scene(tmp_path):
     black = load_blender(tmp_path / "s", white_bkgd=False).images[0]
     rgba0 = iio.imread(tmp_path / "s" / "train" / "r_0.png").astype(np.float64) / 255
     np.testing.assert_allclose(black, rgba0[..., :3] * rgba0[..., 3:], atol=1e-6)
-    half = load_blender(tmp_path / "s", half_res=True, factor=2)
+    half = load_blender(tmp_path / "s", half_res=True, factor=2, white_bkgd=True)
     assert (half.height, half.width) == (2, 2) and half.focal == pytest.approx(0.5 * 2 / math.tan(0.35))
     np.testing.assert_allclose(half.images[0], downscale_local_mean(rgba0[..., :3] * rgba0[..., 3:] + 1 - rgba0[..., 3:],
                                                                     (4, 4, 1)), atol=1e-6)
@@ -107,7 +107,7 @@ def test_real_lego_splits_size_focal_and_pose_convention(shared_data):
         closest = o - np.dot(o, d) * d
         assert np.linalg.norm(closest) < 0.1
     # As stored: 400 x 400, and test frame 24 (the 4th kept with testskip 8) is its RGBA file on white.
-    full = load_blender(lego, testskip=8)
+    full = load_blender(lego, testskip=8, white_bkgd=True)
     assert (full.height, full.width) == (400, 400)
     assert full.focal == pytest.approx(0.5 * 400 / math.tan(0.5 * meta["test"]["camera_angle_x"]))
     rgba = iio.imread(lego / "test" / "r_24.png").astype(np.float64) / 255
