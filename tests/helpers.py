@@ -1,5 +1,5 @@
 """Helpers the tests share that the package has no use for: every pixel's ray of some views at once, a camera
-path file's JSON written by hand, the inverse of the LLFF pose conversion."""
+path file's JSON written by hand, the inverse of the LLFF pose conversion, the sampler a name means on a device."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from torch import Tensor
 from enerf.cameras.path_file import CAMERA_PATH_FORMAT
 from enerf.cameras.rays import Rays, flatten_rays
 from enerf.data.scene import Scene
+from enerf.render.registry import estimator_class
 
 
 def training_rays(scene: Scene, indices, device: torch.device) -> tuple[Rays, Tensor]:
@@ -50,3 +51,13 @@ def cam_from_world_from_llff_pose(pose: np.ndarray) -> tuple[np.ndarray, np.ndar
     pose = np.asarray(pose, dtype=np.float64)
     c2w_rot = np.stack([pose[:, 1], pose[:, 0], -pose[:, 2]], 1)
     return c2w_rot.T, -c2w_rot.T @ pose[:, 3]
+
+
+def resolve_sampler(name: str, device: torch.device, warn=lambda message: None) -> str:
+    """The sampler ``--sampler name`` means on ``device`` (``auto``: nerfacc or torch_grid), as
+    ``enerf.render.build_renderer`` resolves it; ``warn`` takes its warning lines.
+
+    Raises:
+        ConfigError: an unknown name, or ``nerfacc`` where it cannot run.
+    """
+    return estimator_class(name).resolve(device, warn).name

@@ -66,9 +66,10 @@ def _leaf_fields(cls, prefix: str = ""):
             yield prefix + f.name, f
 
 
-def add_config_flags(parser, cls, aliases: dict[str, str] | None = None) -> None:
+def add_config_flags(parser, cls, aliases: dict[str, tuple[str, str]] | None = None) -> None:
     """One ``--flag`` per field of dataclass ``cls`` (and of its sections), with the field's help;
-    ``aliases`` (other flag -> field name) adds further names for a field. A ``cls`` with sections
+    ``aliases`` (other flag -> (field name, what that name is), ``FLAG_ALIASES``) adds further names
+    for a field. A ``cls`` with sections
     (``RunConfig``: data, field, render, train) puts each section's flags in an argument group of its
     own (``--help`` lists them under the section's name), its own fields in a group ``run``."""
     sections = {f.name: f.default_factory for f in dataclasses.fields(cls) if f.metadata.get("section")}
@@ -87,14 +88,10 @@ def add_config_flags(parser, cls, aliases: dict[str, str] | None = None) -> None
     for dest, f in _leaf_fields(cls):
         group_of(dest).add_argument(f"--{f.metadata.get('flag') or f.name}", dest=dest, **_flag_kwargs(f))
         dests[f.name] = (dest, f)
-        if f.metadata.get("old_flag"):
-            kwargs = _flag_kwargs(f)
-            kwargs["help"] = f"the earlier name of --{f.metadata.get('flag') or f.name}, still read"
-            group_of(dest).add_argument(f"--{f.metadata['old_flag']}", dest=dest, **kwargs)
-    for alias, name in (aliases or {}).items():
+    for alias, (name, what) in (aliases or {}).items():
         dest, f = dests[name]
         kwargs = _flag_kwargs(f)
-        kwargs["help"] = f"nerf-pytorch name of --{f.metadata.get('flag') or f.name}"
+        kwargs["help"] = f"{what} of --{f.metadata.get('flag') or f.name}, still read"
         group_of(dest).add_argument(f"--{alias}", dest=dest, **kwargs)
 
 

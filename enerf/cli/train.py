@@ -1,7 +1,7 @@
 """``enerf train``: fit a NeRF from flags / a config file, score held-out views.
 
 Config files use configargparse's ``key = value`` syntax; nerf-pytorch's keys are accepted with
-the same meaning (``NERF_PYTORCH_ALIASES``, ``NERF_PYTORCH_IGNORED``), so an existing
+the same meaning (``FLAG_ALIASES``, ``NERF_PYTORCH_IGNORED``), so an existing
 nerf-pytorch config file works unchanged.
 
 Without a config file, what no flag sets comes from the device's preset (``--preset auto``: the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import configargparse
 
-from ..config import DATA_ROOT, NERF_PYTORCH_ALIASES, NERF_PYTORCH_IGNORED, RunConfig
+from ..config import DATA_ROOT, FLAG_ALIASES, NERF_PYTORCH_IGNORED, RunConfig
 from ..config.presets import PRESET_CHOICES, Preset, preset_line, preset_name
 from ..config.resolve import config_with, resolve
 from ..errors import ConfigError
@@ -38,7 +38,7 @@ def build_train_parser() -> configargparse.ArgumentParser:
         config_file_parser_class=configargparse.DefaultConfigFileParser,
     )
     parser.add_argument("--config", is_config_file=True, help="configargparse file (key = value per line)")
-    add_config_flags(parser, RunConfig, aliases=NERF_PYTORCH_ALIASES)
+    add_config_flags(parser, RunConfig, aliases=FLAG_ALIASES)
     add_run_flags(parser)
     parser.add_argument("--preset", choices=PRESET_CHOICES, default="auto",
                         help="settings for what no config file or flag sets, packaged with enerf (configs/<name>.txt "

@@ -17,7 +17,7 @@ itself on construction (``check_config``), so validation lives in one place.
 from .commands import VIEWER_LAYOUTS, VIEWER_OUTPUTS, CompareConfig, FramesConfig, PoseConfig, SynthConfig, ViewerConfig
 from .export import (CAMERA_PATHS, XATLAS_MAX_FACES, DepthExportConfig, HtmlExportConfig, MeshConfig, PointCloudConfig,
                      SplatConfig, VideoConfig)
-from .nerf import (DATA_ROOT, CONDITIONING_MODES, CONTRACTIONS, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, NERF_PYTORCH_ALIASES,
+from .nerf import (DATA_ROOT, CONDITIONING_MODES, CONTRACTIONS, DATASET_TYPES, DECAY_SPACES, DEVICES, ENCODINGS, FLAG_ALIASES,
                    NERF_PYTORCH_IGNORED, OPTIMIZERS, PRECOND_MODES, SAMPLERS, SCENE_KINDS, DataConfig, FieldConfig, RenderConfig, RunConfig,
                    TrainConfig, build_config, run_config_from_dict)
 from .shape import (SHAPE_KINDS, ShapeDataConfig, ShapeFieldConfig, ShapeMeshConfig, ShapeRunConfig, ShapeTrainConfig,
@@ -27,7 +27,7 @@ from .spec import MAX_GRID, MAX_RAYS, MAX_SEED, Range, check_config, option
 __all__ = [
     "DATA_ROOT", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "RunConfig", "run_config_from_dict", "build_config",
     "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "SAMPLERS", "PRECOND_MODES", "OPTIMIZERS", "DECAY_SPACES", "DEVICES",
-    "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED",
+    "CONTRACTIONS", "SCENE_KINDS", "FLAG_ALIASES", "NERF_PYTORCH_IGNORED",
     "VideoConfig", "MeshConfig", "XATLAS_MAX_FACES", "CompareConfig", "SynthConfig", "CAMERA_PATHS",
     "ViewerConfig", "VIEWER_OUTPUTS", "VIEWER_LAYOUTS", "PoseConfig", "FramesConfig",
     "DepthExportConfig", "PointCloudConfig", "SplatConfig", "HtmlExportConfig",

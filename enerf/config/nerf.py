@@ -2,7 +2,7 @@
 
 Field names follow nerf-pytorch's config keys where one exists; three are lower-cased here
 (``n_rand``, ``n_samples``, ``n_importance``) and keep nerf-pytorch's spelling as flags
-(``--N_rand``). ``NERF_PYTORCH_ALIASES`` and ``NERF_PYTORCH_IGNORED`` list the other keys of
+(``--N_rand``). ``FLAG_ALIASES`` and ``NERF_PYTORCH_IGNORED`` list the other keys of
 nerf-pytorch's config files, so such a file loads unchanged.
 """
 
@@ -18,7 +18,7 @@ from .spec import MAX_RAYS, MAX_SEED, check_box, check_config, check_run_name, c
 
 __all__ = ["DATA_ROOT", "RunFolderConfig", "ConditioningConfig", "DataConfig", "FieldConfig", "RenderConfig", "TrainConfig", "Cadence", "Regularization", "RunConfig", "run_config_from_dict",
            "build_config", "CONDITIONING_MODES", "ENCODINGS", "DATASET_TYPES", "SAMPLERS", "PRECOND_MODES",
-           "DECAY_SPACES", "OPTIMIZERS", "DEVICES", "CONTRACTIONS", "SCENE_KINDS", "NERF_PYTORCH_ALIASES", "NERF_PYTORCH_IGNORED"]
+           "DECAY_SPACES", "OPTIMIZERS", "DEVICES", "CONTRACTIONS", "SCENE_KINDS", "FLAG_ALIASES", "NERF_PYTORCH_IGNORED"]
 
 # Where --scene names are looked up (data/demo, data/nerf_llff_data/<scene>, data/nerf_synthetic/<scene>),
 # relative to the working directory; every command and function that finds a scene by name starts here.
@@ -47,8 +47,11 @@ OPTIMIZERS = get_args(OptimizerName)
 SCENE_KINDS = get_args(SceneKind)
 HOLDOUTS = get_args(Holdout)
 
-# nerf-pytorch config keys read under another name here (key -> field).
-NERF_PYTORCH_ALIASES = {"N_iters": "iters", "i_print": "log_every", "i_weights": "ckpt_every", "random_seed": "seed"}
+# Other names a flag (and a config file's key) is read under: alias -> (field, what the name is):
+# nerf-pytorch's config keys, and earlier names of enerf's own flags.
+FLAG_ALIASES = {"N_iters": ("iters", "nerf-pytorch's name"), "i_print": ("log_every", "nerf-pytorch's name"),
+                "i_weights": ("ckpt_every", "nerf-pytorch's name"), "random_seed": ("seed", "nerf-pytorch's name"),
+                "renderer": ("sampler", "the earlier name")}
 # nerf-pytorch config keys accepted so its config files load, without effect here.
 NERF_PYTORCH_IGNORED = ("netdepth_fine", "netwidth_fine", "netchunk", "no_batching", "no_reload", "ft_path",
                         "render_only", "render_test", "render_factor", "i_img", "i_testset", "i_video", "i_embed",
@@ -171,7 +174,7 @@ class RenderConfig:
                            "hierarchical (NeRF's coarse/fine sampling), torch_grid (occupancy-grid "
                            "ray marching in plain torch, CPU or CUDA), nerfacc (the same with nerfacc, CUDA), auto "
                            "(nerfacc if it builds, else torch_grid), proposal (nerfacto's proposal networks, "
-                           "for unbounded captures)", flag="sampler", old_flag="renderer")
+                           "for unbounded captures)", flag="sampler")
     render_step_size: float = option(1.0 / 128, "grid renderers: marching step in ray t (NDC rays span t in [0, 1])",
                                      lo=0.0, lo_open=True)
     grid_resolution: int = option(64, "grid renderers: occupancy grid cells per axis over the scene (NDC) box",

@@ -55,20 +55,19 @@ class Range:
         return f"{kind} in {left}{_bound(self.lo)}, {_bound(self.hi)}{right}"
 
 
-def option(default: Any, help: str, *, flag: str | None = None, old_flag: str | None = None,
+def option(default: Any, help: str, *, flag: str | None = None,
            lo: float = -math.inf, hi: float = math.inf, lo_open: bool = False, hi_open: bool = False,
            cli: bool = True, flag_type: type | None = None, from_flag: Callable[[Any], Any] | None = None,
            may_be_empty: bool = False):
     """A dataclass field with its help, flag and allowed values in its metadata.
 
-    flag: the command-line name when it is not the field's (``N_rand`` for ``n_rand``); old_flag: an earlier name
-    of the flag, still read (``--renderer`` for ``--sampler``); the
-    allowed strings of a choice are its ``Literal`` annotation's; lo / hi (lo_open / hi_open): the range of a number or of each number
+    flag: the command-line name when it is not the field's (``N_rand`` for ``n_rand``; other names it is
+    read under: ``enerf.config.nerf.FLAG_ALIASES``); the allowed strings of a choice are its ``Literal`` annotation's; lo / hi (lo_open / hi_open): the range of a number or of each number
     of a tuple; cli: False keeps the field off the command line; flag_type / from_flag: a flag
     that takes another type than the field (``--no_ndc``: a bool, ``use_ndc = not no_ndc``);
     may_be_empty: a tuple whose flag may be given alone, for the empty tuple (``--factors``: none).
     """
-    meta = {"help": help, "flag": flag, "old_flag": old_flag, "range": Range(lo, hi, lo_open, hi_open),
+    meta = {"help": help, "flag": flag, "range": Range(lo, hi, lo_open, hi_open),
             "cli": cli, "flag_type": flag_type, "from_flag": from_flag, "may_be_empty": may_be_empty}
     return dataclasses.field(default=default, metadata=meta)
 

@@ -11,7 +11,7 @@
   the one way to make one (``build.py``).
 """
 
-from .build import SAMPLERS, build_fields, build_renderer, keeps_grid, resolve_renderer
+from .build import SAMPLERS, build_fields, build_renderer, keeps_grid
 from .compositing import composite, composite_packed, composite_samples
 from .estimator import DensityFn, Estimator, RadianceField, Samples, Setup, density_fn
 from .grid_estimator import OccupancyGridEstimator, TorchGridEstimator
@@ -32,7 +32,6 @@ __all__ = [
     "build_renderer",
     "build_fields",
     "keeps_grid",
-    "resolve_renderer",
     "Renderer",
     "Estimator",
     "Setup",

@@ -1,4 +1,4 @@
-"""The one way to get a renderer: ``build_renderer`` (and ``resolve_renderer``, which picks it), and the
+"""The one way to get a renderer: ``build_renderer`` (its sampler resolved on the device), and the
 fields it renders: ``build_fields`` (the coarse field and the networks its estimator trains beside it).
 
 ``--sampler`` names the estimator (``registry.ESTIMATORS``):
@@ -31,7 +31,7 @@ from ..fields.nerf import NeRFField
 from .registry import check_sampler_options, estimator_class
 from .renderer import Renderer
 
-__all__ = ["SAMPLERS", "resolve_renderer", "build_renderer", "build_fields", "keeps_grid"]
+__all__ = ["SAMPLERS", "build_renderer", "build_fields", "keeps_grid"]
 
 _warned: set[str] = set()
 
@@ -46,15 +46,6 @@ def keeps_grid(name: str) -> bool:
     """Whether renderer ``name`` (a ``--sampler`` value, ``auto`` included) keeps state a trained
     run's checkpoint must carry (an occupancy grid): ``Estimator.stateful``."""
     return estimator_class(name).stateful
-
-
-def resolve_renderer(name: str, device: torch.device, warn: Callable[[str], None] = _warn_once) -> str:
-    """The renderer that ``name`` means on ``device``: hierarchical, torch_grid, proposal or nerfacc.
-
-    Raises:
-        ConfigError: an unknown name, or ``nerfacc`` asked for where it cannot run (the message says why).
-    """
-    return estimator_class(name).resolve(device, warn).name
 
 
 def build_renderer(

@@ -23,7 +23,7 @@ from enerf.cli import build_train_parser, main, run_config_from_args
 from enerf.config import SAMPLERS
 from enerf.errors import ConfigError
 from enerf.render import nerfacc_backend
-from enerf.render import resolve_renderer
+from helpers import resolve_sampler
 
 # A tiny NeRF on a 40 x 30 synthetic scene; the density pre-pass early stop (early_stop_block 0)
 # is nerfacc's way, and occlusion culling (torch_grid only) is off.
@@ -58,7 +58,7 @@ def test_parity_runs_differ_in_the_renderer_alone_and_nerfacc_needs_cuda(tmp_pat
     assert dataclasses.replace(a, render=same_render, expname=b.expname) == b
     assert a.train.seed == 0 and a.train.iters == 500 and not a.render.cull_occluded and a.render.early_stop_block == 0
     with pytest.raises(ConfigError, match="nerfacc needs a CUDA device"):
-        resolve_renderer("nerfacc", torch.device("cpu"))
+        resolve_sampler("nerfacc", torch.device("cpu"))
 
 
 @pytest.mark.skipif(bool(_nerfacc_reason()), reason=_nerfacc_reason() or "nerfacc available")

@@ -10,15 +10,16 @@ import torch
 
 from enerf.synthetic.scene import make_synthetic_scene
 from enerf.errors import ConfigError
-from enerf.render import nerfacc_backend, resolve_renderer
+from enerf.render import nerfacc_backend
+from helpers import resolve_sampler
 
 CPU = torch.device("cpu")
 
 
 def test_auto_is_torch_grid_without_cuda_and_nerfacc_says_why():
-    assert resolve_renderer("auto", CPU) == "torch_grid"
+    assert resolve_sampler("auto", CPU) == "torch_grid"
     with pytest.raises(ConfigError, match="nerfacc needs a CUDA device"):
-        resolve_renderer("nerfacc", CPU)
+        resolve_sampler("nerfacc", CPU)
 
 
 def test_auto_warns_once_with_the_build_failure_reason(monkeypatch):
@@ -26,10 +27,10 @@ def test_auto_warns_once_with_the_build_failure_reason(monkeypatch):
     assert "std::lerp" in reason and "C++20" in reason
     monkeypatch.setattr(nerfacc_backend, "nerfacc_status", lambda device: (False, reason))
     warnings: list[str] = []
-    assert resolve_renderer("auto", torch.device("cuda"), warn=warnings.append) == "torch_grid"
+    assert resolve_sampler("auto", torch.device("cuda"), warn=warnings.append) == "torch_grid"
     assert warnings == [f"--sampler auto falls back to torch_grid: {reason}"]
     with pytest.raises(ConfigError, match="std::lerp"):
-        resolve_renderer("nerfacc", torch.device("cuda"))
+        resolve_sampler("nerfacc", torch.device("cuda"))
 
 
 def test_cli_nerfacc_on_cpu_is_one_line_and_exit_2(tmp_path):
