@@ -24,7 +24,8 @@ from enerf.metrics import psnr
 from enerf.cameras.pinhole import Pinhole
 from enerf.render.sources import field_source
 from enerf.runfolder import run_splats_path
-from enerf.splats.source import read_splats_for_run, run_background, splat_source
+from enerf.splats.files import read_splats_into_scene
+from enerf.splats.source import run_background, splat_source
 
 
 def block_mean(image: np.ndarray, n: int) -> np.ndarray:
@@ -43,7 +44,7 @@ def score(ckpt: str, downscale: int, datadir: str | None = None, splats: Path | 
     if path is None:
         raise SystemExit(f"{run.folder} has no splats.ply")
     scene = run.scene
-    gaussians = read_splats_for_run(run, path)
+    gaussians = read_splats_into_scene(path, scene, run.device)[0]
     gaussians.antialiased = gaussians.antialiased and not draw_classic
     sources = {"splats": splat_source(gaussians, scene, run_background(run.cfg.render))}
     if field:

@@ -58,12 +58,12 @@ def _inside_crop(ckpt: Path, ply: Path, cropped: Path, centre: np.ndarray, radiu
     from enerf.loaded_run import load_run
     from enerf.cameras.pinhole import Pinhole
     from enerf.splats.rasterize import rasterize
-    from enerf.splats.source import read_splats_for_run
+    from enerf.splats.files import read_splats_into_scene
 
     run = load_run(ckpt, DATA_ROOT, images=True)
     scene, stride = run.scene, run.cfg.train.eval_stride
     to_world = OutputFrame(scene, "world")
-    both = [read_splats_for_run(run, path) for path in (ply, cropped)]
+    both = [read_splats_into_scene(path, scene, run.device)[0] for path in (ply, cropped)]
     views = []
     for i in scene.i_test:
         c2w = torch.as_tensor(np.asarray(scene.poses[int(i)])[:3, :4], dtype=torch.float32)

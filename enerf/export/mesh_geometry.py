@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import torch
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ..cameras.rays import ndc_to_world
+from ..cameras.rays import ndc_to_world, world_to_ndc
 from ..data.scene import Scene
 
 __all__ = ["PointMap", "field_to_scene", "scene_to_field", "keep_large_components", "reverses_orientation"]
@@ -25,16 +26,11 @@ def field_to_scene(scene: Scene) -> PointMap:
 
 
 def scene_to_field(scene: Scene) -> PointMap:
-    """Map the loader's scene space to field coordinates (the NDC warp of ``ndc_rays``, near 1)."""
+    """Map the loader's scene space to field coordinates (``world_to_ndc``: the NDC warp of ``ndc_rays``, near 1;
+    numpy [n, 3] in and out, its dtype kept)."""
     if not scene.use_ndc:
         return lambda p: p
-
-    def to_ndc(p: np.ndarray) -> np.ndarray:
-        x, y, z = p[..., 0], p[..., 1], p[..., 2]
-        return np.stack([-2.0 * scene.focal / scene.width * x / z, -2.0 * scene.focal / scene.height * y / z,
-                         1.0 + 2.0 / z], -1)
-
-    return to_ndc
+    return lambda p: world_to_ndc(torch.from_numpy(np.array(p)), scene.height, scene.width, scene.focal, 1.0).numpy()
 
 
 def keep_large_components(vertices: np.ndarray, faces: np.ndarray, min_faces: int) -> tuple[np.ndarray, np.ndarray]:

@@ -132,7 +132,7 @@ def render_video_from_checkpoint(
         check_output_dir(out_dir, "--out")
     if cfg.path.lower().endswith(".json"):
         read_camera_path(cfg.path)  # a missing or malformed file: one line before the checkpoint loads
-    from ..splats.files import read_splat_file
+    from ..splats.files import read_splat_file, read_splats_into_scene
 
     splat_file = read_splat_file(splats) if splats is not None else None  # no splat file: one line before the run loads
     run = load_run(ckpt_path, data_root, device_name, task="nerf", datadir=datadir, images=False)
@@ -146,10 +146,10 @@ def render_video_from_checkpoint(
     check_output_dir(target, "--out")
     source = None
     if splat_file is not None:
-        from ..splats.source import run_background, splat_source, splats_for_run
+        from ..splats.source import run_background, splat_source
 
-        source = splat_source(splats_for_run(run, *splat_file, where=choice.path), run.scene,
-                              run_background(run.cfg.render))
+        splats_in_scene = read_splats_into_scene(choice.path, run.scene, run.device, read=splat_file)[0]
+        source = splat_source(splats_in_scene, run.scene, run_background(run.cfg.render))
     info = render_video(run, target, cfg, progress, source)
     return {**info, "source": "field" if choice.path is None else "splats",
             "splats": None if choice.path is None else str(choice.path)}
@@ -161,9 +161,11 @@ def run_splat_source(run: LoadedRun) -> ImageSource | None:
     path = run_splats_path(run.folder)
     if path is None:
         return None
-    from ..splats.source import read_splats_for_run, run_background, splat_source
+    from ..splats.files import read_splats_into_scene
+    from ..splats.source import run_background, splat_source
 
-    return splat_source(read_splats_for_run(run, path), run.scene, run_background(run.cfg.render))
+    return splat_source(read_splats_into_scene(path, run.scene, run.device)[0], run.scene,
+                        run_background(run.cfg.render))
 
 
 def render_preview(ckpt_path: str | Path, path: str, data_root: Path, device_name: str | None = None,

@@ -34,7 +34,7 @@ def field_source(scene: Scene, fields: dict[str, nn.Module], cfg: RenderConfig, 
     rays at a time; None: ``cfg.chunk``)."""
 
     def render(view: Pinhole, bar=None) -> dict[str, Tensor]:
-        return render_rays_image(view.rays(scene.near, scene.far, scene.use_ndc, device), fields, cfg, device, chunk, renderer=renderer,
-                                 aabb=scene.aabb, bar=bar)
+        rays = view.rays(scene.near, scene.far, scene.use_ndc, device)
+        return render_rays_image(rays, fields, cfg, device, chunk, renderer=renderer, aabb=scene.aabb, bar=bar)
 
     return render

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..cameras.pinhole import Pinhole
 from ..config import SplatConfig
 from ..data.camera_paths import Cameras, select_cameras
 from ..errors import ConfigError
@@ -54,13 +55,13 @@ from ..progress import progress_bar
 from ..views import render_views
 from .densify import DensityControl
 from .gaussians import Splats, rgb_to_sh0
-from ..cameras.pinhole import Pinhole
 from .rasterize import choose_backend, rasterize
-from .tiles import warm_up
 from .source import run_background
 from .teacher import fit_loss, teacher_poses
+from .tiles import warm_up
 
-__all__ = ["BakeReport", "field_candidates", "teacher_targets", "free_space_violations", "merge_candidates", "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake"]
+__all__ = ["BakeReport", "field_candidates", "teacher_targets", "free_space_violations", "merge_candidates",
+           "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake"]
 
 # 3DGS's learning rates (train.py / arguments), the centres' relative to the cameras' extent
 LR = {"means": 1.6e-4, "log_scales": 5e-3, "quats": 1e-3, "opacity_logits": 5e-2, "sh0": 2.5e-3, "sh_rest": 2.5e-3 / 20}
@@ -345,7 +346,8 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
                 density.observe(out["index"].cpu(), out["uv"].grad)
                 if steps % cfg.densify_every == 0 and frac < cfg.densify_until:
                     leaves = _reindex(opt, leaves, *density.plan(leaves, gen))
-            opt.param_groups[0]["lr"] = boost * extent * math.exp((1 - frac) * math.log(LR["means"]) + frac * math.log(LR_MEANS_FINAL))
+            decay = math.exp((1 - frac) * math.log(LR["means"]) + frac * math.log(LR_MEANS_FINAL))
+            opt.param_groups[0]["lr"] = boost * extent * decay
             bar.update(int(time.perf_counter() - tic) - bar.n)
             if steps % 20 == 0:
                 bar.set_postfix_str(f"step {steps}, {len(leaves['means']):,} splats, L1 {float(loss.detach()):.4f}",

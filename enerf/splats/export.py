@@ -14,13 +14,13 @@ from pathlib import Path
 from torch import Tensor
 
 from ..config import HtmlExportConfig, SplatConfig
-from ..data.scene import Scene
-from ..errors import ConfigError, DataError
 from ..data.output_frame import OutputFrame
+from ..data.scene import Scene
+from ..errors import ConfigError
 from ..loaded_run import LoadedRun
 from .clean import crop_mask, drop_floaters
-from .files import finite_splats, read_splat_file, splat_format, write_splat_file
-from .frames import FRAMES, splats_from_scene, splats_into_scene
+from .files import finite_splats, read_splat_file, read_splats_into_scene, splat_format, write_splat_file
+from .frames import declared_frame, splats_from_scene
 from .gaussians import Splats
 from .html import write_html
 
@@ -35,7 +35,7 @@ def _from_run(run: LoadedRun, cfg: SplatConfig, progress: bool) -> tuple[Splats,
     if cfg.splats:
         read, frame = read_splat_file(cfg.splats)
         read, removed["not finite"] = finite_splats(read)
-        splats = splats_into_scene(read, run.scene, frame, cfg.splats)
+        splats = read_splats_into_scene(cfg.splats, run.scene, read=(read, frame))[0]
     else:
         from .bake import bake  # the bake pulls in the rasterizer and its fitting loop: only for this command
 
@@ -118,9 +118,7 @@ def export_html(cfg: HtmlExportConfig, out: str | Path, run: LoadedRun | None = 
     splats, not_finite = finite_splats(read)
     cameras = None
     if run is not None:
-        frame = frame or "world"
-        if frame not in FRAMES:
-            raise DataError(f"{cfg.splats}: declares frame {frame!r}; enerf knows {', '.join(FRAMES)}")
+        frame = declared_frame(frame, cfg.splats)
         cameras = camera_records(run.scene, frame)
     info = write_html(splats, Path(out), cfg.title or Path(cfg.splats).stem, cameras, cfg.max_splats, cfg.sh_degree)
     return {**info, "cameras": len(cameras or ()), "frame": frame, "not_finite": not_finite}

@@ -11,6 +11,8 @@ suffix     layout                                          keeps
 
 Only the PLY names its frame (``comment enerf frame NAME``); the others are read as ``world`` (the
 capture's frame), so writing them in another frame is refused rather than silently mislabelled.
+``read_splats_into_scene`` is the one way a splat file comes into a run's frame (``enerf render / eval
+--splats``, ``enerf view``, ``enerf export splats --splats --ckpt``).
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ from typing import Callable
 
 import torch
 
+from ..data.scene import Scene
 from ..errors import ConfigError, DataError
 from .dotsplat import read_dotsplat, write_dotsplat
+from .frames import splats_into_scene
 from .gaussians import Splats
 from .ply import read_splats, write_splats
 from .spz import read_spz, write_spz
 
-__all__ = ["SplatFormat", "FORMATS", "SUFFIXES", "splat_format", "read_splat_file", "write_splat_file",
-           "finite_splats"]
+__all__ = ["SplatFormat", "FORMATS", "SUFFIXES", "splat_format", "read_splat_file", "read_splats_into_scene",
+           "write_splat_file", "finite_splats"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,27 @@ def read_splat_file(path: str | Path) -> tuple[Splats, str | None]:
     if not path.is_file():
         raise DataError(f"{path}: splat file not found" if not path.exists() else f"{path} is not a file")
     return fmt.read(path)
+
+
+def read_splats_into_scene(path: str | Path, scene: Scene | None, device: torch.device | str | None = None,
+                           read: tuple[Splats, str | None] | None = None) -> tuple[Splats, str | None]:
+    """Read the splat file ``path`` and bring it into ``scene``'s normalised frame, the frame a run trained
+    and keeps its cameras in, from the frame the file declares (``world`` where it names none:
+    ``enerf.splats.frames.splats_into_scene``); without ``scene``, the splats stay in the file's frame.
+
+    Args:
+        read: ``read_splat_file(path)``'s answer where the caller read the file already (to fail in one
+            line before a run loads); None: read here
+        device: where the splats go (None: the CPU, as read)
+    Returns:
+        (Splats, the frame the file declares: None where it names none)
+    Raises:
+        DataError: ``read_splat_file``'s; a declared frame enerf does not know (one line naming ``path``).
+    """
+    splats, frame = read if read is not None else read_splat_file(path)
+    if scene is not None:
+        splats = splats_into_scene(splats, scene, frame, str(path))
+    return (splats if device is None else splats.map(lambda t: t.to(device))), frame
 
 
 def write_splat_file(path: str | Path, splats: Splats, frame: str) -> int:

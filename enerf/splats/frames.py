@@ -28,7 +28,7 @@ from ..errors import DataError
 from .gaussians import Splats, sh_basis
 
 __all__ = ["FRAMES", "split_similarity", "rotmat_to_quat", "quat_multiply", "sh_rotation", "splats_to_frame",
-           "scene_to_frame", "splats_from_scene", "splats_into_scene"]
+           "scene_to_frame", "splats_from_scene", "declared_frame", "splats_into_scene"]
 
 FRAMES = ("world", "scene")
 
@@ -134,9 +134,9 @@ def splats_from_scene(splats: Splats, scene: Scene, frame: str) -> Splats:
     return splats if frame == "scene" else splats_to_frame(splats, scene_to_frame(scene, frame))
 
 
-def splats_into_scene(splats: Splats, scene: Scene, frame: str | None, source: str = "the splats") -> Splats:
-    """Splats in ``frame`` (as a file declares it; None: ``world``, the frame other tools' files are
-    in when they line up with the capture's cameras) -> ``scene``'s normalised frame.
+def declared_frame(frame: str | None, source: str = "the splats") -> str:
+    """The frame a splat file declares (``read_splat_file``'s; None: ``world``, the frame other tools'
+    files are in when they line up with the capture's cameras).
 
     Raises:
         DataError: ``frame`` is no known frame (one line naming ``source``).
@@ -144,6 +144,17 @@ def splats_into_scene(splats: Splats, scene: Scene, frame: str | None, source: s
     frame = frame or "world"
     if frame not in FRAMES:
         raise DataError(f"{source}: declares frame {frame!r}; enerf knows {', '.join(FRAMES)}")
+    return frame
+
+
+def splats_into_scene(splats: Splats, scene: Scene, frame: str | None, source: str = "the splats") -> Splats:
+    """Splats in ``frame`` (as a file declares it; None: ``world``, the frame other tools' files are
+    in when they line up with the capture's cameras) -> ``scene``'s normalised frame.
+
+    Raises:
+        DataError: ``frame`` is no known frame (one line naming ``source``).
+    """
+    frame = declared_frame(frame, source)
     if frame == "scene":
         return splats
     return splats_to_frame(splats, np.linalg.inv(scene_to_frame(scene, frame)))

@@ -20,7 +20,8 @@ used), and ``decode.js`` unzips them (the browser's ``DecompressionStream``) and
 ``opacity * volume`` first (as antimatter15/splat orders them; a preview draws the first ones). A
 JSON header beside the data gives the layout's own fields (``encode_page_splats``), ``antialiased``
 (``Splats.antialiased``: each opacity times the 2D mip filter's factor), the ``up`` vector, the
-``background`` and the ``cameras``. The ``max_splats`` largest are kept.
+``background`` and the ``cameras`` (without cameras, ``enerf view``'s default view of a splat file:
+``enerf.splats.viewpoint``). The ``max_splats`` largest are kept.
 
 ``window.enerfSplat`` is a test hook: ``setCamera(c2w16[, fov_y])`` (row-major 4 x 4, OpenGL axes),
 ``getCamera()``, ``goToCamera(i)``, ``orbit(yaw, pitch)``, ``pan(dx, dy)``, ``zoom(factor)``,
@@ -37,6 +38,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 from importlib import resources
 from pathlib import Path
 
@@ -49,6 +51,7 @@ from ..runfolder import check_output_file
 from .gaussians import Splats
 from .pagepack import encode_page_splats
 from .rasterize import ALPHA_MAX, ALPHA_STEPS, FOV_CLAMP, LOW_PASS, NEAR
+from .viewpoint import default_view, view_c2w
 
 __all__ = ["write_html", "page_cameras"]
 
@@ -77,18 +80,17 @@ def page_cameras(means: np.ndarray, cameras: list[dict] | None) -> tuple[list[di
     """The page's cameras and up vector.
 
     Each camera: ``c2w`` [4, 4] (OpenGL axes), ``fov_y`` degrees, ``distance`` to its orbit target:
-    the median depth of the splat centres in front of it. Without ``cameras``: one camera looking
-    down -z at the centres' median from 2.5 times their 90th-percentile radius, +y up.
+    the median depth of the splat centres in front of it. The up vector: the cameras' mean up axis.
+    Without ``cameras``: the one view ``enerf view`` opens a splat file at (``viewpoint.default_view``),
+    its ``up`` (the normal of the plane the splats spread along) the page's.
 
     Args:
         means: [N, 3] splat centres
     """
     centre = np.median(means, 0) if len(means) else np.zeros(3)
-    if not cameras:
-        radius = float(np.percentile(np.linalg.norm(means - centre, axis=1), 90)) if len(means) else 1.0
-        c2w = np.eye(4)
-        c2w[:3, 3] = centre + [0.0, 0.0, 2.5 * max(radius, 1e-6)]
-        cameras = [{"c2w": c2w, "fov_y": 50.0}]
+    view = None if cameras else default_view(means)
+    if view is not None:
+        cameras = [{"c2w": view_c2w(view), "fov_y": math.degrees(view["fov"])}]
     out = []
     for i, cam in enumerate(cameras):
         c2w = _as_c2w(cam.get("c2w"), i)
@@ -99,6 +101,8 @@ def page_cameras(means: np.ndarray, cameras: list[dict] | None) -> tuple[list[di
         front = depth[depth > 0]
         distance = float(np.median(front)) if len(front) else float(np.linalg.norm(centre - c2w[:3, 3])) or 1.0
         out.append({"c2w": np.round(c2w, 7).tolist(), "fov_y": fov_y, "distance": distance})
+    if view is not None:
+        return out, [float(v) for v in view["up"]]
     ups = np.array([c["c2w"] for c in out])[:, :3, 1]
     up = ups.mean(0)
     up = up if np.linalg.norm(up) > 1e-6 else ups[0]

@@ -1,17 +1,17 @@
 """Baked splats as an image source (``enerf.render.sources.ImageSource``): ``enerf render --splats`` and
-``enerf eval --splats`` render the run's cameras from a splat file (.ply, .spz, .splat) with ``rasterize`` instead of the field.
+``enerf eval --splats`` render the run's cameras from a splat file (.ply, .spz, .splat) with ``rasterize``
+instead of the field.
 
 The file is read in the frame it declares (``comment enerf frame NAME``; a file without one, from
 another tool, is taken to be in ``world``, the capture's own frame) and brought into the run's
-scene frame, where its cameras live. The background is the run's (white with ``white_bkgd``, else
-black). Depth follows the field's convention: the expected camera z-depth (not divided by acc) for
-world rays; for a forward-facing run trained in NDC, the NDC ray parameter of each pixel's mean
-depth point (``t = 1 + 1 / z`` at scene z, times acc), so depth maps read as the field's do.
+scene frame, where its cameras live (``enerf.splats.files.read_splats_into_scene``). The background is
+the run's (white with ``white_bkgd``, else black). Depth follows the field's convention: the expected
+camera z-depth (not divided by acc) for world rays; for a forward-facing run trained in NDC, the NDC
+ray parameter of each pixel's mean depth point (``t = 1 + 1 / z`` at scene z, times acc), so depth
+maps read as the field's do.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -20,32 +20,15 @@ from ..cameras.pinhole import Pinhole
 from ..cameras.rays import pixel_rays
 from ..config import RenderConfig
 from ..data.scene import Scene
-from ..loaded_run import LoadedRun
 from ..render.sources import ImageSource
-from .frames import splats_into_scene
 from .gaussians import Splats
-from .files import read_splat_file
 
-__all__ = ["run_background", "splats_for_run", "read_splats_for_run", "splat_source"]
+__all__ = ["run_background", "splat_source"]
 
 
 def run_background(cfg: RenderConfig) -> Tensor:
     """[3] the colour a run composites onto: white with ``white_bkgd``, else black."""
     return torch.full((3,), 1.0 if cfg.white_bkgd else 0.0)
-
-
-def splats_for_run(run: LoadedRun, splats: Splats, frame: str | None, where: str | Path = "the splats") -> Splats:
-    """``splats`` in ``frame`` (as read by ``read_splat_file``) -> the run's scene frame, on its device."""
-    return splats_into_scene(splats, run.scene, frame, str(where)).map(lambda t: t.to(run.device))
-
-
-def read_splats_for_run(run: LoadedRun, path: str | Path) -> Splats:
-    """Read a splat file (.ply, .spz, .splat: ``enerf.splats.files``) and bring it into the run's scene frame (``splats_for_run``).
-
-    Raises:
-        DataError: not a splat file (``enerf.splats.files.read_splat_file``) or an unknown declared frame.
-    """
-    return splats_for_run(run, *read_splat_file(path), where=path)
 
 
 def _ndc_depth(depth: Tensor, acc: Tensor, view: Pinhole) -> Tensor:

@@ -9,8 +9,8 @@ from ..atomic import atomic_write_json
 from ..loaded_run import load_run
 from ..metrics import make_lpips
 from ..runfolder import RunLock, check_output_dir, read_metrics
-from ..splats.files import read_splat_file
-from ..splats.source import run_background, splat_source, splats_for_run
+from ..splats.files import read_splat_file, read_splats_into_scene
+from ..splats.source import run_background, splat_source
 from .evaluate import evaluate_views, metrics_record
 
 __all__ = ["EVAL_OUTPUTS", "evaluate_checkpoint"]
@@ -39,7 +39,7 @@ def evaluate_checkpoint(ckpt_path: str | Path, data_root: Path, device_name: str
     metrics_path = out_dir / metrics_name
     previous, source, extra = read_metrics(metrics_path), None, {}
     if splats is not None:
-        baked = splats_for_run(run, *splat_file, where=splats)
+        baked = read_splats_into_scene(splats, scene, device, read=splat_file)[0]
         source = splat_source(baked, scene, background=run_background(cfg.render))
         previous = {}  # nothing of an earlier file is kept: every key is this evaluation's
         extra = {"splats": str(Path(splats).resolve()), "source": "splats", "splat_count": len(baked),

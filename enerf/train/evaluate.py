@@ -167,13 +167,13 @@ def _mean_of(per_image: list[dict], key: str) -> float | None:
 
 
 def metrics_record(cfg, per_image: list[dict], lpips_error: str | None, steps: int, stride: int, checkpoint: str | Path,
-                   **extra) -> dict:
+                   *, summary: dict | None = None, **extra) -> dict:
     """What metrics.json holds of one evaluation, in one place for training's final evaluation and ``enerf eval``:
-    the means over views (``summarize``), ``per_image``, the steps trained, the stride scored, how views are
-    scored (``appearance``), the conditioning and the checkpoint; then ``extra``'s keys, in their order.
-    ``cfg``: the run's ``RunConfig``."""
+    the means over views (``summary``: ``summarize(per_image, lpips_error)``, computed here when None),
+    ``per_image``, the steps trained, the stride scored, how views are scored (``appearance``), the conditioning
+    and the checkpoint; then ``extra``'s keys, in their order. ``cfg``: the run's ``RunConfig``."""
     return {
-        **summarize(per_image, lpips_error),
+        **(summary if summary is not None else summarize(per_image, lpips_error)),
         "per_image": per_image,
         "steps": steps,
         "eval_stride": stride,  # cfg.train.eval_stride, or larger for a short run (enerf.train.short_run)

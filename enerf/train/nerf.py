@@ -267,7 +267,7 @@ class NerfRun:
         black = black_level_psnr(scene.images[scene.i_test], 1.0 if cfg.render.white_bkgd else 0.0) if len(per_image) else None
         warning = black_warning(summary["psnr"], black, self.warmup_psnr, self.warmup_steps) if black is not None else None
         metrics = metrics_record(
-            cfg, per_image, lpips_error, steps, stride, ckpt_path,
+            cfg, per_image, lpips_error, steps, stride, ckpt_path, summary=summary,
             train_seconds=train_seconds,
             # wall-clock seconds of this process: loading, the training loop (steps, periodic evaluations,
             # checkpoints), the final evaluation; a resumed run counts from its resume

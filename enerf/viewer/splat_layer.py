@@ -24,7 +24,8 @@ import threading
 import time
 
 from ..config.commands import VIEWER_MOVING
-from .splats import ViewerSplats, scaled_for_viser, splat_view
+from ..splats.viewpoint import default_view
+from .splats import ViewerSplats, scaled_for_viser
 
 __all__ = ["SplatLayer", "SHOW_MODES"]
 
@@ -136,9 +137,10 @@ class SplatLayer:
         self.gui_moving, self.gui_show = moving, show
 
     def attach_alone(self) -> None:
-        """Set a Viewer without runs up for the splats alone: the first view looks at them, the
-        cameras' folder is empty, the panel names the file."""
-        server, view = self.viewer.server, splat_view(self.splats.centers)
+        """Set a Viewer without runs up for the splats alone: the first view looks at them
+        (``enerf.splats.viewpoint.default_view``, as the page does), the cameras' folder is empty, the
+        panel names the file."""
+        server, view = self.viewer.server, default_view(self.splats.centers)
         server.scene.set_up_direction(tuple(float(v) for v in view["up"]))
         server.initial_camera.position = tuple(float(v) for v in view["position"])
         server.initial_camera.look_at = tuple(float(v) for v in view["look_at"])

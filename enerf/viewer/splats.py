@@ -30,8 +30,7 @@ from ..errors import ConfigError, DataError
 from ..runfolder import RUN_SPLATS
 from ..splats.gaussians import Splats
 
-__all__ = ["ViewerSplats", "viewer_splats", "read_viewer_splats", "node_scale", "splat_view", "default_splats_file",
-           "bake_hint"]
+__all__ = ["ViewerSplats", "viewer_splats", "read_viewer_splats", "node_scale", "default_splats_file", "bake_hint"]
 
 _F16_MAX = 6.0e4  # below float16's largest finite value (65504)
 
@@ -84,54 +83,22 @@ def scaled_for_viser(splats: ViewerSplats) -> tuple[np.ndarray, np.ndarray, floa
 
 
 def read_viewer_splats(path: str | Path, scene=None) -> ViewerSplats:
-    """Read a splat file (.ply, .spz, .splat: ``enerf.splats.files.read_splat_file``) for the viewer;
-    with a run's ``scene`` (``Scene``), bring a ``world`` file (or one that names no frame) into its normalised frame
-    (``enerf.splats.frames.splats_into_scene``). A missing file is a ConfigError, an unreadable
-    or empty one a DataError (one line)."""
+    """Read a splat file (.ply, .spz, .splat) for the viewer; with a run's ``scene`` (``Scene``), in its
+    normalised frame (``enerf.splats.files.read_splats_into_scene``: a ``world`` file, or one that names no
+    frame, is moved there). A missing file is a ConfigError, an unreadable or empty one a DataError (one line)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--splats {path}: no such file (write one with enerf export splats --ckpt C --out {path})")
-    from ..splats.frames import splats_into_scene  # the splat file's modules (imported where used)
-    from ..splats.files import read_splat_file
+    from ..splats.files import read_splats_into_scene  # the splat file's modules (imported where used)
 
-    splats, frame = read_splat_file(path)
+    splats, frame = read_splats_into_scene(path, scene)
     if len(splats) == 0:
         raise DataError(f"--splats {path}: the file holds no splats")
     if scene is None:
         how = f"{frame} frame" if frame else "its own frame"
     else:
-        splats = splats_into_scene(splats, scene, frame, str(path))
         how = {"scene": "scene frame", "world": "world -> scene"}.get(frame, "taken as world -> scene")
     return viewer_splats(splats, str(path), how)
-
-
-def splat_view(centers: np.ndarray, fov: float = math.radians(50.0), elevation: float = math.radians(30.0)) -> dict:
-    """Where the camera starts without a run (``position``, ``look_at``, ``up``, ``fov`` in radians).
-
-    The splats of a capture mostly spread along a floor, a table or a wall: the axis along which the
-    middle 90 % of the centres spread least (the smallest principal axis, turned toward +z) is taken
-    as up, and the camera looks at their median centre from ``elevation`` above the plane of the
-    other two, across the middle axis (so the widest spread runs across the picture), from where the
-    middle 90 % about fill the view. A straight look along the plane would see a flat capture edge-on.
-
-    Args:
-        centers: [N, 3] the splats' centres
-    """
-    centers = np.asarray(centers, np.float64)
-    middle = np.median(centers, axis=0)
-    lo, hi = np.percentile(centers, [5, 95], axis=0)
-    radius = max(0.5 * float(np.linalg.norm(hi - lo)), 1e-3)
-    dist = radius / math.tan(0.5 * fov) + radius
-    inner = centers[np.all((centers >= lo) & (centers <= hi), axis=1)]
-    inner = inner if len(inner) >= 3 else centers
-    if len(inner) >= 3:
-        axes = np.linalg.eigh(np.cov((inner - middle).T))[1]  # columns by increasing spread
-        up, across = axes[:, 0], axes[:, 1]
-    else:
-        up, across = np.array([0.0, 0.0, 1.0]), np.array([0.0, 1.0, 0.0])
-    up = up if up[2] >= 0 else -up
-    back = math.cos(elevation) * -across + math.sin(elevation) * up  # from the centre toward the camera
-    return {"position": middle + dist * back, "look_at": middle, "up": up, "fov": fov}
 
 
 def default_splats_file(run_folder: str | Path) -> Path:

@@ -222,10 +222,10 @@ def test_the_fit_brings_the_splats_closer_to_the_photos(baked, tmp_path):
     assert main(["export", "splats", "--ckpt", str(baked["ckpt"]), "--out", str(start), "--count", "2000",
                  "--bake_seconds", "0", "--init_downscale", "2", "--quiet"]) == 0
     run = load_run(baked["ckpt"], Path("data"), images=True)
-    from enerf.splats.source import read_splats_for_run
+    from enerf.splats.files import read_splats_into_scene
 
     def psnr(path: Path) -> float:
-        splats = read_splats_for_run(run, path)
+        splats = read_splats_into_scene(path, run.scene, run.device)[0]
         errors = []
         for i in run.scene.i_train:
             cam = Pinhole(torch.as_tensor(run.scene.poses[i]), run.scene.width, run.scene.height, run.scene.focal)
