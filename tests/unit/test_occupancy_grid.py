@@ -110,7 +110,7 @@ def test_occlusion_culling_empties_the_cells_behind_an_opaque_wall():
 
 def test_cull_occluded_needs_torch_grid_with_early_stop(random_grid):
     grid = random_grid(4, 1.0, seed=0)
-    with pytest.raises(ConfigError, match="cull_occluded needs renderer torch_grid and early_stop_eps > 0"):
+    with pytest.raises(ConfigError, match="cull_occluded needs sampler torch_grid and early_stop_eps > 0"):
         build_renderer(RenderConfig(sampler="torch_grid", early_stop_eps=0.0, cull_occluded=True), CPU, grid=grid)
 
 
