@@ -34,7 +34,8 @@ RESULTS = [
     "({capture_splats:entries.boardgame.steps:,} steps); {capture_splats:entries.boardgame.wall_minutes:.1f} min wall in all "
     f"| [splats](docs/splats.md#training-ends-in-splats) · [record]({R}capture_splats.json) |",
     "| a 24 s phone video to a trained scene: `enerf data video` then `enerf train --datadir`, no other flag "
-    "| {video_recipe:registered} frames kept and registered; held-out {video_recipe:psnr:.2f} dB; "
+    "(before training ended in splats) "
+    "| {video_recipe:registered} frames kept and registered; held-out {video_recipe:psnr:.2f} dB (the field); "
     "{video_recipe:total_minutes:.1f} min wall in all "
     "{stale:video_recipe} " f"| [data](docs/data.md#from-a-phone-video-enerf-data-video) · [record]({R}video_recipe.json) |",
     "| row vs vanilla, demo, 3 seeds × 3,000 steps | {conditioning_demo:summary.delta_row:+.2f} dB "
@@ -72,7 +73,7 @@ RESULTS = [
     "{colmap_fern:summary.rotation_error_median_deg:.2f}° of the release's (median){stale:colmap_fern} "
     f"| [data](docs/data.md#how-close-to-the-published-poses) · [record]({R}colmap_fern.json) |",
     "| BN + E on a small CNN (8 × 8 digits, 5 seeds) | {classify_digits:summary.bn_e_points_below_bn_min:.2f}–"
-    "{classify_digits:summary.bn_e_points_below_bn_max:.2f} points of accuracy below BN "
+    "{classify_digits:summary.bn_e_points_below_bn_max:.2f} points of accuracy below BN{stale:classify_digits} "
     f"| [conditioning]({D}#beyond-mlps-handwritten-digits) · [record]({R}classify_digits.json) |",
     "| 2 processes (torchrun, gloo) vs 1, on 2 cores | ×{distributed:summary.speed_ratio_2_over_1:.2f} steps/s "
     "{stale:distributed} " f"| [scale out](docs/scale-out.md#what-it-buys) · [record]({R}distributed.json) |",

@@ -294,7 +294,7 @@ class TrainConfig(Cadence, Regularization):
                                "walk-around captures) or a path of enerf render --path")
     splat_seconds: float = option(0.0, "after the field, bake it into Gaussian splats for this many seconds: "
                                   "<run>/splats.ply, scored on the held-out views beside the field (metrics.json's "
-                                  "splats); captures' presets: 255; 0: the field only", lo=0.0)
+                                  "splats); captures' presets: 420 (after a 420-s field on a CPU); 0: the field only", lo=0.0)
     eval_views: int = option(0, "held-out views used by periodic evaluations (0: all)", lo=0)
     eval_stride: int = option(1, "evaluations render and score every this-many-th row and column of each held-out "
                               "view (PSNR over that regular subset of the pixels; for slow networks on a CPU)", lo=1)

@@ -35,9 +35,13 @@ __all__ = ["Preset", "PRESETS", "PRESET_CHOICES", "IDENTITY_KEYS", "preset_name"
            "preset_line"]
 
 PRESET_CHOICES = ("auto", "cpu", "cuda", "paper", "none")
-# seconds of splat baking after the field on a photo capture (transforms.json, walk-around or forward-facing):
-# with the 10-minute field, training and bake stay under 15 minutes (benchmarks/capture_splats.json)
-CAPTURE_SPLAT_SECONDS = 255.0
+# A photo capture's run (transforms.json, walk-around or forward-facing) ends in splats: on a CPU the field
+# trains CAPTURE_FIELD_SECONDS, then its splats are baked for CAPTURE_SPLAT_SECONDS (about 15 minutes of wall
+# time in all); the split measured on four captures against 600 s + 255 s: benchmarks/capture_split.json.
+# The cuda preset keeps its own field time and bakes CAPTURE_SPLAT_SECONDS after it (at most as long as the
+# field trained).
+CAPTURE_FIELD_SECONDS = 420.0
+CAPTURE_SPLAT_SECONDS = 420.0
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,9 @@ class Preset:
         return f"enerf's preset {self.recipe} (example file: {self.example})"
 
     def describe(self) -> str:
-        """``summary`` with its values: ``10-minute CPU settings (triplane + 2 x 64 MLP, 64 samples, ...)``."""
-        v = recipes.values(self.recipe)
+        """``summary`` with its values (``preset_for``'s, else its recipe's): ``10-minute CPU settings
+        (triplane + 2 x 64 MLP, 64 samples, ...)``."""
+        v = self.values or recipes.values(self.recipe)
         words = {"field": f"{v.get('encoding', 'frequency')} + {v['netdepth']} x {v['netwidth']} MLP",
                  "minutes": f"{v.get('time_budget', 0) / 60:g}", "rays": f"{v['n_rand']:,}"}
         return self.summary.format(**words, **v)
@@ -108,8 +113,8 @@ def preset_for(name: str, dataset_type: str, kind: str, scene: str = "", fallbac
     ``paper`` exists for forward-facing LLFF and Blender scenes only, the others take ``fallback``
     (the device's preset). Its values are its recipe's (``enerf.config.recipes.values``), with
     ``scene_kind = kind`` (not for Blender) and, for a photo capture (transforms.json),
-    ``splat_seconds = CAPTURE_SPLAT_SECONDS`` unless the recipe sets it; ``scene`` is what the start
-    line says about the scene."""
+    ``splat_seconds = CAPTURE_SPLAT_SECONDS`` unless the recipe sets it and, on the cpu preset,
+    ``time_budget = CAPTURE_FIELD_SECONDS``; ``scene`` is what the start line says about the scene."""
     layout = "blender" if dataset_type == "blender" else "capture" if kind == "walkaround" else "llff"
     if name == "paper" and (dataset_type == "nerfstudio" or (name, layout) not in PRESETS):
         name = fallback
@@ -119,6 +124,8 @@ def preset_for(name: str, dataset_type: str, kind: str, scene: str = "", fallbac
         values["scene_kind"] = kind
     if dataset_type == "nerfstudio":  # a photo capture's run ends in splats
         values.setdefault("splat_seconds", CAPTURE_SPLAT_SECONDS)
+        if preset.name == "cpu":  # the CPU's minutes split between the field and its splats
+            values["time_budget"] = CAPTURE_FIELD_SECONDS
     has_paper = dataset_type != "nerfstudio" and ("paper", layout) in PRESETS
     return replace(preset, values=values, scene=scene, has_paper=has_paper)
 

@@ -68,10 +68,9 @@ RECIPES: dict[str, Recipe] = {
                "netdepth": "The conditioned MLP that reads the features: 2 x 64 trunk, view branch of 64.",
                "rgb_weight_threshold": "Colour only at samples whose compositing weight exceeds 1e-4 (41 % of them by "
                                        "step 1,500): 16 % less time per step, the same PSNR at equal steps.",
-               "lrate": "Twice the rates of configs/lego_cpu.txt: 23.85 dB after 10 minutes vs 23.74 dB at 2e-3 / 2e-2 "
-                        "(one run each, before the colour mask and the cooldown; benchmarks/README.md has the probes "
-                        "and the sweep around these values). With both: 24.23 +- 0.01 dB over seeds 0-2.",
-               "lrate_cooldown": "The last 30 % of the 10 minutes anneal the rates to a tenth: +0.15 dB at 800 steps.",
+               "lrate": "Twice the rates of configs/lego_cpu.txt (how they were chosen, the probes and the sweep "
+                        "around them: benchmarks/README.md, \"fern_cpu.txt: how the config was reached\").",
+               "lrate_cooldown": "The last 30 % of the 10 minutes anneal the rates to a tenth.",
                "eval_views": "Periodic evaluations score the first held-out view, the last one all of them: on fern "
                              "each evaluation of all 3 views costs about a minute, and 7 of them made the 10 minutes "
                              "17 minutes of wall time.",
@@ -150,8 +149,8 @@ RECIPES: dict[str, Recipe] = {
          "precrop_iters": 500, "precrop_frac": 0.5}, base="fern",
         identity={"expname": "lego", "basedir": "runs", "scene": "lego", "dataset_type": "blender"}),
     "demo": Recipe(
-        "CPU-sized NeRF on the embedded synthetic scene (made under data/demo on first use). About 2.5 minutes on 2 "
-        "CPU cores; see docs/train.md for the figures it reaches.",
+        "CPU-sized NeRF on the embedded synthetic scene (made under data/demo on first use), a few minutes on 2 CPU "
+        "cores; docs/train.md has what it reaches and how long it takes.",
         dict(_DEMO),
         notes={"raw_noise_std": "Noise on the raw density while training, as nerf-pytorch's LLFF configs: without it "
                                 "a ReLU density head that starts negative everywhere never gets a gradient (seeds 1 "
