@@ -50,7 +50,7 @@ STALE_OK: dict[str, str] = {
         "viewer")},
     "splats": "the bake changed (issue 63: D-SSIM, the field's views between the photos, faint Gaussians where the "
               "field is hazy); benchmarks/capture_splats.json measures the current bake",
-    **{stem: _REDESIGN4 for stem in ("capture_splats_far", "splat_antialias", "splat_clean_99")},
+    **{stem: _REDESIGN4 for stem in ("capture_splats_far", "splat_antialias")},
     "colmap_fern": "changed since: COLMAP's camera axes turned by GL_TO_CV (c2w_rot @ diag(1, -1, -1), the same "
                    "numbers as the column signs before) and a test-only inverse moved to tests/helpers.py (issue 65)",
     "classify_digits": "the only change to what it depends on since is a docstring of enerf/optim/bnp.py (the "
