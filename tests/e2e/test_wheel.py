@@ -141,6 +141,8 @@ def test_zero_config_training_from_the_wheel_outside_the_clone(venv, tmp_path):
         config = json.loads((tmp_path / "runs" / name / "config.json").read_text())
         assert metrics["steps"] == (3 if name == "demo" else 2) and np.isfinite(metrics["psnr"])
         # the packaged preset's values reached the run (both presets: a triplane feeding a 2 x 64 MLP)
+        # on a CPU a photo capture splits its minutes: 420 s of field, then its splats (presets.CAPTURE_FIELD_SECONDS)
+        cpu_budget = 600.0 if stem == "fern" else 420.0
         assert (config["field"]["encoding"], config["field"]["netwidth"], config["train"]["time_budget"]) == (
-            "triplane", 64, 600.0 if device == "cpu" else 300.0)
+            "triplane", 64, cpu_budget if device == "cpu" else 300.0)
     assert not (tmp_path / "configs").exists()
