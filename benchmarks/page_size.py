@@ -6,7 +6,7 @@ Chromium (SwiftShader, 640 x 480).
 
 Per capture (``RUNS/NAME/splats.ply`` and its checkpoint): ``enerf export html --splats ... --ckpt ...``
 with this tree's code and with the code of commit ``--baseline`` (``git archive`` into a temporary
-folder, run from there), the two pages' sizes, then both opened at ``--views`` of their cameras spread
+folder, run from there, on a copy of the checkpoint with the keys that code knows), the two pages' sizes, then both opened at ``--views`` of their cameras spread
 over the list (the run's training and held-out cameras), each waited to its full frame with the HUD
 hidden: the screenshots' PSNR (new against baseline, over the whole 640 x 480 window), and
 ``--moves`` mouse-drag orbits of the new page timed from the input event to its first frame
@@ -38,6 +38,31 @@ def _export(code: Path, splats: Path, ckpt: Path, out: Path) -> None:
     cmd = [sys.executable, "-m", "enerf", "export", "html", "--splats", str(splats.resolve()), "--ckpt",
            str(ckpt.resolve()), "--out", str(out.resolve())]
     subprocess.run(cmd, cwd=code, check=True, capture_output=True, text=True)
+
+
+_BASELINE_FIELDS = ("import dataclasses, json; from enerf.config import nerf; print(json.dumps({s: [f.name for f in "
+                    "dataclasses.fields(getattr(nerf, c))] for s, c in (('data', 'DataConfig'), ('field', 'FieldConfig'), "
+                    "('render', 'RenderConfig'), ('train', 'TrainConfig'))}))")
+
+
+def _baseline_checkpoint(code: Path, ckpt: Path, out: Path) -> Path:
+    """``ckpt`` written so that the code in ``code`` reads it: renamed keys under their old names, keys that code
+    does not know dropped (only the cameras and the scene's frame are read from it for a page)."""
+    import json
+
+    import torch
+
+    from enerf.config.nerf import RENAMED_KEYS
+
+    known = json.loads(subprocess.run([sys.executable, "-c", _BASELINE_FIELDS], cwd=code, check=True,
+                                      capture_output=True, text=True).stdout)
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    for section, names in known.items():
+        old_name = {new: old for old, new in RENAMED_KEYS.get(section, {}).items()}
+        values = {old_name.get(k, k): v for k, v in state["config"][section].items()}
+        state["config"][section] = {k: v for k, v in values.items() if k in names}
+    torch.save(state, out)
+    return out
 
 
 def _screenshot(driver) -> np.ndarray:
@@ -83,7 +108,8 @@ def main(argv: list[str] | None = None) -> dict:
                 start = time.perf_counter()
                 _export(ROOT, splats, ckpt, pages["new"])
                 export_s = time.perf_counter() - start
-                _export(Path(tmp), splats, ckpt, pages["baseline"])
+                old_ckpt = _baseline_checkpoint(Path(tmp), ckpt, Path(tmp) / f"{name}.pt")
+                _export(Path(tmp), splats, old_ckpt, pages["baseline"])
                 open_page(driver, pages["new"])
                 count = driver.execute_script("return JSON.parse(document.getElementById('enerf-header').textContent)"
                                               ".cameras.length")

@@ -2,7 +2,9 @@
 
 For a checkpoint, as a user would type them (each a subprocess of ``python -m enerf``, timed on the wall):
 
-1. ``enerf export splats --ckpt C --out OUT/NAME.ply``: the bake (start from the field, fit to the photos);
+1. ``enerf export splats --ckpt C --out OUT/NAME.ply``: the bake (start from the field, fit to the photos), or
+   with ``--splats F`` the splats the run already has (``<run>/splats.ply`` of a run that ended in splats; its bake
+   is the run's splat stage, read from its ``metrics.json``);
 2. ``enerf eval --ckpt C --splats OUT/NAME.ply``: the held-out views scored from the splats
    (``<run>/metrics_splats.json``), beside the field's own scores of the same views (``<run>/metrics.json``,
    written by training or ``enerf eval``);
@@ -13,8 +15,8 @@ For a checkpoint, as a user would type them (each a subprocess of ``python -m en
 Figures are only meaningful with nothing else running on the machine (the load average is recorded
 before and after each step).
 
-    python -m benchmarks.splats --name fox --ckpt runs/splat_src/fox/checkpoints/latest.pt \
-        --datadir ../shared/data/nerfstudio/fox --record benchmarks/splats.json
+    python -m benchmarks.splats --name fox --ckpt runs/capture_splats/fox/checkpoints/latest.pt \
+        --splats runs/capture_splats/fox/splats.ply --datadir ../shared/data/nerfstudio/fox --record benchmarks/splats.json
     python -m benchmarks.splats --table benchmarks/splats.json     # the table of docs/splats.md (python -m benchmarks.pages writes it)
 """
 
@@ -26,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.harness import Timer, command_line, git_commit, load_average, machine, write_record
+from benchmarks.harness import TRAINING_CODE, Timer, command_line, git_commit, load_average, machine, write_record
 from benchmarks.pages.records import fmt
 
 
@@ -50,6 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--name", help="the entry's name in the record (fox, boardgame, beer)")
     parser.add_argument("--ckpt")
     parser.add_argument("--datadir", default=None, help="the scene folder (default: the one recorded at training)")
+    parser.add_argument("--splats", default=None, help="the run's own splat file: scored and rendered, no bake")
     parser.add_argument("--out", default="runs/bench_splats", help="folder for the PLY and the videos")
     parser.add_argument("--path", default="interp", help="camera path of the videos")
     parser.add_argument("--frames", type=int, default=120)
@@ -80,14 +83,19 @@ def main(argv: list[str] | None = None) -> dict | None:
         raise SystemExit("--name and --ckpt are needed (or --table RECORD)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    ply = out / f"{args.name}.ply"
     data = ["--datadir", args.datadir] if args.datadir else []
     extra = [a for a in args.extra if a != "--"]
-    bake = enerf(["export", "splats", "--ckpt", args.ckpt, "--out", str(ply), *data, *extra])
+    run = Path(args.ckpt).resolve().parent.parent
+    if args.splats:
+        ply = Path(args.splats)
+        stage = json.loads((run / "metrics.json").read_text())["splats"]["bake"]
+        bake = {"seconds": round(stage["seconds"], 1), "note": "the run's own splat stage (its metrics.json)"}
+    else:
+        ply = out / f"{args.name}.ply"
+        bake = enerf(["export", "splats", "--ckpt", args.ckpt, "--out", str(ply), *data, *extra])
     score = enerf(["eval", "--ckpt", args.ckpt, "--splats", str(ply), *data])
     video = enerf(["render", "--ckpt", args.ckpt, "--splats", str(ply), "--path", args.path, "--frames",
                    str(args.frames), "--out", str(out / f"{args.name}_video_splats"), *data])
-    run = Path(args.ckpt).resolve().parent.parent
     field = json.loads((run / "metrics.json").read_text())
     splats = json.loads((run / "metrics_splats.json").read_text())
     entry = {
@@ -111,8 +119,10 @@ def main(argv: list[str] | None = None) -> dict | None:
     if args.record:
         path = Path(args.record)
         record = json.loads(path.read_text()) if path.is_file() else {
-            "what": "splats baked from each capture's 10-minute checkpoint against the field (issue 46)",
-            "machine": machine(), "entries": {}}
+            "what": ("each capture's run of enerf train --datadir with no flag (benchmarks/capture_splats.json): its "
+                     "field against the splats it ended in, a 120-frame video from the splats, the field's time per "
+                     "frame" if args.splats else "splats baked from a checkpoint against its field (issue 46)"),
+            "depends": [*TRAINING_CODE, "enerf/splats", "enerf/export"], "machine": machine(), "entries": {}}
         record["entries"][args.name] = {**entry, "command": command_line(), "commit": git_commit()}
         write_record(path, record)
     return entry

@@ -25,7 +25,7 @@ RESULTS = [
     "{stale:fern_cpu} " f"| [train]({T}#what-the-configs-reach) · [record]({R}fern_cpu.json) |",
     "| Blender lego in 10 min (`configs/lego_cpu.txt`) | {lego_cpu:summary.psnr:.2f} dB "
     "{stale:lego_cpu} " f"| [train]({T}#what-the-configs-reach) · [record]({R}lego_cpu.json) |",
-    "| instant-ngp's fox (a phone capture), `enerf train --datadir` with no config: 10 min of field, then the splats "
+    "| instant-ngp's fox (a phone capture), `enerf train --datadir` with no config: 7 min of field, then 7 of splats "
     "| splats {capture_splats:entries.fox.splats.psnr:.2f} dB against the field's {capture_splats:entries.fox.field.psnr:.2f} dB "
     "({capture_splats:entries.fox.steps:,} steps); {capture_splats:entries.fox.wall_minutes:.1f} min wall in all "
     f"| [splats](docs/splats.md#training-ends-in-splats) · [record]({R}capture_splats.json) |",

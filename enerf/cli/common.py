@@ -11,7 +11,8 @@ import configargparse
 
 from ..config import (DEVICES, CompareConfig, MeshConfig, RunConfig, ShapeMeshConfig, ShapeRunConfig, SynthConfig,
                       VideoConfig)
-from ..config.spec import choices, value_type
+from ..config.resolve import config_with
+from ..config.spec import choices, flag_names, value_type
 from ..errors import ConfigError, EnerfError
 
 __all__ = ["DATADIR_HELP", "OneLineParser", "parse_bool", "add_config_flags", "config_from_args", "given_values",
@@ -117,23 +118,10 @@ def given_values(cls, args) -> dict[str, Any]:
     return values
 
 
-def config_from_args(cls, args, prefix: str = "", defaults: dict[str, Any] | None = None):
-    """``cls`` with the flags that were given (not None) overlaid on the dataclass defaults, or on
-    ``defaults`` (field name -> value, e.g. a preset's) for the fields that it names."""
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("section"):
-            values[f.name] = config_from_args(f.default_factory, args, f"{prefix}{f.name}.", defaults)
-            continue
-        value = _given(f, args, prefix + f.name)
-        if value is not None:
-            values[f.name] = value
-        elif defaults and f.name in defaults:
-            values[f.name] = defaults[f.name]
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise ConfigError(str(exc)) from None
+def config_from_args(cls, args, defaults: dict[str, Any] | None = None):
+    """``cls`` with the flags that were given (not None) over ``defaults`` (field name -> value, e.g. a
+    recipe's) over the dataclass defaults."""
+    return config_with(cls, {**(defaults or {}), **given_values(cls, args)})
 
 
 DATADIR_HELP = ("the scene folder, instead of the one recorded at training (needed only where the checkpoint "
@@ -185,11 +173,8 @@ def parse_export_args(prog: str, description: str, out_help: str, cfg_cls, argv:
 
 def flag_name(field: str) -> str:
     """The flag of config field ``field``: ``n_rand`` -> ``--N_rand``."""
-    for cls in FLAG_CONFIGS:
-        for _, f in _leaf_fields(cls):
-            if f.name == field and f.metadata.get("flag") and f.metadata.get("flag_type") is None:
-                return f"--{f.metadata['flag']}"
-    return f"--{field}"
+    flag = next((names[field] for names in map(flag_names, FLAG_CONFIGS) if field in names), field)
+    return f"--{flag}"
 
 
 def error_line(exc: EnerfError) -> str:

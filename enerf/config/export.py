@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from ..errors import ConfigError
+from .presets import CAPTURE_SPLAT_SECONDS
 from .spec import MAX_GRID, check_box, check_config, config_class, option
 
 __all__ = ["CAMERA_PATHS", "CAMERAS_HELP", "SPLAT_SUFFIXES", "check_crop", "XATLAS_MAX_FACES", "check_cameras", "VideoConfig", "MeshConfig",
@@ -158,9 +159,10 @@ class SplatConfig:
     count: int = option(300_000, "Gaussians at most (the starting ones: one per rendered pixel, a random subset "
                          "when there are more)", lo=1, hi=50_000_000)
     sh_degree: int = option(1, "SH degree of the colours (0: one colour per Gaussian; 3: as 3DGS)", lo=0, hi=3)
-    bake_seconds: float = option(255.0, "seconds the bake takes: the splats started from the field, then fitted to "
-                                 "the training photos for the time left (at least a quarter of it; 0: no fit, the "
-                                 "starting splats as they are)", lo=0.0)
+    bake_seconds: float = option(CAPTURE_SPLAT_SECONDS, "seconds the bake takes: the splats started from the field, "
+                                 "then fitted to the training photos for the time left (at least a quarter of it; 0: "
+                                 "no fit, the starting splats as they are); the default is a capture run's splat stage",
+                                 lo=0.0)
     init_downscale: int = option(4, "render the training views at 1/N of their size for the starting splats", lo=1)
     init_views: int = option(48, "training views rendered for the starting splats at most, evenly spread over the "
                              "capture (0: all)", lo=0)

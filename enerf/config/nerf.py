@@ -307,6 +307,14 @@ class TrainConfig(Cadence, Regularization):
     def __post_init__(self) -> None:
         check_config(self)
 
+    def rate_scale(self, parameter: str = "") -> float:
+        """The learning rate of ``parameter`` (a name as in ``named_parameters``; "": the network's) relative to
+        ``lrate``'s schedule: ``lrate_scale``, times ``encoding_lrate / lrate`` for a learned position encoding
+        (``pos_encoding.*``, the proposal networks' ``levels.*.pos_encoding.*``) when ``encoding_lrate`` > 0."""
+        if self.encoding_lrate > 0 and ".pos_encoding." in f".{parameter}":
+            return self.lrate_scale * (self.encoding_lrate / self.lrate)
+        return self.lrate_scale
+
 
 @config_class
 class RunFolderConfig:

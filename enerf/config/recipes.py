@@ -274,21 +274,11 @@ def write_examples(folder: Path, flags: dict[str, str]) -> list[Path]:
     return written
 
 
-def flag_names(cls) -> dict[str, str]:
-    """Field name -> flag of every field of ``cls`` (and of its sections) whose flag differs from its name."""
-    out = {}
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("section"):
-            out.update(flag_names(f.default_factory))
-        elif f.metadata.get("flag") and f.metadata.get("flag_type") is None:
-            out[f.name] = f.metadata["flag"]
-    return out
-
-
 if __name__ == "__main__":
     import sys
 
     from .nerf import RunConfig
+    from .spec import flag_names
 
     for written in write_examples(Path(sys.argv[1] if len(sys.argv) > 1 else "configs"), flag_names(RunConfig)):
         print(written)

@@ -78,6 +78,10 @@ class ShapeTrainConfig(Cadence, Regularization):
     def __post_init__(self) -> None:
         check_config(self)
 
+    def rate_scale(self, parameter: str = "") -> float:
+        """Every parameter's learning rate is ``lrate``'s schedule (``TrainConfig.rate_scale``'s counterpart)."""
+        return 1.0
+
 
 @config_class
 class ShapeRunConfig(RunFolderConfig):

@@ -19,7 +19,8 @@ from typing import Any, Callable, Literal, get_args, get_origin, get_type_hints
 
 from ..errors import ConfigError
 
-__all__ = ["Range", "option", "section", "config_class", "choices", "check_config", "check_value", "check_run_name", "check_box", "check_skips", "value_type",
+__all__ = ["Range", "option", "section", "config_class", "choices", "check_config", "check_value", "check_run_name",
+           "check_box", "check_skips", "value_type", "flag_names",
            "show", "MAX_SEED", "MAX_RAYS", "MAX_GRID"]
 
 MAX_SEED = 2**32 - 1  # numpy's seed range
@@ -146,6 +147,18 @@ def check_skips(skips: tuple[int, ...], netdepth: int) -> None:
     if any(s == netdepth - 1 for s in skips):
         raise ConfigError(f"skips must be in 0..{netdepth - 2} (or >= {netdepth}, ignored) for netdepth "
                           f"{netdepth}, got {show(skips)}", fields=("skips", "netdepth"))
+
+
+def flag_names(cls: type) -> dict[str, str]:
+    """Field name -> flag (no dashes) of every field of ``cls`` (and of its sections) whose flag differs from
+    its name: ``{"n_rand": "N_rand", ...}``."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("section"):
+            out.update(flag_names(f.default_factory))
+        elif f.metadata.get("flag") and f.metadata.get("flag_type") is None:
+            out[f.name] = f.metadata["flag"]
+    return out
 
 
 def show(value: Any) -> str:

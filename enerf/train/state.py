@@ -30,31 +30,21 @@ from ..optim import BNP_UNDER_ADAM, PreconditionedOptimizer, build_optimizer
 from ..rng import restore_rng_state
 from ..distributed import is_writer, reduce_batch_moments
 
-__all__ = ["optimizer_from_config", "group_scale", "learning_rate", "set_learning_rates", "training_progress",
+__all__ = ["optimizer_from_config", "learning_rate", "set_learning_rates", "training_progress",
            "cooldown_factor", "LoopState", "restore_loop_state"]
 
 
 def optimizer_from_config(models: nn.Module | Iterable[nn.Module], train) -> PreconditionedOptimizer:
     """Adam or SGD, + BNP / weight decay / gradient regularization, from a train config (``TrainConfig``
     or ``ShapeTrainConfig``: ``optimizer``, ``momentum``, ``lrate``, ``precond``, ``weight_decay``,
-    ``decay_space``, ``grad_reg``, and ``encoding_lrate`` where present): one parameter group per
-    relative rate (``group_scale``); BNP pools its batch moments over the ranks."""
+    ``decay_space``, ``grad_reg``, ``rate_scale``): one parameter group per
+    relative rate (``train.rate_scale``); BNP pools its batch moments over the ranks."""
     if train.precond == "bnp" and train.optimizer == "adam" and is_writer():
         print(f"enerf: note: {BNP_UNDER_ADAM}", file=sys.stderr, flush=True)
     return build_optimizer(models, lr=train.lrate, precond=train.precond, weight_decay=train.weight_decay,
                            decay_space=train.decay_space, grad_reg=train.grad_reg,
-                           lr_scale=lambda name: group_scale(train, name), reduce_moments=reduce_batch_moments,
+                           lr_scale=train.rate_scale, reduce_moments=reduce_batch_moments,
                            optimizer=train.optimizer, momentum=train.momentum)
-
-
-def group_scale(train, name: str) -> float:
-    """The rate of parameter ``name`` (as in ``named_parameters``) relative to the network's:
-    ``encoding_lrate / lrate`` for learned position encodings (``pos_encoding.*``, the proposal
-    networks' ``levels.*.pos_encoding.*``) when ``encoding_lrate`` > 0, else 1."""
-    encoding_lrate = getattr(train, "encoding_lrate", 0.0)
-    if encoding_lrate > 0 and ".pos_encoding." in f".{name}":
-        return encoding_lrate / train.lrate
-    return 1.0
 
 
 def training_progress(step: int, iters: int, seconds: float, time_budget: float) -> float:
@@ -78,20 +68,20 @@ def cooldown_factor(progress: float, cooldown: float) -> float:
 
 def learning_rate(train, step: int, progress: float = 0.0, scale: float = 1.0) -> float:
     """The learning rate at ``step`` of a parameter group of relative rate ``scale``
-    (``group_scale``) under a train config (``TrainConfig`` or ``ShapeTrainConfig``: ``lrate``,
-    ``lrate_decay``, ``lrate_cooldown``, and ``lrate_scale`` where present)."""
+    (``train.rate_scale``) under a train config (``TrainConfig`` or ``ShapeTrainConfig``: ``lrate``,
+    ``lrate_decay``, ``lrate_cooldown``)."""
     lr = train.lrate if train.lrate_decay <= 0 else train.lrate * 0.1 ** (step / (train.lrate_decay * 1000))
-    lr = lr * getattr(train, "lrate_scale", 1.0) * scale
+    lr = lr * scale
     factor = cooldown_factor(progress, train.lrate_cooldown)
     return lr * factor if factor != 1.0 else lr
 
 
 def set_learning_rates(optimizer, train, step: int, progress: float = 0.0) -> float:
     """Set every parameter group of ``optimizer`` to its ``learning_rate`` (each group carries its
-    ``lr_scale``); returns the network's rate (scale 1), the one logged."""
+    ``lr_scale``); returns the network's rate (``train.rate_scale()``), the one logged."""
     for group in optimizer.param_groups:
         group["lr"] = learning_rate(train, step, progress, group.get("lr_scale", 1.0))
-    return learning_rate(train, step, progress)
+    return learning_rate(train, step, progress, train.rate_scale())
 
 
 @dataclass

@@ -22,6 +22,7 @@ from enerf.cli.shape import build_shape_train_parser
 from enerf.config import RunConfig, ShapeRunConfig
 from enerf.config import presets, recipes
 from enerf.config.resolve import SceneShape, resolve
+from enerf.config.spec import flag_names
 from enerf.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -119,7 +120,7 @@ def test_every_config_file_is_written_from_its_recipe():
     """configs/*.txt (the NeRF ones) are exactly what ``python -m enerf.config.recipes configs`` writes:
     one file per recipe, none by hand."""
     assert sorted(p.stem for p in NERF_FILES) == sorted(recipes.RECIPES)
-    flags = recipes.flag_names(RunConfig)
+    flags = flag_names(RunConfig)
     for path in NERF_FILES:
         assert path.read_text() == recipes.example_text(path.stem, flags), path.name
 

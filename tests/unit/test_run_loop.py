@@ -65,14 +65,19 @@ def test_learning_rates_follow_the_schedule_the_groups_and_the_cooldown():
     """state.learning_rate against its closed form: nerf-pytorch's decay (thousands of steps),
     lrate_scale, a group's scale, the cooldown over the last fraction; decay 0 is constant."""
     train = TrainConfig(lrate=1e-3, lrate_decay=2, lrate_scale=0.5, lrate_cooldown=0.25)
-    assert learning_rate(train, 1000) == pytest.approx(0.5 * 1e-3 * 10 ** -0.5)
-    assert learning_rate(train, 1000, progress=0.5, scale=20.0) == pytest.approx(20 * 0.5 * 1e-3 * 10 ** -0.5)
-    assert learning_rate(train, 1000, progress=0.875) == pytest.approx(0.5 * 1e-3 * 10 ** -0.5 * 10 ** -0.5)
-    assert learning_rate(train, 1000, progress=1.0) == pytest.approx(0.5 * 1e-4 * 10 ** -0.5)
+    assert learning_rate(train, 1000, scale=train.rate_scale()) == pytest.approx(0.5 * 1e-3 * 10 ** -0.5)
+    assert learning_rate(train, 1000, progress=0.5, scale=20.0) == pytest.approx(20 * 1e-3 * 10 ** -0.5)
+    assert learning_rate(train, 1000, progress=0.875, scale=0.5) == pytest.approx(0.5 * 1e-3 * 10 ** -0.5 * 10 ** -0.5)
+    assert learning_rate(train, 1000, progress=1.0, scale=0.5) == pytest.approx(0.5 * 1e-4 * 10 ** -0.5)
+    grid = TrainConfig(lrate=1e-3, encoding_lrate=2e-2, lrate_scale=0.5)
+    assert grid.rate_scale("field.pos_encoding.planes") == pytest.approx(10.0)
+    assert grid.rate_scale("field.levels.0.pos_encoding.planes") == pytest.approx(10.0)
+    assert grid.rate_scale("field.trunk.0.weight") == grid.rate_scale() == 0.5
+    assert ShapeTrainConfig().rate_scale("field.pos_encoding.planes") == 1.0
     assert learning_rate(ShapeTrainConfig(lrate=3e-4, lrate_decay=0), 10 ** 6) == 3e-4
     assert learning_rate(ShapeTrainConfig(lrate=3e-4, lrate_decay=10), 5000) == pytest.approx(3e-4 * 10 ** -0.5)
     net = nn.Linear(3, 1)
-    opt = build_optimizer(net, lr=1.0, lr_scale=lambda name: 4.0 if name == "bias" else 1.0)
+    opt = build_optimizer(net, lr=1.0, lr_scale=lambda name: train.rate_scale(name) * (4.0 if name == "bias" else 1.0))
     assert set_learning_rates(opt, train, 1000) == pytest.approx(0.5 * 1e-3 * 10 ** -0.5)
     assert sorted(g["lr"] for g in opt.param_groups) == pytest.approx([0.5e-3 * 10 ** -0.5, 2e-3 * 10 ** -0.5])
 
