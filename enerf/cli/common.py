@@ -107,21 +107,21 @@ def _given(f: dataclasses.Field, args, dest: str) -> Any:
     return convert(value) if convert else value
 
 
-def given_values(cls, args) -> dict[str, Any]:
+def given_values(cls, args, prefix: str = "") -> dict[str, Any]:
     """Field name -> value of every field of ``cls`` (and of its sections) whose flag or config-file
-    key was given, e.g. the keys a config file sets."""
+    key was given, e.g. the keys a config file sets; ``prefix``: the flags are ``--<prefix><name>``."""
     values = {}
-    for dest, f in _leaf_fields(cls):
+    for dest, f in _leaf_fields(cls, prefix):
         value = _given(f, args, dest)
         if value is not None:
             values[f.name] = value
     return values
 
 
-def config_from_args(cls, args, defaults: dict[str, Any] | None = None):
-    """``cls`` with the flags that were given (not None) over ``defaults`` (field name -> value, e.g. a
-    recipe's) over the dataclass defaults."""
-    return config_with(cls, {**(defaults or {}), **given_values(cls, args)})
+def config_from_args(cls, args, prefix: str = "", defaults: dict[str, Any] | None = None):
+    """``cls`` with the flags that were given (not None; ``--<prefix><name>``) over ``defaults`` (field name ->
+    value, e.g. a recipe's) over the dataclass defaults."""
+    return config_with(cls, {**(defaults or {}), **given_values(cls, args, prefix)})
 
 
 DATADIR_HELP = ("the scene folder, instead of the one recorded at training (needed only where the checkpoint "
