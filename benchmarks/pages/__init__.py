@@ -18,9 +18,10 @@ and its end is replaced.
 
 A cited record is *stale* when a commit after the one it measured (its ``commit``) changed a path it
 ``depends`` on (benchmarks/README.md, "Figures on the pages"). ``STALE_OK`` names the stale records the pages
-still cite, and why: reruns owed; a page that cites one says so with the marker ``{stale:STEM}`` (in a template
-row) or ``<!-- fig stale:STEM --><!-- /fig -->`` (inline), which say the figures are from earlier code until the
-record is rerun and leaves ``STALE_OK``. tests/unit/test_pages.py fails on any other stale record.
+still cite, and why: reruns owed; a page that cites one says so beside every figure of it, with the marker
+``{stale:STEM}`` (in a template row) or ``<!-- fig stale:STEM --><!-- /fig -->`` (in the paragraph of an inline
+figure, or the one before a table), which say the figures are from earlier code until the record is rerun and
+leaves ``STALE_OK``. tests/unit/test_pages.py fails on any other stale record.
 """
 
 from __future__ import annotations
@@ -67,14 +68,46 @@ def render_page(text: str) -> str:
                    + "<!-- /fig -->", text)
 
 
+def _marker_cites(kind: str, name: str) -> set[str]:
+    """The record stems one marker (``fig`` or ``table`` NAME) cites."""
+    if kind == "table":
+        return set(TABLES.get(name, ((), None))[0])
+    return {cites(*name.split(":", 1))} if ":" in name else set(FIGURES.get(name, ((), None))[0])
+
+
 def cited_records(text: str) -> set[str]:
     """The record stems TEXT's markers cite."""
     out: set[str] = set()
-    for m in FIG.finditer(text):
-        out |= {cites(*m["name"].split(":", 1))} if ":" in m["name"] else set(FIGURES.get(m["name"], ((), None))[0])
-    for m in TABLE.finditer(text):
-        out |= set(TABLES.get(m["name"], ((), None))[0])
+    for kind, pattern in (("fig", FIG), ("table", TABLE)):
+        for m in pattern.finditer(text):
+            out |= _marker_cites(kind, m["name"])
     return out
+
+
+def _paragraph(text: str, start: int, end: int) -> str:
+    """The paragraph of TEXT (between blank lines) around TEXT[start:end]."""
+    first = text.rfind("\n\n", 0, start)
+    last = text.find("\n\n", end)
+    return text[first + 2 if first >= 0 else 0:last if last >= 0 else len(text)]
+
+
+def unmarked_citations(text: str, stem: str) -> int:
+    """How many of TEXT's markers cite STEM without its stale note beside them: in the paragraph of an
+    inline figure; in a table, the paragraph just before it or, past a code block, the one before that (TEXT: a
+    page as ``render_page`` writes it)."""
+    note, missing = stale_note(stem).strip(), 0
+    for kind, pattern in (("fig", FIG), ("table", TABLE)):
+        for m in pattern.finditer(text):
+            if m["name"] == f"stale:{stem}" or stem not in _marker_cites(kind, m["name"]):
+                continue
+            if kind == "fig":
+                beside = _paragraph(text, m.start(), m.end())
+            else:  # the table, the paragraph before it and, when that is a code block, the one before that
+                blocks = [b for b in text[:m.start()].split("\n\n") if b.strip()]
+                count = 2 if blocks and blocks[-1].lstrip().startswith("```") else 1
+                beside = "\n\n".join(blocks[-count:]) + m["body"]
+            missing += note not in beside
+    return missing
 
 
 def differences() -> list[str]:
@@ -170,10 +203,11 @@ def staleness_report() -> tuple[list[str], list[str]]:
             problems.append(f"{stem} is in STALE_OK but is not stale: take it out of STALE_OK")
         if stem in STALE_OK:
             for page in cited[stem]:
-                if stale_note(stem).strip() not in render_page((ROOT / page).read_text()):
-                    problems.append(f"{page} cites {stem}, which is stale, without saying so: put "
-                                    f"{{stale:{stem}}} in its template row or <!-- fig stale:{stem} --><!-- /fig --> "
-                                    "beside its figures")
+                missing = unmarked_citations(render_page((ROOT / page).read_text()), stem)
+                if missing:
+                    problems.append(f"{page} cites {stem}, which is stale, {missing} time(s) without saying so there: "
+                                    f"put {{stale:{stem}}} in its template row or <!-- fig stale:{stem} --><!-- /fig "
+                                    "--> in the paragraph of its figures or the one before its table")
     for stem, why in STALE_OK.items():
         if stem not in cited:
             problems.append(f"{stem} is in STALE_OK but no page cites it: take it out of STALE_OK")

@@ -124,7 +124,8 @@ def test_stale_is_a_commit_after_the_measurement_that_touched_what_it_depends_on
 
 def test_a_stale_record_is_said_stale_where_a_page_cites_it(tmp_path, monkeypatch):
     """``{stale:STEM}`` and ``<!-- fig stale:STEM -->`` say the figures are from earlier code while STEM is in STALE_OK and
-    nothing once it leaves; a page citing a STALE_OK record without them is a problem."""
+    nothing once it leaves; a page citing a STALE_OK record without them beside each figure (its paragraph; a
+    table's paragraph before it, past a code block) is a problem."""
     from benchmarks.pages import records
 
     owed = {"demo": "a rerun owed"}
@@ -144,5 +145,13 @@ def test_a_stale_record_is_said_stale_where_a_page_cites_it(tmp_path, monkeypatc
     pages.write_pages()
     assert note in page.read_text()
     assert pages.staleness_report()[0] == []
+    fig = "<!-- fig demo:summary.psnr .2f -->x<!-- /fig -->"
+    said = f"<!-- fig stale:demo --> {note}<!-- /fig -->"
+    assert pages.unmarked_citations(f"A {fig} {said}.\n\nB {fig} again.\n\nC {fig}.\n", "demo") == 2
+    assert pages.unmarked_citations(f"A {fig}.\n\nB {said}, and {fig}.\n", "demo") == 1
+    table = "<!-- table demo_walltime -->\n| x |\n<!-- /table -->\n"
+    monkeypatch.setitem(records.TABLES, "demo_walltime", (("demo",), lambda: "| x |"))
+    assert pages.unmarked_citations(f"Runs {said}:\n\n```bash\nrun\n```\n\n{table}", "demo") == 0
+    assert pages.unmarked_citations(f"Runs {said}.\n\nMore.\n\n```bash\nrun\n```\n\n{table}", "demo") == 1
     owed.clear()
     assert fill("{stale:demo}") == "" and pages.render_figure("stale:demo", None) == ""
