@@ -48,13 +48,7 @@ STALE_OK: dict[str, str] = {
         "conditioning_real", "distributed", "fern_cpu", "fidelity", "kill_resume", "lego_cpu", "marcher_race",
         "mesh_accuracy", "methods_demo", "paper_study", "scoring", "shapes_compare", "shapes_targets", "video_recipe",
         "viewer")},
-    "splats": "the bake changed (issue 63: D-SSIM, the field's views between the photos, faint Gaussians where the "
-              "field is hazy); benchmarks/capture_splats.json measures the current bake",
     **{stem: _REDESIGN4 for stem in ("capture_splats_far", "splat_antialias")},
-    **{stem: "not rerun in the sitting at fe2fc63 (out of time); measured on the previous sitting's capture runs "
-             "(600 s field + 255 s splats)" for stem in ("splat_clean", "splat_clean_99")},
-    "page_size": "its rerun at fe2fc63 failed: the baseline page is exported by the code of ce179d5, which cannot read a "
-                 "checkpoint whose config says sampler (was renderer); measured on the previous sitting's capture runs",
     "colmap_fern": "changed since: COLMAP's camera axes turned by GL_TO_CV (c2w_rot @ diag(1, -1, -1), the same "
                    "numbers as the column signs before) and a test-only inverse moved to tests/helpers.py (issue 65)",
     "classify_digits": "the only change to what it depends on since is a docstring of enerf/optim/bnp.py (the "
