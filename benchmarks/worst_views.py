@@ -8,8 +8,9 @@ For each held-out view of a run that ended in splats, the field and the splats r
   share of the splats' squared error that sits on them; ``psnr_background``: the splats' PSNR composited on the
   mean colour of the training photos instead of the run's background (what a constant background could give back);
 - ``offset``: the splats' mean colour minus the photo's, per channel (0-1); ``psnr_affine``: the splats' PSNR
-  after the per-channel gain and offset fitted to the photo by least squares (what a per-image exposure term
-  could give back at most, on that view);
+  after the affine colour transform (``enerf.fields.appearance.fit_affine``: a 3 x 3 matrix and an offset, the
+  field's per-image appearance model) fitted to the whole photo by least squares (what a per-image exposure
+  term could give back at most, on that view);
 - ``sharpness``: the variance of the Laplacian of the grey image, field / photo / splats (motion blur in the
   photo, a blurred field, over-sharp splats).
 
@@ -32,6 +33,7 @@ import torch
 
 from benchmarks.harness import TRAINING_CODE, command_line, git_commit, load_average, machine, write_record
 from enerf.config import DATA_ROOT
+from enerf.fields.appearance import fit_affine
 from enerf.loaded_run import load_run
 from enerf.cameras.pinhole import Pinhole
 from enerf.metrics import psnr
@@ -50,16 +52,6 @@ def sharpness(image: np.ndarray) -> float:
     return float(lap.var())
 
 
-def affine_fit(image: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """[H, W, 3] ``image`` with each channel's gain and offset fitted to ``target`` by least squares."""
-    out = np.empty_like(image)
-    for c in range(3):
-        a = np.stack([image[..., c].ravel(), np.ones(image[..., c].size)], 1)
-        coef = np.linalg.lstsq(a, target[..., c].ravel(), rcond=None)[0]
-        out[..., c] = (a @ coef).reshape(image.shape[:2])
-    return out
-
-
 def diagnose(photo: np.ndarray, field: np.ndarray, splats: np.ndarray, acc: np.ndarray,
              background: np.ndarray, drawn_on: np.ndarray) -> dict:
     """One view's figures (the module's docstring) from [H, W, 3] images in [0, 1], the splats' [H, W] opacity,
@@ -67,13 +59,14 @@ def diagnose(photo: np.ndarray, field: np.ndarray, splats: np.ndarray, acc: np.n
     hole = acc < 0.5
     error = ((splats - photo) ** 2).mean(-1)
     filled = np.clip(splats + (1 - acc)[..., None] * (background - drawn_on), 0, 1)
+    matrix, offset = fit_affine(splats, photo)  # the affine appearance model's colour transform, fitted whole
     return {
         "psnr": {"field": psnr(field, photo), "splats": psnr(splats, photo)},
         "uncovered": float(hole.mean()),
         "uncovered_error": float(error[hole].sum() / max(error.sum(), 1e-12)),
         "psnr_background": psnr(filled, photo),
         "offset": [float(x) for x in (splats - photo).reshape(-1, 3).mean(0)],
-        "psnr_affine": psnr(np.clip(affine_fit(splats, photo), 0, 1), photo),
+        "psnr_affine": psnr(np.clip(splats @ matrix.T + offset, 0, 1), photo),
         "sharpness": {k: sharpness(v) for k, v in (("field", field), ("photo", photo), ("splats", splats))},
     }
 
