@@ -181,6 +181,10 @@ class SplatConfig:
     fit_lr: float = option(3.0, "learning rates of the fit relative to 3DGS's", lo=0.0, lo_open=True)
     fit_ssim: float = option(0.2, "weight of D-SSIM in the fit's loss, (1 - w) L1 + w (1 - SSIM) (3DGS's 0.2; 0: L1 "
                              "alone)", lo=0.0, hi=1.0)
+    random_background: bool = option(True, "fit on a random background colour each step where the run composites "
+                                     "onto black (photos without transparency): the splats must cover every pixel "
+                                     "themselves, so nothing black shows where they thin out (3DGS's "
+                                     "--random_background); false: on the run's background")
     teacher_views: int = option(32, "the field rendered from this many cameras between and beyond the training ones "
                                 "(at 1/init_downscale), fitted beside the photos (0: the photos alone)", lo=0)
     teacher_share: float = option(0.25, "share of the fit's steps spent on the field's renderings", lo=0.0, hi=1.0)

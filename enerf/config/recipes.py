@@ -11,7 +11,6 @@ the example's identity (the scene, the run, the method: ``IDENTITY_KEYS``) first
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

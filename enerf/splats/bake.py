@@ -24,9 +24,11 @@
    consecutive rows of it) at 1 / ``fit_downscale`` of its training size, or in a ``teacher_share`` of
    the steps one of the field's views (``enerf.splats.rasterize``: numba's compiled forward and backward
    passes on a CPU, gsplat on CUDA), and lowers 3DGS's loss, (1 - ``fit_ssim``) L1 + ``fit_ssim``
-   (1 - SSIM). During the first ``densify_until`` of the time,
-   every ``densify_every`` steps the Gaussians with the largest screen-space gradient are cloned
-   or split and the faint ones pruned (``enerf.splats.densify``), up to ``count``; Gaussians whose
+   (1 - SSIM). With ``random_background`` each step draws the colour behind the splats at random (the
+   field's view composited onto it with its accumulated opacity), unless the run composites onto white:
+   a photo has no transparent pixel, so the splats must cover it whole. During the first
+   ``densify_until`` of the time, every ``densify_every`` steps the Gaussians with the largest
+   screen-space gradient are cloned or split and the faint ones pruned (``enerf.splats.densify``), up to ``count``; Gaussians whose
    opacity ends below 1/255 are dropped.
 
 Everything is in the run's scene frame (the normalised frame it trained in); ``enerf.splats.ply``
@@ -232,8 +234,9 @@ def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True
 def teacher_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray, np.ndarray], progress: bool = True
                     ) -> tuple[list[Pinhole], list[Tensor]]:
     """The field rendered from ``cfg.teacher_views`` new cameras (``enerf.splats.teacher``) at
-    1 / ``init_downscale``: (their Pinholes, the renderings [h, w, 3] float32); none with fewer than
-    two rendered cameras or ``teacher_views`` 0."""
+    1 / ``init_downscale``: (their Pinholes, the renderings [h, w, 4] float32: the colour composited
+    onto black, then the accumulated opacity); none with fewer than two rendered cameras or
+    ``teacher_views`` 0."""
 
     poses, depths = rendered
     if cfg.teacher_views <= 0 or len(poses) < 2:
@@ -241,7 +244,7 @@ def teacher_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray
     new = teacher_poses(poses, depths, cfg.teacher_views, cfg.teacher_push, cfg.seed)
     size = select_cameras(run.scene, "train", 1, cfg.init_downscale).size
     cams = Cameras(new, [f"teacher_{k:03d}" for k in range(len(new))], size, cfg.init_downscale)
-    targets = [torch.as_tensor(v.rgb, dtype=torch.float32).clamp(0.0, 1.0)
+    targets = [torch.as_tensor(np.concatenate([v.rgb, v.acc[..., None]], -1), dtype=torch.float32).clamp(0.0, 1.0)
                for v in render_views(run, cams, normals=False, progress=progress, desc="splats: render the field's "
                                      "views between the photos", depth="median")]
     return cams.pinholes(), targets
@@ -307,6 +310,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     targets = fit_targets(run, views, cfg.fit_downscale)
     height = cams[0].height
     bg = run_background(run.cfg.render).to(device)
+    random_bg = cfg.random_background and not run.cfg.render.white_bkgd
     leaves = _leaves(splats, device)
     extent = _camera_extent(run)
     boost = cfg.fit_lr
@@ -325,9 +329,12 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     with progress_bar(int(budget), "splats: fit to the photos", progress, unit="s") as bar:
         while (elapsed := time.perf_counter() - tic) < budget:
             taught = bool(teacher[0]) and float(torch.rand((), generator=gen)) < cfg.teacher_share
-            if taught:  # a view between the photos, from the field (whole, at its smaller size)
+            if random_bg:  # the photos have no transparency: the splats must cover every pixel themselves
+                bg = torch.rand(3, generator=gen).to(device)
+            if taught:  # a view between the photos, from the field (whole, at its smaller size), on the same background
                 k = int(torch.randint(len(teacher[0]), (1,), generator=gen))
-                target = teacher[1][k].to(device)
+                field = teacher[1][k].to(device)
+                target = field[..., :3] + (1.0 - field[..., 3:]) * bg
                 rgb = rasterize(_as_splats(leaves, splats.antialiased), teacher[0][k], bg, backend=backend)["rgb"]
             else:
                 k = int(torch.randint(len(views), (1,), generator=gen))

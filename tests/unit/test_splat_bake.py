@@ -1,14 +1,21 @@
 """The bake's pieces against hand-made geometry: the free-space test of depth-map fusion, the pooling of
-candidates per surface cell, the discs' orientation."""
+candidates per surface cell, the discs' orientation, the fit's background."""
 
 from __future__ import annotations
 
+import math
+from types import SimpleNamespace
+
 import numpy as np
+import pytest
 import torch
 
+from enerf.cameras.pinhole import Pinhole
 from enerf.config import SplatConfig
-from enerf.splats.bake import _disc_quats, free_space_violations, merge_candidates, splats_from_candidates
-from enerf.splats.gaussians import quat_to_rotmat
+from enerf.splats import bake
+from enerf.splats.bake import _disc_quats, fit_splats, free_space_violations, merge_candidates, splats_from_candidates
+from enerf.splats.gaussians import Splats, quat_to_rotmat, rgb_to_sh0
+from enerf.splats.rasterize import rasterize
 from enerf.splats.teacher import fit_loss, ssim_map, teacher_poses
 
 
@@ -109,3 +116,57 @@ def test_the_fits_ssim_is_scikit_images():
     loss.backward()
     expected = 0.8 * np.abs(b - a).mean() + 0.2 * (1 - ref)
     assert abs(loss.item() - expected) < 1e-9 and torch.isfinite(pred.grad).all()
+
+
+def _plain_photo_run(white: bool) -> SimpleNamespace:
+    """A stand-in LoadedRun for ``fit_splats``: two 16 x 16 photos seen from z = 3 and 3.2, all white for a
+    ``white_bkgd`` run, else all black (the run's background: black)."""
+    poses = np.stack([_camera_at(3.0), _camera_at(3.2)]).astype(np.float32)
+    scene = SimpleNamespace(i_train=np.arange(2), poses=poses,
+                            image=lambda i: np.full((16, 16, 3), float(white), np.float32),
+                            cameras=lambda views, downscale: [Pinhole(poses[int(i)], 16, 16, 20.0) for i in views])
+    return SimpleNamespace(device=torch.device("cpu"), scene=scene,
+                           cfg=SimpleNamespace(render=SimpleNamespace(white_bkgd=white)))
+
+
+def _faint_splats(value: float) -> Splats:
+    """A 5 x 5 grid of wide, faint (opacity 0.1) Gaussians of grey level ``value`` on the plane z = 0, covering
+    both photos."""
+    xy = np.stack(np.meshgrid(np.linspace(-1, 1, 5), np.linspace(-1, 1, 5)), -1).reshape(-1, 2)
+    means = torch.as_tensor(np.concatenate([xy, np.zeros((25, 1))], 1), dtype=torch.float32)
+    return Splats(means=means, log_scales=torch.full((25, 3), math.log(0.4)), quats=torch.tensor([[1.0, 0, 0, 0]] * 25),
+                  opacity_logits=torch.full((25,), math.log(0.1 / 0.9)), sh=rgb_to_sh0(torch.full((25, 3), value))[:, None])
+
+
+@pytest.mark.parametrize("random_background, rises", [(True, True), (False, False)])
+def test_a_random_background_makes_the_splats_cover_a_black_photo(random_background, rises):
+    """Black photos on a black background need no opacity: the fit leaves faint black Gaussians as they
+    are (zero loss, zero gradient). On a random background the background would show, so the fit makes
+    them opaque."""
+    cfg = SplatConfig(random_background=random_background, teacher_views=0, fit_ssim=0.0, fit_lr=10.0)
+    start = _faint_splats(0.0)
+    fitted, steps, _ = fit_splats(_plain_photo_run(white=False), start, cfg, seconds=1.5, progress=False)
+    assert steps > 0
+    if rises:
+        assert float(fitted.opacities.mean()) > 0.3  # from 0.1
+    else:
+        torch.testing.assert_close(fitted.opacities, start.opacities)
+
+
+@pytest.mark.parametrize("white", [False, True])
+def test_a_white_background_run_keeps_its_white(white, monkeypatch):
+    """The background of every fitting step: random colours for a run on black, the run's white for a
+    white_bkgd one (its photos' transparent pixels are white)."""
+    seen = []
+
+    def drawn(splats, camera, background=None, **kwargs):
+        seen.append(background.clone())
+        return rasterize(splats, camera, background, **kwargs)
+
+    monkeypatch.setattr(bake, "rasterize", drawn)
+    fit_splats(_plain_photo_run(white), _faint_splats(0.0), SplatConfig(teacher_views=0), seconds=0.5, progress=False)
+    backgrounds = torch.stack(seen)
+    if white:
+        torch.testing.assert_close(backgrounds, torch.ones_like(backgrounds))
+    else:
+        assert len(seen) > 2 and float(backgrounds.std(0).min()) > 0.1  # a new colour each step
