@@ -60,22 +60,8 @@ async function decodePageSplats(header, base64) {
   }
   const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => importance[b] - importance[a]);
 
-  // covariance R diag(s^2) R^T, six entries over 2^covExponent as float16 pairs (x, y | z, ...)
-  const cov = new Float64Array(6 * n);
-  let top = 0;
-  order.forEach((j, i) => {
-    const [w, x, y, z] = quat.subarray(4 * j, 4 * j + 4);
-    const R = [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-               2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-               2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)];
-    const s2 = [0, 1, 2].map((a) => Math.exp(2 * logScale[3 * j + a]));
-    const entry = (r, c) => R[3 * r] * R[3 * c] * s2[0] + R[3 * r + 1] * R[3 * c + 1] * s2[1]
-                            + R[3 * r + 2] * R[3 * c + 2] * s2[2];
-    [[0, 0], [0, 1], [0, 2], [1, 1], [1, 2], [2, 2]].forEach(([r, c], k) => {
-      const v = entry(r, c); cov[6 * i + k] = v; top = Math.max(top, Math.abs(v));
-    });
-  });
-  const covExponent = top > 0 ? Math.ceil(Math.log2(top)) - 15 : 0, unit = 2 ** -covExponent;
+  // covariance R diag(s^2) R^T, each splat's six entries over its own power of two 2^covExp[i] (its largest
+  // entry under 2^15) as float16 pairs (x, y | z, ...): a capture's covariances span more than float16's range
   const f32 = new Float32Array(1), u32 = new Uint32Array(f32.buffer);
   const half = (v) => {  // float -> IEEE float16 bits, rounded to nearest
     f32[0] = v;
@@ -84,8 +70,25 @@ async function decodePageSplats(header, base64) {
     if (e <= 0) return e < -10 ? sign : sign | (((m | 0x800000) >>> (1 - e)) + 0x1000) >>> 13;
     return sign | (((e << 10) | (m >>> 13)) + ((m >>> 12) & 1));
   };
-  const covBits = new Uint32Array(3 * n);
-  for (let k = 0; k < 3 * n; k++) covBits[k] = half(cov[2 * k] * unit) | (half(cov[2 * k + 1] * unit) << 16);
+  const covBits = new Uint32Array(3 * n), covExp = new Int32Array(n), entries = new Float64Array(6);
+  order.forEach((j, i) => {
+    const [w, x, y, z] = quat.subarray(4 * j, 4 * j + 4);
+    const R = [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+               2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+               2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)];
+    const s2 = [0, 1, 2].map((a) => Math.exp(2 * logScale[3 * j + a]));
+    const entry = (r, c) => R[3 * r] * R[3 * c] * s2[0] + R[3 * r + 1] * R[3 * c + 1] * s2[1]
+                            + R[3 * r + 2] * R[3 * c + 2] * s2[2];
+    let top = 0;
+    [[0, 0], [0, 1], [0, 2], [1, 1], [1, 2], [2, 2]].forEach(([r, c], k) => {
+      entries[k] = entry(r, c); top = Math.max(top, Math.abs(entries[k]));
+    });
+    covExp[i] = top > 0 ? Math.ceil(Math.log2(top)) - 15 : 0;
+    const unit = 2 ** -covExp[i];
+    for (let k = 0; k < 3; k++) {
+      covBits[3 * i + k] = half(entries[2 * k] * unit) | (half(entries[2 * k + 1] * unit) << 16);
+    }
+  });
 
   const means = new Float32Array(3 * n), rgba = new Uint8Array(4 * n);
   const sh1 = header.sh_degree >= 1 ? new Int8Array(9 * n) : null;
@@ -98,6 +101,6 @@ async function decodePageSplats(header, base64) {
     rgba[4 * i + 3] = Math.round(alpha(j) * 255);
     if (sh1) sh1.set(book.subarray(9 * index[j], 9 * index[j] + 9), 9 * i);
   });
-  return { n, means, cov: covBits, covExponent, rgba, sh1, sh1Scale: header.sh1_scale,
+  return { n, means, cov: covBits, covExp, rgba, sh1, sh1Scale: header.sh1_scale,
            antialiased: !!header.antialiased };
 }

@@ -5,16 +5,15 @@
 // sizes the quad where its alpha falls below 1/255; the fragment shader blends it back to front
 // (premultiplied "over", alpha clamped at 0.99) after a depth sort on the CPU (sortKeys).
 "use strict";
-function createSplatRenderer(gl, s) {  // s: {n, means, cov, rgba, sh1, sh1Scale, covExponent, antialiased}
+function createSplatRenderer(gl, s) {  // s: {n, means, cov, covExp, rgba, sh1, sh1Scale, antialiased}
   const VS = `#version 300 es
 precision highp float; precision highp int;
-uniform highp usampler2D u_data;  // 2 texels a splat: x, y, z, cov01 | cov23, cov45 (half pairs)
+uniform highp usampler2D u_data;  // 2 texels a splat: x, y, z, cov01 | cov23, cov45 (half pairs), 128 + exponent
 uniform sampler2D u_color;        // RGBA8: colour, opacity
 uniform highp usampler2D u_order; // the splats back to front, 1024 a row
 uniform mat4 u_view;              // world -> camera, x right, y down, z forward
 uniform vec2 u_focal;             // pixels
 uniform vec2 u_viewport;          // pixels
-uniform float u_cov_scale;
 uniform bool u_antialiased;       // the 2D mip filter: opacity times sqrt(det / det with the low-pass)
 out vec4 v_color;
 out vec2 v_offset;                // pixels from the centre
@@ -31,7 +30,7 @@ void main() {
   if (cam.z < __NEAR__ || v_color.a * __ALPHA_STEPS__ <= 1.0) return;
   uvec4 d1 = texelFetch(u_data, t + ivec2(1, 0), 0);
   vec2 c01 = unpackHalf2x16(d0.w), c23 = unpackHalf2x16(d1.x), c45 = unpackHalf2x16(d1.y);
-  mat3 V = u_cov_scale * mat3(c01.x, c01.y, c23.x, c01.y, c23.y, c45.x, c23.x, c45.x, c45.y);
+  mat3 V = exp2(float(d1.z) - 128.0) * mat3(c01.x, c01.y, c23.x, c01.y, c23.y, c45.x, c23.x, c45.x, c45.y);
   vec2 lim = __FOV_CLAMP__ * 0.5 * u_viewport / u_focal;  // 3DGS clamps x/z and y/z to 1.3 tan(fov / 2)
   vec2 xy = clamp(cam.xy / cam.z, -lim, lim);
   float iz = 1.0 / cam.z;
@@ -80,7 +79,7 @@ void main() {
   if (!gl.getProgramParameter(program, gl.LINK_STATUS)) throw new Error("program: " + gl.getProgramInfoLog(program));
   gl.useProgram(program);
   const U = {};
-  for (const name of ["u_data", "u_color", "u_order", "u_view", "u_focal", "u_viewport", "u_cov_scale", "u_antialiased"])
+  for (const name of ["u_data", "u_color", "u_order", "u_view", "u_focal", "u_viewport", "u_antialiased"])
     U[name] = gl.getUniformLocation(program, name);
 
   const n = s.n, rows = Math.max(1, Math.ceil(n / 1024));
@@ -95,6 +94,7 @@ void main() {
   for (let i = 0; i < n; i++) {
     data[8 * i] = meanBits[3 * i]; data[8 * i + 1] = meanBits[3 * i + 1]; data[8 * i + 2] = meanBits[3 * i + 2];
     data[8 * i + 3] = s.cov[3 * i]; data[8 * i + 4] = s.cov[3 * i + 1]; data[8 * i + 5] = s.cov[3 * i + 2];
+    data[8 * i + 6] = s.covExp[i] + 128;  // the covariance's power of two, biased
   }
   texture(0, gl.RGBA32UI, gl.RGBA_INTEGER, gl.UNSIGNED_INT, 2048, data);
   const colors = new Uint8Array(1024 * rows * 4);
@@ -105,7 +105,6 @@ void main() {
   gl.uniform1i(U.u_data, 0);
   gl.uniform1i(U.u_color, 1);
   gl.uniform1i(U.u_order, 2);
-  gl.uniform1f(U.u_cov_scale, Math.pow(2, s.covExponent));
   gl.uniform1i(U.u_antialiased, s.antialiased ? 1 : 0);
   gl.bindVertexArray(gl.createVertexArray());  // no attributes
   const quads = new Uint32Array(6 * n);  // splat k: vertices 4k .. 4k + 3

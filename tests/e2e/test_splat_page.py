@@ -166,7 +166,11 @@ def _reference(splats: dict, c2w: np.ndarray) -> np.ndarray:
     return image
 
 
-def test_pixels_match_a_numpy_3dgs_splatting(browser, tmp_path):
+@pytest.mark.parametrize("horizon", [False, True])
+def test_pixels_match_a_numpy_3dgs_splatting(browser, tmp_path, horizon):
+    """``horizon``: one more splat 10^6 out and 10^5 wide (as a forward-facing bake leaves at its horizon),
+    too faint to draw: the small splats' covariances keep their precision beside its 10^10 (each splat's
+    float16 covariance has its own power of two)."""
     rng = np.random.default_rng(3)
     n = 12
     scene = {
@@ -177,6 +181,10 @@ def test_pixels_match_a_numpy_3dgs_splatting(browser, tmp_path):
         "rgb": rng.uniform(0.15, 0.85, (n, 3)),
         "sh1": rng.uniform(-0.15, 0.15, (n, 3, 3)),
     }
+    if horizon:
+        far = {"means": [[0.0, 0.0, -1e6]], "sigmas": [[1e5, 1e5, 1e5]], "quats": [[1.0, 0.0, 0.0, 0.0]],
+               "opacity": [0.001], "rgb": [[0.5, 0.5, 0.5]], "sh1": np.zeros((1, 3, 3))}
+        scene = {k: np.concatenate([v, np.asarray(far[k], dtype=float)]) for k, v in scene.items()}
     splats = _splats(scene["means"], scene["sigmas"], scene["quats"], scene["opacity"], scene["rgb"], scene["sh1"])
     np.testing.assert_allclose(SH_C0 * splats.sh[:, 0].numpy() + 0.5, scene["rgb"], atol=1e-6)
     cameras = [{"c2w": _c2w([0.3, 0.2, 4.0], yaw_deg=5.0), "fov_y": FOV_Y, "width": W, "height": H},
