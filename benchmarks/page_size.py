@@ -10,7 +10,8 @@ folder, run from there, on a copy of the checkpoint with the keys that code know
 over the list (the run's training and held-out cameras), each waited to its full frame with the HUD
 hidden: the screenshots' PSNR (new against baseline, over the whole 640 x 480 window), and
 ``--moves`` mouse-drag orbits of the new page timed from the input event to its first frame
-(``benchmarks.splat_page``'s measure). Targets (issue 64): the page at most 1/4 of the baseline's,
+(``benchmarks.splat_page``'s measure); the lowest camera's screenshots side by side (``OUT/NAME_worst.png``,
+new | baseline) and the splats far out and nearly opaque (``horizon``), which a page must draw at any range. Targets (issue 64): the page at most 1/4 of the baseline's,
 every screenshot at least 35 dB against the baseline's, a move answered within 0.2 s.
 """
 
@@ -71,6 +72,29 @@ def _screenshot(driver) -> np.ndarray:
     return iio.imread(driver.get_screenshot_as_png())[..., :3].astype(np.float64) / 255.0
 
 
+def _write_png(path: Path, image: np.ndarray) -> None:
+    import imageio.v3 as iio
+
+    iio.imwrite(path, (np.clip(image, 0.0, 1.0) * 255).round().astype(np.uint8))
+
+
+def _horizon(splats: Path) -> dict:
+    """The splats far out and nearly opaque (a bake's horizon): the count of those with opacity at least 0.5
+    lying more than 10^4 median distances from the median centre, their largest distance and standard deviation
+    (the file's units)."""
+    from enerf.splats.files import read_splat_file
+
+    s = read_splat_file(splats)
+    s = s[0] if isinstance(s, tuple) else s
+    means = s.means.double().numpy()
+    dist = np.linalg.norm(means - np.median(means, 0), axis=1)
+    far = (dist > 1e4 * np.median(dist)) & (s.opacities.double().numpy() >= 0.5)
+    sigma = s.log_scales.double().exp().max(1).values.numpy()
+    return {"count": int(far.sum()), "distance_max": float(dist[far].max()) if far.any() else 0.0,
+            "sigma_max": float(sigma[far].max()) if far.any() else 0.0,
+            "opacity_mean": float(s.opacities.double().numpy()[far].mean()) if far.any() else 0.0}
+
+
 def _views(driver, page: Path, cameras: list[int]) -> list[np.ndarray]:
     open_page(driver, page)
     driver.execute_script("window.enerfSplat.showHud(false)")
@@ -120,11 +144,16 @@ def main(argv: list[str] | None = None) -> dict:
                 open_page(driver, pages["new"])
                 moves = [drag_and_wait(driver, -200)["lastMoveMs"] / 1000 for _ in range(args.moves)]
                 sizes = {k: p.stat().st_size for k, p in pages.items()}
+                worst = int(np.argmin(psnr))  # the lowest camera's two screenshots side by side, new | baseline
+                _write_png(args.out / f"{name}_worst.png",
+                           np.concatenate([shots["new"][worst], shots["baseline"][worst]], 1))
                 captures[name] = {
                     "splats": str(splats), "page_bytes": sizes["new"], "baseline_bytes": sizes["baseline"],
                     "ratio": sizes["new"] / sizes["baseline"], "export_s": export_s, "cameras": cameras,
                     "psnr_vs_baseline": psnr, "psnr_min": min(psnr), "move_s": moves,
-                    "move_s_median": statistics.median(moves), "move_s_max": max(moves)}
+                    "move_s_median": statistics.median(moves), "move_s_max": max(moves),
+                    "worst_camera": cameras[worst], "worst_picture": str(args.out / f"{name}_worst.png"),
+                    "horizon": _horizon(splats)}
                 c = captures[name]
                 print(f"{name}: page {c['page_bytes'] / 1e6:.2f} MB against {c['baseline_bytes'] / 1e6:.2f} MB "
                       f"({c['ratio']:.3f}); screenshots {min(psnr):.1f}-{max(psnr):.1f} dB against the baseline's; "
