@@ -32,7 +32,7 @@ from benchmarks.pages.records import fmt
 # benchmarks.splat_files)
 SPLAT_STAGE = [f"enerf/splats/{name}" for name in (
     "__init__.py", "bake.py", "clean.py", "densify.py", "export.py", "files.py", "frames.py", "gaussians.py", "ply.py",
-    "rasterize.py", "source.py", "teacher.py", "tiles.py")]
+    "projection.py", "rasterize.py", "source.py", "teacher.py", "tiles.py")]
 DEPENDS = TRAINING_CODE + SPLAT_STAGE + ["enerf/export", "enerf/cli/train.py", "enerf/loaded_run.py", "enerf/views.py"]
 WHAT = ("enerf train --datadir CAPTURE with no config (10-minute field, then the splats), wall time of training, "
         "bake and scoring; held-out figures of the field and of the splats")

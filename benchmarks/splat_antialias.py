@@ -26,8 +26,8 @@ from pathlib import Path
 from benchmarks.half_size import score
 from benchmarks.harness import git_commit, load_average, machine, write_record
 
-DEPENDS = ["enerf/splats/bake.py", "enerf/splats/rasterize.py", "enerf/splats/tiles.py", "enerf/splats/teacher.py",
-           "enerf/splats/gaussians.py", "enerf/splats/ply.py", "benchmarks/half_size.py"]
+DEPENDS = ["enerf/splats/bake.py", "enerf/splats/rasterize.py", "enerf/splats/projection.py", "enerf/splats/tiles.py",
+           "enerf/splats/teacher.py", "enerf/splats/gaussians.py", "enerf/splats/ply.py", "benchmarks/half_size.py"]
 VARIANTS = {"classic": ["--antialiased", "false"], "antialiased": ["--antialiased", "true"]}  # whatever the default
 
 

@@ -30,8 +30,8 @@ from benchmarks.harness import TRAINING_CODE, command_line, git_commit, load_ave
 from benchmarks.splat_files import enerf
 
 DEPENDS = TRAINING_CODE + [f"enerf/splats/{name}" for name in (
-    "clean.py", "export.py", "files.py", "frames.py", "gaussians.py", "ply.py", "rasterize.py", "tiles.py",
-    "source.py")] + ["enerf/loaded_run.py", "enerf/cli"]
+    "clean.py", "export.py", "files.py", "frames.py", "gaussians.py", "ply.py", "projection.py", "rasterize.py",
+    "tiles.py", "source.py")] + ["enerf/loaded_run.py", "enerf/cli"]
 
 
 def _score(ckpt: Path, splats: Path, run: Path) -> dict:

@@ -21,8 +21,8 @@ from benchmarks.harness import TRAINING_CODE, git_commit, load_average, machine,
 FORMATS = ("spz", "splat")
 # what the record's figures depend on (benchmarks/pages): the writers and readers, the rasterizer, the scoring
 DEPENDS = TRAINING_CODE + [f"enerf/splats/{name}" for name in (
-    "spz.py", "dotsplat.py", "ply.py", "files.py", "frames.py", "gaussians.py", "rasterize.py", "tiles.py", "source.py",
-    "export.py", "clean.py")] + ["enerf/loaded_run.py", "enerf/cli"]
+    "spz.py", "dotsplat.py", "ply.py", "files.py", "frames.py", "gaussians.py", "projection.py", "rasterize.py",
+    "tiles.py", "source.py", "export.py", "clean.py")] + ["enerf/loaded_run.py", "enerf/cli"]
 
 
 def enerf(*args: str) -> None:

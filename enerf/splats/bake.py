@@ -57,10 +57,9 @@ from ..progress import progress_bar
 from ..views import render_views
 from .densify import DensityControl
 from .gaussians import Splats, rgb_to_sh0
-from .rasterize import choose_backend, rasterize
+from .rasterize import choose_backend, rasterize, warm_up
 from .source import run_background
 from .teacher import fit_loss, teacher_poses
-from .tiles import warm_up
 
 __all__ = ["BakeReport", "field_candidates", "teacher_targets", "free_space_violations", "merge_candidates",
            "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake"]
@@ -272,8 +271,9 @@ def _as_splats(leaves: dict[str, Tensor], antialiased: bool) -> Splats:
 
 
 def _optimizer(leaves: dict[str, Tensor], lr: dict[str, float]) -> torch.optim.Adam:
+    fused = next(iter(leaves.values())).device.type in ("cpu", "cuda")  # one kernel a group, not a dozen
     return torch.optim.Adam([{"params": [t], "lr": lr[k], "name": k} for k, t in leaves.items() if t.shape[1:].numel()],
-                            eps=1e-15)
+                            eps=1e-15, fused=fused)
 
 
 def _reindex(opt: torch.optim.Adam, leaves: dict[str, Tensor], src: Tensor, values: dict[str, Tensor],

@@ -38,9 +38,10 @@ from torch import Tensor
 from ..cameras.pinhole import Pinhole, world_to_cv_camera
 from ..render.compositing import exclusive_segment_sum
 from .gaussians import Splats, sh_to_rgb
+from .projection import project_drawn
 from .tiles import numba_available, rasterize_tiles
 
-__all__ = ["NEAR", "MAX_PAIRS", "project", "rasterize", "choose_backend", "gsplat_available"]
+__all__ = ["NEAR", "MAX_PAIRS", "project", "rasterize", "choose_backend", "gsplat_available", "warm_up"]
 
 NEAR = 0.01  # Gaussians whose centre is nearer than this (camera z, scene units) are not drawn
 ALPHA_STEPS = 255.0  # an opacity under 1 / ALPHA_STEPS is nothing (the reference's threshold, 8-bit colour)
@@ -216,6 +217,16 @@ def rasterize(splats: Splats, camera: Pinhole, background: Tensor | None = None,
         return _rasterize_gsplat(splats, camera, bg)
     r0, r1 = rows if rows is not None else (0, camera.height)
     width = camera.width
+    if backend == "numba":  # the same projection compiled, forward and backward (enerf.splats.projection)
+        drawn = project_drawn(splats, camera, (r0, r1), (NEAR, FOV_CLAMP, LOW_PASS, ALPHA_MIN))
+        uv, idx = drawn["uv"], drawn["index"]
+        colors = sh_to_rgb(splats.sh[idx], torch.nn.functional.normalize(splats.means[idx] - camera.centre(splats.means),
+                                                                         dim=-1))
+        if uv.requires_grad:
+            uv.retain_grad()  # the fit's densification reads dL/d(pixel position) of the drawn Gaussians
+        rgb, acc, depth = rasterize_tiles(uv, drawn["conic"], drawn["opacity"], colors, drawn["depth"], drawn["extent"],
+                                          width, (r0, r1), ALPHA_MIN, ALPHA_MAX)
+        return {"rgb": rgb + (1.0 - acc)[..., None] * bg.float(), "acc": acc, "depth": depth, "index": idx, "uv": uv}
     proj = project(splats, camera)
     opacity = splats.opacities * proj["compensation"] if splats.antialiased else splats.opacities
     ext = _extent(proj["cov2d"], opacity)
@@ -229,9 +240,6 @@ def rasterize(splats: Splats, camera: Pinhole, background: Tensor | None = None,
     if uv.requires_grad:
         uv.retain_grad()  # the fit's densification reads dL/d(pixel position) of the drawn Gaussians
     drawn = {"index": idx, "uv": uv}
-    if backend == "numba":
-        rgb, acc, depth = rasterize_tiles(uv, conic, op, colors, dep, ex, width, (r0, r1), ALPHA_MIN, ALPHA_MAX)
-        return {"rgb": rgb + (1.0 - acc)[..., None] * bg.float(), "acc": acc, "depth": depth, **drawn}
     with torch.no_grad():  # how many pairs each band of rows holds: split so that one band stays under MAX_PAIRS
         area = (2 * ex[:, 0] + 1).clamp_max(width) * (2 * ex[:, 1] + 1).clamp_max(r1 - r0)
         bands = max(1, math.ceil(float(area.sum()) / MAX_PAIRS))
@@ -246,3 +254,13 @@ def rasterize(splats: Splats, camera: Pinhole, background: Tensor | None = None,
     h = r1 - r0
     rgb = rgb + (1.0 - acc)[:, None] * bg
     return {"rgb": rgb.reshape(h, width, 3), "acc": acc.reshape(h, width), "depth": depth.reshape(h, width), **drawn}
+
+
+def warm_up() -> None:
+    """Compile the numba kernels now (one Gaussian into an 8 x 8 image, forward and backward), so that a timed
+    loop does not count numba's first compilation (seconds; cached on disk afterwards)."""
+    one = Splats(means=torch.tensor([[0.0, 0.0, -2.0]]), log_scales=torch.full((1, 3), -2.0),
+                 quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]), opacity_logits=torch.zeros(1), sh=torch.zeros(1, 4, 3),
+                 antialiased=True).map(lambda t: t.requires_grad_(True))
+    out = rasterize(one, Pinhole(torch.eye(4)[:3], 8, 8, 8.0), backend="numba")
+    (out["rgb"].sum() + out["acc"].sum()).backward()

@@ -60,23 +60,20 @@ def teacher_poses(poses: np.ndarray, depths: np.ndarray, count: int, push: float
     return out.astype(np.float32)
 
 
-def _band(n: int, device, dtype) -> Tensor:
-    """[n, n - 10] the 11-tap Gaussian window as a banded matrix: ``x @ band`` blurs the last axis of x
-    over its valid positions (a matrix product: on a CPU far cheaper to differentiate than a convolution)."""
+def _window(device, dtype) -> Tensor:
+    """[2 * SSIM_RADIUS + 1] the normalised 1D Gaussian window."""
     x = torch.arange(-SSIM_RADIUS, SSIM_RADIUS + 1, device=device, dtype=dtype)
     w = torch.exp(-0.5 * (x / SSIM_SIGMA) ** 2)
-    w = w / w.sum()
-    band = torch.zeros(n, n - 2 * SSIM_RADIUS, device=device, dtype=dtype)
-    cols = torch.arange(n - 2 * SSIM_RADIUS, device=device)
-    for k in range(2 * SSIM_RADIUS + 1):
-        band[cols + k, cols] = w[k]
-    return band
+    return w / w.sum()
 
 
 def _blur(x: Tensor) -> Tensor:
-    """[C, H, W] -> [C, H - 10, W - 10]: the separable Gaussian window over the valid part."""
-    along_w = x @ _band(x.shape[2], x.device, x.dtype)  # [C, H, W - 10]
-    return (along_w.transpose(1, 2) @ _band(x.shape[1], x.device, x.dtype)).transpose(1, 2)
+    """[C, H, W] -> [C, H - 10, W - 10]: the separable Gaussian window over the valid part (two depthwise
+    1D convolutions: on a CPU, forward and backward, less than half the time of a banded matrix product)."""
+    c, k = x.shape[0], 2 * SSIM_RADIUS + 1
+    w = _window(x.device, x.dtype)
+    along_w = F.conv2d(x[None], w.view(1, 1, 1, k).expand(c, 1, 1, k), groups=c)
+    return F.conv2d(along_w, w.view(1, 1, k, 1).expand(c, 1, k, 1), groups=c)[0]
 
 
 def ssim_map(pred: Tensor, target: Tensor) -> Tensor:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["TILE", "T_STOP", "numba_available", "rasterize_tiles", "warm_up"]
+__all__ = ["TILE", "T_STOP", "numba_available", "rasterize_tiles"]
 
 TILE = 4  # px; see the module docstring
 T_STOP = 1e-4  # a pixel stops once its transmittance falls below this (the reference's)
@@ -323,12 +323,3 @@ def rasterize_tiles(uv: Tensor, conic: Tensor, opacity: Tensor, colors: Tensor, 
         rgb [r1 - r0, width, 3] (no background), acc [r1 - r0, width], depth [r1 - r0, width] (weighted)
     """
     return _Tiles.apply(uv, conic, opacity, colors, depth, extent, width, rows, alpha_min, alpha_max)
-
-
-def warm_up() -> None:
-    """Compile the kernels now (one Gaussian, an 8 x 8 image, forward and backward), so that a timed
-    loop does not count numba's first compilation (seconds; cached on disk afterwards)."""
-    uv = torch.tensor([[4.0, 4.0]], requires_grad=True)
-    rgb, acc, _ = rasterize_tiles(uv, torch.tensor([[0.5, 0.0, 0.5]]), torch.tensor([0.9]), torch.ones(1, 3),
-                                  torch.ones(1), torch.tensor([[4.0, 4.0]]), 8, (0, 8), 1.0 / 255.0, 0.99)
-    (rgb.sum() + acc.sum()).backward()

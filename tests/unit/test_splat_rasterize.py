@@ -129,12 +129,23 @@ def test_compiled_forward_matches_torch():
         torch.testing.assert_close(band[key], ref[key][13:41], atol=2e-4, rtol=0)
 
 
-@pytest.mark.parametrize("n, degree", [(60, 1), (300, 0)])
-def test_compiled_backward_matches_torch_autograd(n, degree):
-    """The numba backward pass (the reference's back-to-front walk) against torch's autograd through
-    the pure-torch pairs (segmented sums): the same loss on rgb and acc, every parameter's gradient."""
+@pytest.mark.parametrize("n, degree, antialiased, wide", [(60, 1, False, False), (300, 0, False, False),
+                                                          (120, 1, True, True)])
+def test_compiled_backward_matches_torch_autograd(n, degree, antialiased, wide):
+    """The numba projection and draw, backward (the chain rule written out; the reference's back-to-front
+    walk) against torch's autograd through the pure-torch projection and pairs (segmented sums): the same
+    loss on rgb and acc, every parameter's gradient. ``wide``: centres up to 2.5x further sideways and
+    Gaussians 3x larger, so that some lie beyond the Jacobian's field-of-view clamp and still reach the image;
+    ``antialiased``: with the mip filter's opacity factor."""
     pytest.importorskip("numba")
     splats, cam = _random_splats(n, degree, seed=n), _camera(40, 30)
+    if wide:
+        splats.means = splats.means * torch.tensor([2.5, 2.5, 1.0])
+        splats.log_scales = splats.log_scales + float(np.log(3.0))
+        lim = 1.3 * 0.5 * cam.width / cam.focal
+        local = (splats.means - cam.c2w[:3, 3]) @ cam.c2w[:3, :3]
+        assert int(((local[:, 0] / -local[:, 2]).abs() > lim).sum()) >= 10  # the clamp is exercised
+    splats.antialiased = antialiased
     bg = torch.tensor([0.2, 0.5, 0.9])
     g = torch.Generator().manual_seed(1)
     w_rgb, w_acc = torch.rand(30, 40, 3, generator=g), torch.rand(30, 40, generator=g)
