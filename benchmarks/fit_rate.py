@@ -40,9 +40,9 @@ def set_threads(n: int) -> None:
         pass
 
 
-def measure(ckpt: str, seconds: float, threads: list[int]) -> dict:
+def measure(ckpt: str, seconds: float, threads: list[int], datadir: str | None = None) -> dict:
     """{"splats": N, "steps_per_second": {threads: steps / s}, "load_before": {threads: [1, 5, 15 min]}}."""
-    run = load_run(ckpt, DATA_ROOT, task="nerf", images=True)
+    run = load_run(ckpt, DATA_ROOT, task="nerf", datadir=datadir, images=True)
     path = run_splats_path(run.folder)
     if path is None:
         raise SystemExit(f"{run.folder} has no splats.ply: run enerf train (or enerf export splats) first")
@@ -62,12 +62,13 @@ def measure(ckpt: str, seconds: float, threads: list[int]) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ckpt", required=True, help="a run's checkpoint; the run folder holds splats.ply")
+    parser.add_argument("--datadir", default=None, help="the capture (default: the folder recorded at training)")
     parser.add_argument("--name", required=True, help="the record's entry")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--record", default=None)
     args = parser.parse_args(argv)
-    entry = {**measure(args.ckpt, args.seconds, args.threads), "seconds": args.seconds, "commit": git_commit(),
+    entry = {**measure(args.ckpt, args.seconds, args.threads, args.datadir), "seconds": args.seconds, "commit": git_commit(),
              "command": command_line()}
     if args.record:
         path = Path(args.record)
