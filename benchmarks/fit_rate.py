@@ -25,7 +25,7 @@ from enerf.splats.bake import fit_splats
 from enerf.splats.files import read_splats_into_scene
 
 DEPENDS = ["enerf/splats/bake.py", "enerf/splats/projection.py", "enerf/splats/rasterize.py", "enerf/splats/tiles.py",
-           "enerf/splats/teacher.py", "enerf/splats/gaussians.py", "benchmarks/fit_rate.py"]
+           "enerf/splats/teacher.py", "enerf/splats/gaussians.py"]
 WHAT = "steps per second of the splat fit (a run's splats fitted to its photos, default settings) on 1 and 2 threads"
 
 
@@ -67,14 +67,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--record", default=None)
+    parser.add_argument("--baseline", action="store_true",
+                        help="the entry goes under the record's 'baseline' (this script run in an earlier tree, "
+                             "for comparison) instead of 'entries'")
     args = parser.parse_args(argv)
     entry = {**measure(args.ckpt, args.seconds, args.threads, args.datadir), "seconds": args.seconds, "commit": git_commit(),
              "command": command_line()}
     if args.record:
         path = Path(args.record)
-        record = json.loads(path.read_text()) if path.is_file() else {"what": WHAT, "depends": DEPENDS, "entries": {}}
-        record.update({"what": WHAT, "depends": DEPENDS, "machine": machine(), "commit": git_commit()})
-        record["entries"][args.name] = entry
+        record = json.loads(path.read_text()) if path.is_file() else {"entries": {}}
+        if args.baseline:
+            record.setdefault("baseline", {})[args.name] = entry
+        else:
+            record.update({"what": WHAT, "depends": DEPENDS, "machine": machine(), "commit": git_commit()})
+            record["entries"][args.name] = entry
         write_record(path, record)
     return entry
 

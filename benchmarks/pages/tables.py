@@ -146,6 +146,16 @@ def splats_table() -> str:
     return splats.table(record("splats"))
 
 
+@table("fit_rate", "fit_rate")
+def fit_rate_table() -> str:
+    """docs/splats.md's table: the splat fit's steps per second on 1 and 2 threads (``benchmarks.fit_rate``)."""
+    return _markdown(["capture", "splats", "1 thread", "2 threads", "2 ÷ 1"],
+                     [[name, f"{e['splats']:,}", f"{e['steps_per_second']['1']:.1f} steps/s",
+                       f"{e['steps_per_second']['2']:.1f} steps/s",
+                       f"×{e['steps_per_second']['2'] / e['steps_per_second']['1']:.2f}"]
+                      for name, e in record("fit_rate")["entries"].items()])
+
+
 @figure("demo_minutes", "demo")
 def demo_minutes() -> str:
     """The demo's wall time in minutes, one decimal."""
