@@ -418,9 +418,9 @@ def splat_clean_table() -> str:
 
 @figure("splat_clean_99_loss", "splat_clean_99")
 def splat_clean_99_loss() -> str:
-    """The least and the most a crop holding 99 % of the centres costs where it keeps the scene, in dB: "A to B"."""
-    deltas = [-e["crop"]["delta_psnr"] for e in record("splat_clean_99")["entries"].values()]
-    return f"{min(deltas):.2f} to {max(deltas):.2f}"
+    """The lowest and the highest change of PSNR a crop holding 99 % of the centres makes, in dB: "A to B" (signed)."""
+    deltas = [e["crop"]["delta_psnr"] for e in record("splat_clean_99")["entries"].values()]
+    return f"{fmt(min(deltas), '+.2f')} to {fmt(max(deltas), '+.2f')}"
 
 
 @figure("splat_page_mb", "splat_page")
