@@ -193,6 +193,9 @@ class SplatConfig:
     antialiased: bool = option(True, "fit and draw the splats with the 2D mip filter (Mip-Splatting; gsplat's "
                                "antialiased mode): they keep their coverage at any window size; recorded in the file "
                                "(.ply, .spz; a viewer without the filter draws them fuller); false: classic 3DGS")
+    max_spread: float = option(0.25, "a Gaussian's largest standard deviation is kept at most this times its distance "
+                               "from the nearest training camera (its angular size), so that no splat stretches across "
+                               "a whole view (0: no cap)", lo=0.0)
     densify_every: int = option(0, "fitting steps between two densifications (0: none, the count stays fixed)", lo=0)
     densify_grow: float = option(0.15, "fraction of the Gaussians cloned or split at each densification (those "
                                  "with the largest screen-space gradient), until --count", lo=0.0, hi=1.0)

@@ -29,7 +29,9 @@
    a photo has no transparent pixel, so the splats must cover it whole. During the first
    ``densify_until`` of the time, every ``densify_every`` steps the Gaussians with the largest
    screen-space gradient are cloned or split and the faint ones pruned (``enerf.splats.densify``), up to ``count``; Gaussians whose
-   opacity ends below 1/255 are dropped.
+   opacity ends below 1/255 are dropped. After each step no Gaussian's standard deviation exceeds ``max_spread``
+   times its distance from the nearest training camera (on the boardgame capture, a handful of splats wider than
+   their distance drew a grey veil across a held-out view).
 
 Everything is in the run's scene frame (the normalised frame it trained in); ``enerf.splats.ply``
 writes it in the capture's frame. Forward-facing runs trained in NDC bake in that scene frame
@@ -323,6 +325,8 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     gen = torch.Generator().manual_seed(cfg.seed)
     if backend == "numba":
         warm_up()  # numba's first compilation is not fitting time
+    centres = torch.as_tensor(np.asarray(scene.poses)[views][:, :3, 3], dtype=torch.float32, device=device)  # [V, 3]
+    cap = None
     tic = time.perf_counter()
     steps = 0
     budget = float(seconds)
@@ -348,6 +352,12 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
             loss.backward()
             opt.step()
             steps += 1
+            if cfg.max_spread > 0:  # no splat wider than max_spread x its distance from the nearest training camera
+                if cap is None or len(cap) != len(leaves["means"]) or steps % 25 == 0:
+                    with torch.no_grad():
+                        cap = torch.log(cfg.max_spread * torch.cdist(leaves["means"], centres).min(1).values + 1e-9)
+                with torch.no_grad():
+                    leaves["log_scales"].clamp_(max=cap[:, None])
             frac = min(1.0, elapsed / budget)
             if cfg.densify_every and not taught and out["uv"].grad is not None:
                 density.observe(out["index"].cpu(), out["uv"].grad)

@@ -170,3 +170,24 @@ def test_a_white_background_run_keeps_its_white(white, monkeypatch):
         torch.testing.assert_close(backgrounds, torch.ones_like(backgrounds))
     else:
         assert len(seen) > 2 and float(backgrounds.std(0).min()) > 0.1  # a new colour each step
+
+
+@pytest.mark.parametrize("max_spread", [0.25, 0.0])
+def test_no_splat_spreads_wider_than_its_distance_allows(max_spread):
+    """A Gaussian 5 units wide 3 units in front of the cameras: with ``max_spread`` its standard deviations end
+    at most max_spread x its distance from the nearest camera (numpy's distance to the two camera centres);
+    with 0 nothing caps them."""
+    start = _faint_splats(0.5)
+    start.log_scales[12] = math.log(5.0)  # the centre one
+    cfg = SplatConfig(teacher_views=0, max_spread=max_spread)
+    run = _plain_photo_run(white=False)
+    fitted, steps, _ = fit_splats(run, start, cfg, seconds=0.5, progress=False)
+    assert steps > 0
+    centres = run.scene.poses[:, :3, 3]
+    nearest = np.linalg.norm(fitted.means.numpy()[:, None] - centres[None], axis=-1).min(1)
+    widest = fitted.scales.max(1).values.numpy()
+    if max_spread > 0:
+        assert (widest <= max_spread * nearest * (1 + 1e-4)).all()
+        assert widest.max() > 0.5 * max_spread * nearest.min()  # the capped one sits at its cap
+    else:
+        assert widest.max() > 3.0
