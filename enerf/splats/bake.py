@@ -300,6 +300,13 @@ def _reindex(opt: torch.optim.Adam, leaves: dict[str, Tensor], src: Tensor, valu
     return new
 
 
+@torch.no_grad()
+def _spread_cap(means: Tensor, centres: Tensor, max_spread: float) -> Tensor:
+    """[N] the largest log standard deviation each Gaussian may have: log(max_spread x the distance from its mean
+    [N, 3] to the nearest training camera centre [V, 3])."""
+    return torch.log(max_spread * torch.cdist(means, centres).min(1).values + 1e-9)
+
+
 def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float, progress: bool = True,
                teacher: tuple[list[Pinhole], list[Tensor]] = ([], [])) -> tuple[Splats, int, str]:
     """Step 2 of the module docstring for ``seconds``: (the fitted Splats, steps taken, backend used).
@@ -354,8 +361,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
             steps += 1
             if cfg.max_spread > 0:  # no splat wider than max_spread x its distance from the nearest training camera
                 if cap is None or len(cap) != len(leaves["means"]) or steps % 25 == 0:
-                    with torch.no_grad():
-                        cap = torch.log(cfg.max_spread * torch.cdist(leaves["means"], centres).min(1).values + 1e-9)
+                    cap = _spread_cap(leaves["means"], centres, cfg.max_spread)
                 with torch.no_grad():
                     leaves["log_scales"].clamp_(max=cap[:, None])
             frac = min(1.0, elapsed / budget)
@@ -370,6 +376,8 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
                 bar.set_postfix_str(f"step {steps}, {len(leaves['means']):,} splats, L1 {float(loss.detach()):.4f}",
                                     refresh=False)
     with torch.no_grad():
+        if cfg.max_spread > 0:  # the cap from where the means ended
+            leaves["log_scales"].clamp_(max=_spread_cap(leaves["means"], centres, cfg.max_spread)[:, None])
         fitted = _as_splats(leaves, splats.antialiased).map(lambda t: t.detach().cpu())
         fitted = fitted.select(fitted.opacities >= 1.0 / 255.0)
     return fitted, steps, backend
