@@ -49,7 +49,8 @@ STALE_OK: dict[str, str] = {
         "mesh_accuracy", "methods_demo", "paper_study", "scoring", "shapes_compare", "shapes_targets", "video_recipe",
         "viewer")},
     **{stem: f"{_REDESIGN4}; measured before the bake's fit on a random background (--random_background) and "
-             "before the fit's compiled projection (enerf/splats/projection.py: more fit steps in the same time)"
+             "before the fit's compiled projection (enerf/splats/projection.py: more fit steps in the same time) "
+             "and its spread cap (--max_spread)"
        for stem in ("capture_splats_far", "splat_antialias")},
     "colmap_fern": "changed since: COLMAP's camera axes turned by GL_TO_CV (c2w_rot @ diag(1, -1, -1), the same "
                    "numbers as the column signs before) and a test-only inverse moved to tests/helpers.py (issue 65)",
