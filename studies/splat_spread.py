@@ -23,6 +23,7 @@ from enerf.config import DATA_ROOT
 from enerf.loaded_run import load_run
 from enerf.metrics import psnr
 from enerf.runfolder import run_splats_path
+from enerf.splats.bake import _camera_extent, _spread_cap
 from enerf.splats.files import read_splats_into_scene
 from enerf.splats.rasterize import project, rasterize
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"{run.folder} has no splats.ply")
     g = read_splats_into_scene(path, scene, run.device)[0]
     centres = torch.as_tensor(np.asarray(scene.poses)[np.asarray(scene.i_train)][:, :3, 3], dtype=torch.float32)
-    nearest = torch.cdist(g.means, centres).min(1).values
+    nearest = _spread_cap(g.means, centres, 1.0).exp()  # [N] distance to the nearest training camera, as the fit's cap
     ratio = g.scales.max(1).values / nearest
     photo = scene.image(args.view)
     cam = Pinhole(np.asarray(scene.poses[args.view], np.float32), photo.shape[1], photo.shape[0], float(scene.focal))
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     top = idx[torch.argsort(area[idx] * g.opacities[idx], descending=True)[:args.top]]
     result = {
         "command": command_line(), "commit": git_commit(), "splats": len(g),
-        "camera_extent": float(1.1 * (centres - centres.mean(0)).norm(dim=-1).max()),
+        "camera_extent": _camera_extent(run),
         "ratio_quantiles": dict(zip(["0.5", "0.9", "0.99", "0.999"],
                                     torch.quantile(ratio, torch.tensor([0.5, 0.9, 0.99, 0.999])).tolist())),
         "ratio_above": {"0.5": int((ratio > 0.5).sum()), "1": int((ratio > 1).sum())},
