@@ -17,7 +17,8 @@
    ``count``, a random subset is kept and widened by sqrt(cells / count).
 2. **The field as a teacher** (``teacher_targets``, ``enerf.splats.teacher``): the field rendered at the
    same size from ``teacher_views`` cameras the capture does not have, between neighbouring training
-   cameras and pushed in or out along their axes.
+   cameras and pushed in or out along their axes; with ``teacher_turn``, also from every rendered training
+   camera turned up, down, left and right (``turned_targets``), whose pixels start Gaussians as in step 1.
 3. **Fit** (``fit_splats``): Adam on every parameter (3DGS's learning rates times ``fit_lr``, the
    centres' scaled by the cameras' extent and decaying), for what is left of ``bake_seconds`` after
    steps 1 and 2 (at least a quarter of it): each step renders one training photo (or ``fit_rows``
@@ -52,7 +53,7 @@ from torch import Tensor
 
 from ..cameras.pinhole import Pinhole
 from ..config import SplatConfig
-from ..data.camera_paths import Cameras, select_cameras
+from ..data.camera_paths import select_cameras
 from ..errors import ConfigError
 from ..loaded_run import LoadedRun
 from ..progress import progress_bar
@@ -61,9 +62,9 @@ from .densify import DensityControl
 from .gaussians import Splats, rgb_to_sh0
 from .rasterize import choose_backend, rasterize, warm_up
 from .source import run_background
-from .teacher import fit_loss, teacher_poses
+from .teacher import fit_loss, teacher_targets, turned_targets, view_candidates
 
-__all__ = ["BakeReport", "field_candidates", "teacher_targets", "free_space_violations", "merge_candidates",
+__all__ = ["BakeReport", "field_candidates", "free_space_violations", "merge_candidates",
            "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake"]
 
 # 3DGS's learning rates (train.py / arguments), the centres' relative to the cameras' extent
@@ -127,12 +128,7 @@ def field_candidates(run: LoadedRun, cfg: SplatConfig, progress: bool = True
     depths = []
     for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field",
                              depth="median"):
-        keep = view.hit & (view.acc >= cfg.init_min_acc)
-        parts["points"].append(view.points[keep].astype(np.float32))
-        parts["rgb"].append(view.rgb[keep])
-        parts["normals"].append(view.normals[keep])
-        parts["footprint"].append(view.z_depth[keep] / (view.focal * cfg.init_downscale))
-        parts["acc"].append(view.acc[keep].astype(np.float32))
+        keep = view_candidates(parts, view, cfg)
         depths.append(np.where(keep, view.z_depth, 0.0))
     data = {k: np.concatenate(v) for k, v in parts.items()}
     if len(data["points"]) == 0:
@@ -230,25 +226,6 @@ def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True
     training cameras and their median depths as ``field_candidates`` returns them)."""
     data, rendered = field_candidates(run, cfg, progress)
     return splats_from_candidates(data, cfg), len(data["points"]), rendered
-
-
-def teacher_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray, np.ndarray], progress: bool = True
-                    ) -> tuple[list[Pinhole], list[Tensor]]:
-    """The field rendered from ``cfg.teacher_views`` new cameras (``enerf.splats.teacher``) at
-    1 / ``init_downscale``: (their Pinholes, the renderings [h, w, 4] float32: the colour composited
-    onto black, then the accumulated opacity); none with fewer than two rendered cameras or
-    ``teacher_views`` 0."""
-
-    poses, depths = rendered
-    if cfg.teacher_views <= 0 or len(poses) < 2:
-        return [], []
-    new = teacher_poses(poses, depths, cfg.teacher_views, cfg.teacher_push, cfg.seed)
-    size = select_cameras(run.scene, "train", 1, cfg.init_downscale).size
-    cams = Cameras(new, [f"teacher_{k:03d}" for k in range(len(new))], size, cfg.init_downscale)
-    targets = [torch.as_tensor(np.concatenate([v.rgb, v.acc[..., None]], -1), dtype=torch.float32).clamp(0.0, 1.0)
-               for v in render_views(run, cams, normals=False, progress=progress, desc="splats: render the field's "
-                                     "views between the photos", depth="median")]
-    return cams.pinholes(), targets
 
 
 def _camera_extent(run: LoadedRun) -> float:
@@ -388,9 +365,14 @@ def bake(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splat
     if run.scene is None:
         raise ConfigError("the bake needs the run's scene (its training photos): give --datadir")
     tic = time.perf_counter()
-    start, candidates, rendered = init_splats(run, cfg, progress)
+    data, rendered = field_candidates(run, cfg, progress)
+    turned_cams, turned, more = turned_targets(run, cfg, rendered, progress)
+    if more:  # what the turned views see starts Gaussians too
+        data = {k: np.concatenate([v, more[k]]) for k, v in data.items()}
+    start, candidates = splats_from_candidates(data, cfg), len(data["points"])
     start.antialiased = cfg.antialiased
-    teacher = teacher_targets(run, cfg, rendered, progress) if cfg.bake_seconds > 0 else ([], [])
+    cams, views = teacher_targets(run, cfg, rendered, progress) if cfg.bake_seconds > 0 else ([], [])
+    teacher = (cams + turned_cams, views + turned) if cfg.bake_seconds > 0 else ([], [])
     init_seconds = time.perf_counter() - tic
     fit_seconds = max(cfg.bake_seconds - init_seconds, 0.25 * cfg.bake_seconds)
     fitted, steps, backend = (fit_splats(run, start, cfg, fit_seconds, progress, teacher) if cfg.bake_seconds > 0

@@ -1,4 +1,5 @@
-"""The field as a teacher for the bake: cameras the capture does not have, and the fit's loss.
+"""The field as a teacher for the bake: cameras the capture does not have, the field's renderings from them
+(``teacher_targets``, ``turned_targets``), and the fit's loss.
 
 The photos pin the splats down only where a photo looks; between the photos, and nearer to or farther
 from the scene than any of them, the splats are free to break (a Gaussian that fits two neighbouring
@@ -8,7 +9,11 @@ also fits the splats to the field's renderings from new cameras (``teacher_poses
 * half of them **between** two neighbouring training cameras: the centre interpolated linearly at a
   random fraction in [0.25, 0.75], the rotation spherically (slerp);
 * half of them a training camera **pushed in or out** along its viewing axis by up to ``push`` times
-  its distance to what it looks at (its median depth).
+  its distance to what it looks at (its median depth);
+* with ``teacher_turn`` (``turned_poses``, ``turned_targets``), every rendered training camera also
+  **turned** about its centre, up, down, left and right by that angle: a view that looks past the photos'
+  edges sees what no photo frames, where the training views start no Gaussian and the splats would leave
+  a hole; the field draws something plausible there, and those pixels start Gaussians too.
 
 ``fit_loss`` is 3DGS's photometric loss, (1 - λ) L1 + λ (1 - SSIM), with SSIM's 11 x 11 Gaussian window
 (σ 1.5) over the valid part of the image, as ``enerf.metrics.ssim`` (scikit-image) computes it for scoring.
@@ -22,7 +27,14 @@ import torch.nn.functional as F
 from scipy.spatial.transform import Rotation, Slerp
 from torch import Tensor
 
-__all__ = ["teacher_poses", "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
+from ..cameras.pinhole import Pinhole
+from ..config import SplatConfig
+from ..data.camera_paths import Cameras, select_cameras
+from ..loaded_run import LoadedRun
+from ..views import render_views
+
+__all__ = ["teacher_poses", "turned_poses", "teacher_targets", "turned_targets", "view_candidates",
+           "outside_every_view", "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
 
 SSIM_RADIUS = 5  # an 11 x 11 window (scikit-image's with sigma 1.5 and truncate 3.5)
 SSIM_SIGMA = 1.5
@@ -58,6 +70,101 @@ def teacher_poses(poses: np.ndarray, depths: np.ndarray, count: int, push: float
             out[k, :3, :3] = rot[i]
             out[k, :3, 3] = centres[i] + rot[i][:, 2] * float(rng.uniform(-push, push)) * float(depths[i])
     return out.astype(np.float32)
+
+
+def turned_poses(poses: np.ndarray, degrees: float) -> np.ndarray:
+    """Each camera turned about its own centre by ``degrees``: up, down, left, right (about its x axis, then its
+    y axis; OpenGL axes, so turning about +x by a positive angle tilts the view up).
+
+    Args:
+        poses: [V, 3, 4] camera-to-world
+    Returns:
+        [4 V, 3, 4] float32: camera i's four turns at rows 4 i .. 4 i + 3 (up, down, left, right)
+    """
+    poses = np.asarray(poses, np.float64)
+    t = np.radians(degrees)
+    c, s = np.cos(t), np.sin(t)
+    turns = np.array([[[1, 0, 0], [0, c, -s], [0, s, c]], [[1, 0, 0], [0, c, s], [0, -s, c]],  # about x: up, down
+                      [[c, 0, s], [0, 1, 0], [-s, 0, c]], [[c, 0, -s], [0, 1, 0], [s, 0, c]]])  # about y: left, right
+    out = np.repeat(poses, 4, axis=0)
+    out[:, :3, :3] = np.einsum("vij,tjk->vtik", poses[:, :3, :3], turns).reshape(-1, 3, 3)
+    return out.astype(np.float32)
+
+
+def teacher_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray, np.ndarray], progress: bool = True
+                    ) -> tuple[list[Pinhole], list[Tensor]]:
+    """The field rendered from ``cfg.teacher_views`` new cameras (``enerf.splats.teacher``) at
+    1 / ``init_downscale``: (their Pinholes, the renderings [h, w, 4] float32: the colour composited
+    onto black, then the accumulated opacity); none with fewer than two rendered cameras or
+    ``teacher_views`` 0."""
+
+    poses, depths = rendered
+    if cfg.teacher_views <= 0 or len(poses) < 2:
+        return [], []
+    new = teacher_poses(poses, depths, cfg.teacher_views, cfg.teacher_push, cfg.seed)
+    size = select_cameras(run.scene, "train", 1, cfg.init_downscale).size
+    cams = Cameras(new, [f"teacher_{k:03d}" for k in range(len(new))], size, cfg.init_downscale)
+    targets = [torch.as_tensor(np.concatenate([v.rgb, v.acc[..., None]], -1), dtype=torch.float32).clamp(0.0, 1.0)
+               for v in render_views(run, cams, normals=False, progress=progress, desc="splats: render the field's "
+                                     "views between the photos", depth="median")]
+    return cams.pinholes(), targets
+
+
+def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray, np.ndarray], progress: bool = True
+                   ) -> tuple[list[Pinhole], list[Tensor], dict[str, np.ndarray]]:
+    """With ``cfg.teacher_turn`` > 0: the field rendered from every rendered training camera turned up, down,
+    left and right by that many degrees (``turned_poses``), at 1 / ``init_downscale``: (their Pinholes, the
+    renderings [h, w, 4] as ``teacher_targets``'s, and as ``field_candidates``' dict the candidates of their
+    pixels whose point no training camera frames (``outside_every_view``): where the photos start none);
+    nothing with ``teacher_turn`` 0."""
+    if cfg.teacher_turn <= 0:
+        return [], [], {}
+    new = turned_poses(rendered[0], cfg.teacher_turn)
+    size = select_cameras(run.scene, "train", 1, cfg.init_downscale).size
+    cams = Cameras(new, [f"turned_{k:03d}" for k in range(len(new))], size, cfg.init_downscale)
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint", "acc")}
+    targets = []
+    for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field's turned "
+                             "views", depth="median"):
+        view_candidates(parts, view, cfg)
+        targets.append(torch.as_tensor(np.concatenate([view.rgb, view.acc[..., None]], -1),
+                                       dtype=torch.float32).clamp(0.0, 1.0))
+    more = {k: np.concatenate(v) for k, v in parts.items()}
+    scene = run.scene
+    unseen = outside_every_view(more["points"], np.asarray(scene.poses)[scene.i_train], scene.width, scene.height,
+                                scene.focal)
+    return cams.pinholes(), targets, {k: v[unseen] for k, v in more.items()}
+
+
+def outside_every_view(points: np.ndarray, poses: np.ndarray, width: int, height: int, focal: float) -> np.ndarray:
+    """Which points no camera frames: behind every camera or projecting outside its image.
+
+    Args:
+        points: [n, 3]; poses: [V, 3, 4] camera-to-world (OpenGL axes); width, height, focal: the images' (pixels)
+    Returns:
+        [n] bool
+    """
+    out = np.ones(len(points), bool)
+    for pose in np.asarray(poses, np.float64):
+        local = (points - pose[:3, 3]) @ pose[:3, :3]  # x right, y up, looking down -z
+        z = -local[:, 2]
+        safe = np.where(z > 1e-9, z, 1.0)
+        u = focal * local[:, 0] / safe + 0.5 * width
+        v = -focal * local[:, 1] / safe + 0.5 * height
+        out &= ~((z > 1e-9) & (u >= 0) & (u < width) & (v >= 0) & (v < height))
+    return out
+
+
+def view_candidates(parts: dict[str, list[np.ndarray]], view, cfg: SplatConfig) -> np.ndarray:
+    """Append one rendered view's candidates (its pixels that hit with accumulated opacity at least
+    ``init_min_acc``) to ``parts``; returns the kept-pixel mask [h, w]."""
+    keep = view.hit & (view.acc >= cfg.init_min_acc)
+    parts["points"].append(view.points[keep].astype(np.float32))
+    parts["rgb"].append(view.rgb[keep])
+    parts["normals"].append(view.normals[keep])
+    parts["footprint"].append(view.z_depth[keep] / (view.focal * cfg.init_downscale))
+    parts["acc"].append(view.acc[keep].astype(np.float32))
+    return keep
 
 
 def _window(device, dtype) -> Tensor:

@@ -240,3 +240,36 @@ def test_the_fit_brings_the_splats_closer_to_the_photos(baked, tmp_path):
         return float(-10 * np.log10(np.mean(errors)))
 
     assert psnr(baked["ply"]) > psnr(start) + 0.5
+
+
+def test_turned_views_start_gaussians_where_no_training_camera_looks(baked):
+    """``--teacher_turn``: the field rendered from every rendered training camera turned up, down, left and
+    right; those of their pixels whose points no training camera frames (numpy projection) start Gaussians
+    too, which the training views alone cannot start."""
+    from enerf.config import SplatConfig
+    from enerf.splats import bake
+    from enerf.splats.teacher import turned_poses, turned_targets
+
+    run = load_run(baked["ckpt"], Path("data"), images=True)
+    cfg = SplatConfig(init_downscale=2, teacher_turn=40.0)
+    data, rendered = bake.field_candidates(run, cfg, progress=False)
+    cams, targets, more = turned_targets(run, cfg, rendered, progress=False)
+    assert len(cams) == len(targets) == 4 * len(rendered[0])
+    np.testing.assert_allclose(np.stack([np.asarray(c.c2w) for c in cams]), turned_poses(rendered[0], 40.0), atol=1e-6)
+    assert targets[0].shape == (cams[0].height, cams[0].width, 4)
+    assert turned_targets(run, SplatConfig(init_downscale=2), rendered, progress=False) == ([], [], {})
+
+    def outside_every_training_view(points: np.ndarray) -> np.ndarray:
+        scene = run.scene
+        out = np.ones(len(points), bool)
+        for i in scene.i_train:
+            pose = np.asarray(scene.poses[i], np.float64)
+            local = (points - pose[:, 3]) @ pose[:, :3]
+            z = -local[:, 2]
+            u = scene.focal * local[:, 0] / np.maximum(z, 1e-9) + 0.5 * scene.width
+            v = -scene.focal * local[:, 1] / np.maximum(z, 1e-9) + 0.5 * scene.height
+            out &= ~((z > 0) & (u >= 0) & (u < scene.width) & (v >= 0) & (v < scene.height))
+        return out
+
+    assert not outside_every_training_view(data["points"].astype(np.float64)).any()
+    assert len(more["points"]) > 0 and outside_every_training_view(more["points"].astype(np.float64)).all()

@@ -16,7 +16,7 @@ from enerf.splats import bake
 from enerf.splats.bake import _disc_quats, fit_splats, free_space_violations, merge_candidates, splats_from_candidates
 from enerf.splats.gaussians import Splats, quat_to_rotmat, rgb_to_sh0
 from enerf.splats.rasterize import rasterize
-from enerf.splats.teacher import fit_loss, ssim_map, teacher_poses
+from enerf.splats.teacher import fit_loss, outside_every_view, ssim_map, teacher_poses, turned_poses
 
 
 def _camera_at(z: float) -> np.ndarray:
@@ -99,6 +99,40 @@ def test_teacher_cameras_lie_between_neighbours_or_on_a_cameras_axis():
             assert 3 - 0.6 - 1e-5 <= radius <= 3 + 0.6 + 1e-5
             np.testing.assert_allclose(pose[:, 2], pose[:, 3] / radius, atol=1e-5)
             assert np.min(np.linalg.norm(poses[:, :, 2] - pose[:, 2], axis=1)) < 1e-5  # one of the ring's axes
+
+
+def test_turned_cameras_keep_their_centre_and_look_that_far_up_down_left_and_right():
+    from scipy.spatial.transform import Rotation
+
+    rng = np.random.default_rng(3)
+    rot = Rotation.random(5, random_state=4).as_matrix()  # [5, 3, 3] columns: right, up, back (OpenGL)
+    poses = np.concatenate([rot, rng.normal(size=(5, 3, 1))], -1)
+    turned = turned_poses(poses, 25.0)
+    assert turned.shape == (20, 3, 4)
+    for i, pose in enumerate(poses):
+        right, up, back = pose[:, 0], pose[:, 1], pose[:, 2]
+        for k, (axis, sign) in enumerate([(right, 1), (right, -1), (up, 1), (up, -1)]):  # up, down, left, right
+            new = turned[4 * i + k]
+            np.testing.assert_allclose(new[:, 3], pose[:, 3], atol=1e-6)  # the same centre
+            # scipy: the pose turned about its own right (or up) axis, in the world frame
+            expected = Rotation.from_rotvec(sign * math.radians(25.0) * axis).as_matrix() @ pose[:, :3]
+            np.testing.assert_allclose(new[:, :3], expected, atol=1e-5)
+            look = -new[:, 2]
+            assert math.degrees(math.acos(np.clip(np.dot(look, -back), -1, 1))) == pytest.approx(25.0, abs=1e-3)
+        looks = -turned[4 * i:4 * i + 4, :, 2]  # up, down, left, right: toward +up, -up, -right, +right
+        assert np.dot(looks[0], up) > 0.4 and np.dot(looks[1], up) < -0.4
+        assert np.dot(looks[2], right) < -0.4 and np.dot(looks[3], right) > 0.4
+
+
+def test_a_point_is_outside_every_view_only_when_no_camera_frames_it():
+    # cameras at z = 2 and z = 3 looking down -z, 20 x 20 pixels, focal 10: each frames |x|, |y| < z_depth
+    poses = np.stack([_camera_at(2.0), _camera_at(3.0)])
+    points = np.array([[0.0, 0.0, 0.0],     # in front of both, in the middle
+                       [2.5, 0.0, 0.0],     # 2.5 to the side at depth 2 and 3: only the higher camera frames it
+                       [3.5, 0.0, 0.0],     # outside both images
+                       [0.0, 0.0, 2.5],     # behind the lower camera, in front of the higher one
+                       [0.0, 0.0, 4.0]])    # behind both
+    assert outside_every_view(points, poses, 20, 20, 10.0).tolist() == [False, False, True, False, True]
 
 
 def test_the_fits_ssim_is_scikit_images():
