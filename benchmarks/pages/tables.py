@@ -28,11 +28,11 @@ RESULTS = [
     "| instant-ngp's fox (a phone capture), `enerf train --datadir` with no config: 7 min of field, then 7 of splats "
     "| splats {capture_splats:entries.fox.splats.psnr:.2f} dB against the field's {capture_splats:entries.fox.field.psnr:.2f} dB "
     "({capture_splats:entries.fox.steps:,} steps); {capture_splats:entries.fox.wall_minutes:.1f} min wall in all "
-    f"| [splats](docs/splats.md#training-ends-in-splats) · [record]({R}capture_splats.json) |",
+    "{stale:capture_splats} " f"| [splats](docs/splats.md#training-ends-in-splats) · [record]({R}capture_splats.json) |",
     "| a walk around a board game (96 phone photos), the same "
     "| splats {capture_splats:entries.boardgame.splats.psnr:.2f} dB against the field's {capture_splats:entries.boardgame.field.psnr:.2f} dB "
     "({capture_splats:entries.boardgame.steps:,} steps); {capture_splats:entries.boardgame.wall_minutes:.1f} min wall in all "
-    f"| [splats](docs/splats.md#training-ends-in-splats) · [record]({R}capture_splats.json) |",
+    "{stale:capture_splats} " f"| [splats](docs/splats.md#training-ends-in-splats) · [record]({R}capture_splats.json) |",
     "| a 24 s phone video to a trained scene: `enerf data video` then `enerf train --datadir`, no other flag "
     "| {video_recipe:registered} frames kept and registered; splats {video_recipe:splats.psnr:.2f} dB against the "
     "field's {video_recipe:psnr:.2f} dB; {video_recipe:total_minutes:.1f} min wall in all "
@@ -62,7 +62,7 @@ RESULTS = [
     "fewer network queries per ray{stale:marcher_race} " f"| [render](docs/render.md#renderers) · [record]({R}marcher_race.json) |",
     "| cost of `row` per training step against vanilla (alternating pairs of fresh processes, medians) "
     "| demo ×{row_cost:summary.demo_ratio:.3f}; the capture preset (fox) ×{row_cost:summary.capture_ratio:.3f} "
-    f"| [conditioning]({D}#cost-per-training-step) · [record]({R}row_cost.json) |",
+    "{stale:row_cost} " f"| [conditioning]({D}#cost-per-training-step) · [record]({R}row_cost.json) |",
     "| shapes in 300 s (`configs/shape_cpu.txt`), torus / bunny | occupancy IoU "
     "{shapes_targets:summary.torus_occupancy_iou:.4f} / {shapes_targets:summary.bunny_occupancy_iou:.4f}; SDF "
     "Chamfer-L1 {shapes_targets:summary.torus_sdf_chamfer_l1:.5f} / {shapes_targets:summary.bunny_sdf_chamfer_l1:.5f} "
@@ -181,6 +181,20 @@ def beer_wall() -> str:
         f"| the splats' evaluation: {splats['psnr']:.2f} dB, SSIM {splats['ssim']:.3f}; the preview video drawn "
         f"from them | {rest / 60:.1f} min |",
         f"| in all | {beer['total_seconds'] / 60:.1f} min |"])
+
+
+@table("bake_ab_turn", "bake_ab_turn")
+def bake_ab_turn() -> str:
+    """docs/splats.md's table: one checkpoint's default bake against ``--teacher_turn 20``, per split."""
+    rows = ["| capture, split | field | default bake | `--teacher_turn 20` | views > 1 dB below the field | most uncovered view "
+            "| splats | fit steps |", "|---|---|---|---|---|---|---|---|"]
+    for name, e in record("bake_ab_turn")["entries"].items():
+        d, t = e["default"], e["teacher_turn_20"]
+        rows.append(f"| {name.split('_')[0]}, {e['split']} | {e['field']['psnr']:.2f} dB | {d['psnr']:.2f} dB | "
+                    f"{t['psnr']:.2f} dB | {d['views_more_than_1db_below']} → {t['views_more_than_1db_below']} of "
+                    f"{len(e['views'])} | {100 * d['uncovered_max']:.1f} → {100 * t['uncovered_max']:.1f} % | "
+                    f"{d['splat_count']:,} → {t['splat_count']:,} | {d['fit_steps']:,} → {t['fit_steps']:,} |")
+    return "\n".join(rows)
 
 
 @table("scoring", "scoring")
