@@ -215,7 +215,15 @@ def test_a_rendered_clip_is_posed_as_it_was_filmed(tmp_path, capsys):
         right, up, back, centre = poses[index].T
         known.append(np.stack([-up, right, back, centre], 1))
     errors = pose_errors(np.stack(ours), np.stack(known))
-    assert np.max(errors["centre"]) < 0.02 and np.median(errors["degrees"]) < 0.5  # 0.3 % and 0.1 deg seen
+    assert np.max(errors["centre"]) < 0.02  # 0.3 % seen
+    # rotations: each pair of cameras' relative rotation against the filmed one, free of the centre alignment's own
+    # rotation (on an arc of centres that alignment tilts every camera alike: 0.1 deg on one CPU, 0.7 on another)
+    rot_ours, rot_known = np.stack(ours)[:, :, :3], np.stack(known)[:, :, :3]
+    rel_ours = np.einsum("iba,jbc->ijac", rot_ours, rot_ours)  # R_i^T R_j
+    rel_known = np.einsum("iba,jbc->ijac", rot_known, rot_known)
+    cos = (np.einsum("ijab,ijab->ij", rel_ours, rel_known) - 1.0) / 2.0  # trace(A^T B) = 1 + 2 cos(angle)
+    pair_degrees = np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))[np.triu_indices(len(ours), 1)]
+    assert np.median(pair_degrees) < 0.5 and np.max(pair_degrees) < 2.0
     assert meta["fl_x"] == pytest.approx(260.0, rel=0.05)
     assert sorted(p.name for p in (out / "images").iterdir()) == sorted(f["file_path"][7:] for f in meta["frames"])
     assert not list(tmp_path.glob(".scene*"))
