@@ -34,7 +34,7 @@ from ..loaded_run import LoadedRun
 from ..views import render_views
 
 __all__ = ["teacher_poses", "turned_poses", "teacher_targets", "turned_targets", "view_candidates",
-           "outside_every_view", "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
+           "outside_every_view", "pixels_in_view", "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
 
 SSIM_RADIUS = 5  # an 11 x 11 window (scikit-image's with sigma 1.5 and truncate 3.5)
 SSIM_SIGMA = 1.5
@@ -101,13 +101,23 @@ def teacher_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray
     poses, depths = rendered
     if cfg.teacher_views <= 0 or len(poses) < 2:
         return [], []
-    new = teacher_poses(poses, depths, cfg.teacher_views, cfg.teacher_push, cfg.seed)
-    size = select_cameras(run.scene, "train", 1, cfg.init_downscale).size
-    cams = Cameras(new, [f"teacher_{k:03d}" for k in range(len(new))], size, cfg.init_downscale)
-    targets = [torch.as_tensor(np.concatenate([v.rgb, v.acc[..., None]], -1), dtype=torch.float32).clamp(0.0, 1.0)
-               for v in render_views(run, cams, normals=False, progress=progress, desc="splats: render the field's "
-                                     "views between the photos", depth="median")]
+    cams = _teacher_cameras(run, cfg, teacher_poses(poses, depths, cfg.teacher_views, cfg.teacher_push, cfg.seed),
+                            "teacher")
+    targets = [_rgba(v) for v in render_views(run, cams, normals=False, progress=progress, depth="median",
+                                              desc="splats: render the field's views between the photos")]
     return cams.pinholes(), targets
+
+
+def _teacher_cameras(run: LoadedRun, cfg: SplatConfig, poses: np.ndarray, prefix: str) -> Cameras:
+    """Cameras at ``poses`` [M, 3, 4] of the training views' size at 1 / ``init_downscale``."""
+    size = select_cameras(run.scene, "train", 1, cfg.init_downscale).size
+    return Cameras(poses, [f"{prefix}_{k:03d}" for k in range(len(poses))], size, cfg.init_downscale)
+
+
+def _rgba(view) -> Tensor:
+    """A rendered view as a teacher target [h, w, 4] float32: the colour composited onto black, then the
+    accumulated opacity."""
+    return torch.as_tensor(np.concatenate([view.rgb, view.acc[..., None]], -1), dtype=torch.float32).clamp(0.0, 1.0)
 
 
 def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray, np.ndarray], progress: bool = True
@@ -119,16 +129,13 @@ def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray,
     nothing with ``teacher_turn`` 0."""
     if cfg.teacher_turn <= 0:
         return [], [], {}
-    new = turned_poses(rendered[0], cfg.teacher_turn)
-    size = select_cameras(run.scene, "train", 1, cfg.init_downscale).size
-    cams = Cameras(new, [f"turned_{k:03d}" for k in range(len(new))], size, cfg.init_downscale)
+    cams = _teacher_cameras(run, cfg, turned_poses(rendered[0], cfg.teacher_turn), "turned")
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint", "acc")}
     targets = []
     for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field's turned "
                              "views", depth="median"):
         view_candidates(parts, view, cfg)
-        targets.append(torch.as_tensor(np.concatenate([view.rgb, view.acc[..., None]], -1),
-                                       dtype=torch.float32).clamp(0.0, 1.0))
+        targets.append(_rgba(view))
     more = {k: np.concatenate(v) for k, v in parts.items()}
     scene = run.scene
     unseen = outside_every_view(more["points"], np.asarray(scene.poses)[scene.i_train], scene.width, scene.height,
@@ -136,8 +143,28 @@ def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray,
     return cams.pinholes(), targets, {k: v[unseen] for k, v in more.items()}
 
 
+def pixels_in_view(points: np.ndarray, pose: np.ndarray, width: int, height: int, focal: float
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Where a pinhole camera (principal point at the image centre) sees ``points``.
+
+    Args:
+        points: [n, 3]; pose: [3, 4] camera-to-world (OpenGL axes: x right, y up, looking down -z);
+        width, height, focal: the image's (pixels)
+    Returns:
+        z [n] (depth along the axis), u [n], v [n] (int64 column and row), inside [n] bool (in front of the camera
+        and within the image)
+    """
+    local = (points - pose[:3, 3]) @ pose[:3, :3]
+    z = -local[:, 2]
+    front = z > 1e-6
+    safe = np.where(front, z, 1.0)
+    u = np.floor(focal * local[:, 0] / safe + 0.5 * width).astype(np.int64)
+    v = np.floor(-focal * local[:, 1] / safe + 0.5 * height).astype(np.int64)
+    return z, u, v, front & (u >= 0) & (u < width) & (v >= 0) & (v < height)
+
+
 def outside_every_view(points: np.ndarray, poses: np.ndarray, width: int, height: int, focal: float) -> np.ndarray:
-    """Which points no camera frames: behind every camera or projecting outside its image.
+    """Which points no camera frames (``pixels_in_view`` inside none of them).
 
     Args:
         points: [n, 3]; poses: [V, 3, 4] camera-to-world (OpenGL axes); width, height, focal: the images' (pixels)
@@ -145,13 +172,8 @@ def outside_every_view(points: np.ndarray, poses: np.ndarray, width: int, height
         [n] bool
     """
     out = np.ones(len(points), bool)
-    for pose in np.asarray(poses, np.float64):
-        local = (points - pose[:3, 3]) @ pose[:3, :3]  # x right, y up, looking down -z
-        z = -local[:, 2]
-        safe = np.where(z > 1e-9, z, 1.0)
-        u = focal * local[:, 0] / safe + 0.5 * width
-        v = -focal * local[:, 1] / safe + 0.5 * height
-        out &= ~((z > 1e-9) & (u >= 0) & (u < width) & (v >= 0) & (v < height))
+    for pose in poses:
+        out &= ~pixels_in_view(points, pose, width, height, focal)[3]
     return out
 
 
