@@ -18,9 +18,7 @@
 2. **The field as a teacher** (``teacher_targets``, ``enerf.splats.teacher``): the field rendered at the
    same size from ``teacher_views`` cameras the capture does not have, between neighbouring training
    cameras and pushed in or out along their axes; with ``teacher_turn``, also from every rendered training
-   camera turned up, down, left and right (``turned_targets``): half-way through the fit, where the splats
-   leave one of those views' pixels under half opacity, the field's point there starts a Gaussian as in
-   step 1 and the fit is taught that pixel (``fill_gaps``).
+   camera turned up, down, left and right (``turned_targets``), whose pixels start Gaussians as in step 1.
 3. **Fit** (``fit_splats``): Adam on every parameter (3DGS's learning rates times ``fit_lr``, the
    centres' scaled by the cameras' extent and decaying), for what is left of ``bake_seconds`` after
    steps 1 and 2 (at least a quarter of it): each step renders one training photo (or ``fit_rows``
@@ -64,8 +62,7 @@ from .densify import DensityControl
 from .gaussians import Splats, rgb_to_sh0
 from .rasterize import choose_backend, rasterize, warm_up
 from .source import run_background
-from .teacher import (TurnedViews, fill_gaps, fit_loss, pixels_in_view, taught_target, teacher_targets,
-                      turned_targets, view_candidates)
+from .teacher import fit_loss, pixels_in_view, taught_target, teacher_targets, turned_targets, view_candidates
 
 __all__ = ["BakeReport", "field_candidates", "free_space_violations", "merge_candidates",
            "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake"]
@@ -74,7 +71,6 @@ __all__ = ["BakeReport", "field_candidates", "free_space_violations", "merge_can
 LR = {"means": 1.6e-4, "log_scales": 5e-3, "quats": 1e-3, "opacity_logits": 5e-2, "sh0": 2.5e-3, "sh_rest": 2.5e-3 / 20}
 SPLIT_FRACTION = 0.01  # densified Gaussians wider than this x the cameras' extent are split, the others cloned (3DGS)
 LR_MEANS_FINAL = 1.6e-6  # the centres' rate decays exponentially to this over the fit
-FILL_AT = 0.5  # the share of the fit's time after which the turned views' gaps are filled (``fill_gaps``)
 
 
 @dataclass
@@ -284,12 +280,10 @@ def _spread_cap(means: Tensor, centres: Tensor, max_spread: float) -> Tensor:
 
 
 def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float, progress: bool = True,
-               teacher: tuple[list[Pinhole], list[Tensor]] = ([], []), turned: TurnedViews | None = None
-               ) -> tuple[Splats, int, str]:
-    """Step 3 of the module docstring for ``seconds``: (the fitted Splats, steps taken, backend used).
+               teacher: tuple[list[Pinhole], list[Tensor]] = ([], [])) -> tuple[Splats, int, str]:
+    """Step 2 of the module docstring for ``seconds``: (the fitted Splats, steps taken, backend used).
     ``teacher``: the field's renderings from new cameras (``teacher_targets``), fitted in a
-    ``teacher_share`` of the steps; ``turned``: the field's turned views, whose gaps are filled half-way
-    (``fill_gaps``; ``FILL_AT``)."""
+    ``teacher_share`` of the steps."""
     device = run.device
     scene = run.scene
     views = [int(i) for i in scene.i_train]
@@ -342,10 +336,6 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
                 with torch.no_grad():
                     leaves["log_scales"].clamp_(max=cap[:, None])
             frac = min(1.0, elapsed / budget)
-            if turned is not None and frac >= FILL_AT:  # once: Gaussians where the turned views find a hole
-                leaves, teacher, density = _fill(opt, leaves, turned, teacher, splats.antialiased, backend, cfg,
-                                                 density)
-                turned = None
             if cfg.densify_every and not taught and out["uv"].grad is not None:
                 density.observe(out["index"].cpu(), out["uv"].grad)
                 if steps % cfg.densify_every == 0 and frac < cfg.densify_until:
@@ -364,36 +354,22 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     return fitted, steps, backend
 
 
-def _fill(opt: torch.optim.Adam, leaves: dict[str, Tensor], turned: TurnedViews,
-          teacher: tuple[list[Pinhole], list[Tensor]], antialiased: bool, backend: str, cfg: SplatConfig,
-          density: DensityControl) -> tuple[dict[str, Tensor], tuple[list[Pinhole], list[Tensor]], DensityControl]:
-    """``fill_gaps`` on the current splats: new Gaussians appended (fresh Adam moments), views added to ``teacher``."""
-    more, cams, targets = fill_gaps(turned, _as_splats({k: v.detach().cpu() for k, v in leaves.items()}, antialiased),
-                                    backend)
-    teacher, n = (teacher[0] + cams, teacher[1] + targets), len(leaves["means"])
-    if not len(more["points"]):
-        return leaves, teacher, density
-    new = _leaves(splats_from_candidates(more, dataclasses.replace(cfg, count=max(cfg.count - n, 1))), "cpu")
-    values, m = {k: torch.cat([v.detach().cpu(), new[k].detach()]) for k, v in leaves.items()}, len(new["means"])
-    src = torch.cat([torch.arange(n), torch.zeros(m, dtype=torch.long)])
-    fresh = torch.cat([torch.zeros(n, dtype=torch.bool), torch.ones(m, dtype=torch.bool)])
-    return (_reindex(opt, leaves, src, values, fresh), teacher,
-            DensityControl(n + m, density.grow, density.cap, density.split_size))
-
-
 def bake(run: LoadedRun, cfg: SplatConfig, progress: bool = True) -> tuple[Splats, BakeReport]:
     """Steps 1 to 3: the run's field baked into Splats (scene frame, CPU tensors) and what it took."""
     if run.scene is None:
         raise ConfigError("the bake needs the run's scene (its training photos): give --datadir")
     tic = time.perf_counter()
     data, rendered = field_candidates(run, cfg, progress)
+    turned_cams, turned, more = turned_targets(run, cfg, rendered, progress)
+    if more:  # what the turned views see starts Gaussians too
+        data = {k: np.concatenate([v, more[k]]) for k, v in data.items()}
     start, candidates = splats_from_candidates(data, cfg), len(data["points"])
     start.antialiased = cfg.antialiased
-    teacher = teacher_targets(run, cfg, rendered, progress) if cfg.bake_seconds > 0 else ([], [])
-    turned = turned_targets(run, cfg, rendered, progress) if cfg.bake_seconds > 0 else None
+    cams, views = teacher_targets(run, cfg, rendered, progress) if cfg.bake_seconds > 0 else ([], [])
+    teacher = (cams + turned_cams, views + turned) if cfg.bake_seconds > 0 else ([], [])
     init_seconds = time.perf_counter() - tic
     fit_seconds = max(cfg.bake_seconds - init_seconds, 0.25 * cfg.bake_seconds)
-    fitted, steps, backend = (fit_splats(run, start, cfg, fit_seconds, progress, teacher, turned)
-                              if cfg.bake_seconds > 0 else (start, 0, "none"))
+    fitted, steps, backend = (fit_splats(run, start, cfg, fit_seconds, progress, teacher) if cfg.bake_seconds > 0
+                              else (start, 0, "none"))
     report = BakeReport(candidates, len(fitted), init_seconds, time.perf_counter() - tic - init_seconds, steps, backend)
     return fitted, report

@@ -10,20 +10,18 @@ also fits the splats to the field's renderings from new cameras (``teacher_poses
   random fraction in [0.25, 0.75], the rotation spherically (slerp);
 * half of them a training camera **pushed in or out** along its viewing axis by up to ``push`` times
   its distance to what it looks at (its median depth);
-* with ``teacher_turn`` (``turned_poses``, ``turned_targets``, ``fill_gaps``), every rendered training camera
-  also **turned** about its centre, up, down, left and right by that angle: a view that looks past the photos'
-  edges sees what no photo frames, where the splats may leave a hole. Half-way through the fit, wherever the
-  splats leave a turned view's pixel under half opacity, the field's point there starts a Gaussian, and the
-  fit then teaches those pixels, and only those, of that view (``taught_target``). Where the splats already
-  cover a pixel, the field is left out: off the photos it is often the blurrier of the two.
+* with ``teacher_turn`` (``turned_poses``, ``turned_targets``), every rendered training camera also
+  **turned** about its centre, up, down, left and right by that angle: a view that looks past the photos'
+  edges sees what no photo frames, where the training views start no Gaussian and the splats would leave
+  a hole; the field draws something plausible there, and those pixels start Gaussians too. Only those
+  pixels are taught (``taught_target``): where a photo frames the surface, the photos teach it, and the
+  field, blurrier than the splats there, would pull them back towards itself.
 
 ``fit_loss`` is 3DGS's photometric loss, (1 - λ) L1 + λ (1 - SSIM), with SSIM's 11 x 11 Gaussian window
 (σ 1.5) over the valid part of the image, as ``enerf.metrics.ssim`` (scikit-image) computes it for scoring.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -36,11 +34,9 @@ from ..config import SplatConfig
 from ..data.camera_paths import Cameras, select_cameras
 from ..loaded_run import LoadedRun
 from ..views import render_views
-from .gaussians import Splats
-from .rasterize import rasterize
 
-__all__ = ["teacher_poses", "turned_poses", "teacher_targets", "TurnedViews", "turned_targets", "fill_gaps",
-           "taught_target", "view_candidates", "pixels_in_view", "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
+__all__ = ["teacher_poses", "turned_poses", "teacher_targets", "turned_targets", "taught_target", "view_candidates",
+           "outside_every_view", "pixels_in_view", "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
 
 SSIM_RADIUS = 5  # an 11 x 11 window (scikit-image's with sigma 1.5 and truncate 3.5)
 SSIM_SIGMA = 1.5
@@ -126,66 +122,44 @@ def _rgba(view) -> Tensor:
     return torch.as_tensor(np.concatenate([view.rgb, view.acc[..., None]], -1), dtype=torch.float32).clamp(0.0, 1.0)
 
 
-@dataclass
-class TurnedViews:
-    """The field seen from every rendered training camera turned up, down, left and right (``turned_targets``),
-    at 1 / ``init_downscale``: cameras [M], their renderings [h, w, 4] as ``teacher_targets``'s, and per view
-    its candidates as ``view_candidates`` keeps them (points [k, 3], rgb [k, 3], normals [k, 3], footprint [k],
-    acc [k]) with ``pixel`` [k] (each one's flat pixel index in its view)."""
-
-    cameras: list[Pinhole]
-    targets: list[Tensor]
-    candidates: list[dict[str, np.ndarray]]
-
-
 def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray, np.ndarray], progress: bool = True
-                   ) -> TurnedViews | None:
-    """With ``cfg.teacher_turn`` > 0: the field rendered from every rendered training camera (``rendered``'s
-    poses) turned up, down, left and right by that many degrees (``turned_poses``); None with ``teacher_turn``
-    0. The fit (``fill_gaps``) later takes from them what its splats leave uncovered."""
+                   ) -> tuple[list[Pinhole], list[Tensor], dict[str, np.ndarray]]:
+    """With ``cfg.teacher_turn`` > 0: the field rendered from every rendered training camera turned up, down,
+    left and right by that many degrees (``turned_poses``), at 1 / ``init_downscale``: (the Pinholes of those
+    views that see a point no training camera frames, their renderings [h, w, 5]: ``teacher_targets``'s four
+    channels, then 1 where the pixel's point no training camera frames (``outside_every_view``), the only
+    pixels the fit teaches, since the photos teach the rest; and as ``field_candidates``' dict the candidates
+    of those pixels, where the photos start none); nothing with ``teacher_turn`` 0."""
     if cfg.teacher_turn <= 0:
-        return None
+        return [], [], {}
     cams = _teacher_cameras(run, cfg, turned_poses(rendered[0], cfg.teacher_turn), "turned")
-    targets, candidates = [], []
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint", "acc")}
+    targets, kept = [], []
     for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field's turned "
                              "views", depth="median"):
-        parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint", "acc")}
-        keep = view_candidates(parts, view, cfg)
-        candidates.append({**{k: v[0] for k, v in parts.items()}, "pixel": np.flatnonzero(keep)})
+        kept.append(view_candidates(parts, view, cfg))
         targets.append(_rgba(view))
-    return TurnedViews(cams.pinholes(), targets, candidates)
-
-
-@torch.no_grad()
-def fill_gaps(turned: TurnedViews, splats: Splats, backend: str
-              ) -> tuple[dict[str, np.ndarray], list[Pinhole], list[Tensor]]:
-    """Where ``splats`` leave a turned view's pixel under half opacity (a hole the fit did not close, as
-    ``enerf eval --splats`` counts it): (those pixels' candidates, concatenated over the views, for
-    ``splats_from_candidates``; the views with such a pixel; their renderings [h, w, 5]: the four channels
-    and a mask, 1 on those pixels, the only ones the fit then teaches (``taught_target``))."""
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint", "acc")}
-    cams, targets = [], []
-    for cam, target, cand in zip(turned.cameras, turned.targets, turned.candidates):
-        gap = rasterize(splats, cam, backend=backend)["acc"].cpu().numpy().reshape(-1) < 0.5  # [h w]
-        if not gap.any():
-            continue
-        take = gap[cand["pixel"]]
-        for k in parts:
-            parts[k].append(cand[k][take])
-        cams.append(cam)
-        targets.append(torch.cat([target, torch.as_tensor(gap.reshape(target.shape[:2]), dtype=torch.float32)[..., None]],
-                                 -1))
-    return {k: np.concatenate(v) if v else np.zeros((0, 3) if k in ("points", "rgb", "normals") else 0, np.float32)
-            for k, v in parts.items()}, cams, targets
+    more = {k: np.concatenate(v) for k, v in parts.items()}
+    scene = run.scene
+    unseen = outside_every_view(more["points"], np.asarray(scene.poses)[scene.i_train], scene.width, scene.height,
+                                scene.focal)
+    pinholes, taught, start = cams.pinholes(), [], 0
+    for pinhole, target, keep in zip(pinholes, targets, kept):  # each view's unseen pixels become its mask
+        mask = np.zeros(keep.shape, bool)
+        mask[keep] = unseen[start:start + int(keep.sum())]
+        start += int(keep.sum())
+        if mask.any():  # a view whose every pixel a photo frames teaches nothing
+            taught.append((pinhole, torch.cat([target, torch.as_tensor(mask, dtype=torch.float32)[..., None]], -1)))
+    return [c for c, _ in taught], [t for _, t in taught], {k: v[unseen] for k, v in more.items()}
 
 
 def taught_target(field: Tensor, bg: Tensor, pred: Tensor) -> Tensor:
     """What the fit compares a teacher view's rendering with: the field's colour composited onto ``bg``, and
-    where a turned view's mask is 0 (a pixel the splats covered) the splats' own rendering, detached, so that
+    where a turned view's mask is 0 (a pixel a photo frames) the splats' own rendering, detached, so that
     the L1 term teaches nothing there.
 
     Args:
-        field: [h, w, 4] a ``teacher_targets`` rendering, or [h, w, 5] a ``fill_gaps`` one (with its mask)
+        field: [h, w, 4] a ``teacher_targets`` rendering, or [h, w, 5] a ``turned_targets`` one (with its mask)
         bg: [3] the background; pred: [h, w, 3] the splats' rendering of the same view
     Returns:
         [h, w, 3]
@@ -212,6 +186,20 @@ def pixels_in_view(points: np.ndarray, pose: np.ndarray, width: int, height: int
     u = np.floor(focal * local[:, 0] / safe + 0.5 * width).astype(np.int64)
     v = np.floor(-focal * local[:, 1] / safe + 0.5 * height).astype(np.int64)
     return z, u, v, front & (u >= 0) & (u < width) & (v >= 0) & (v < height)
+
+
+def outside_every_view(points: np.ndarray, poses: np.ndarray, width: int, height: int, focal: float) -> np.ndarray:
+    """Which points no camera frames (``pixels_in_view`` inside none of them).
+
+    Args:
+        points: [n, 3]; poses: [V, 3, 4] camera-to-world (OpenGL axes); width, height, focal: the images' (pixels)
+    Returns:
+        [n] bool
+    """
+    out = np.ones(len(points), bool)
+    for pose in poses:
+        out &= ~pixels_in_view(points, pose, width, height, focal)[3]
+    return out
 
 
 def view_candidates(parts: dict[str, list[np.ndarray]], view, cfg: SplatConfig) -> np.ndarray:

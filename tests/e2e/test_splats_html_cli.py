@@ -242,34 +242,37 @@ def test_the_fit_brings_the_splats_closer_to_the_photos(baked, tmp_path):
     assert psnr(baked["ply"]) > psnr(start) + 0.5
 
 
-def test_turned_views_fill_what_the_splats_leave_uncovered(baked):
+def test_turned_views_start_gaussians_where_no_training_camera_looks(baked):
     """``--teacher_turn``: the field rendered from every rendered training camera turned up, down, left and
-    right (the poses as ``turned_poses``, each pixel's candidate at the field's point there); where the splats
-    cover nothing every candidate pixel is a gap, its mask 1; a bake with it writes a file that reads back."""
+    right; those of their pixels whose points no training camera frames (numpy projection) start Gaussians
+    too, which the training views alone cannot start."""
     from enerf.config import SplatConfig
     from enerf.splats import bake
-    from enerf.splats.gaussians import Splats
-    from enerf.splats.teacher import fill_gaps, turned_poses, turned_targets
+    from enerf.splats.teacher import turned_poses, turned_targets
 
     run = load_run(baked["ckpt"], Path("data"), images=True)
     cfg = SplatConfig(init_downscale=2, teacher_turn=40.0)
-    _, rendered = bake.field_candidates(run, cfg, progress=False)
-    turned = turned_targets(run, cfg, rendered, progress=False)
-    assert turned_targets(run, SplatConfig(init_downscale=2), rendered, progress=False) is None
-    assert len(turned.cameras) == len(turned.targets) == len(turned.candidates) == 4 * len(rendered[0])
-    np.testing.assert_allclose(np.stack([np.asarray(c.c2w) for c in turned.cameras]), turned_poses(rendered[0], 40.0),
-                               atol=1e-6)
-    cam, cand = turned.cameras[0], turned.candidates[0]
-    h, w = turned.targets[0].shape[:2]  # each candidate lies on its pixel's ray (every stride-th one), in front
-    row, col = np.divmod(cand["pixel"], w)
-    c2w = np.asarray(cam.c2w, np.float64)
-    local = (cand["points"].astype(np.float64) - c2w[:, 3]) @ c2w[:, :3]
-    assert (local[:, 2] < 0).all()
-    np.testing.assert_allclose(cam.focal * local[:, 0] / -local[:, 2] + cam.width / 2, col * cam.stride + 0.5, atol=0.01)
-    np.testing.assert_allclose(-cam.focal * local[:, 1] / -local[:, 2] + cam.height / 2, row * cam.stride + 0.5,
-                               atol=0.01)
-    behind = Splats(means=torch.tensor([[0.0, 0.0, 1e6]]), log_scales=torch.zeros(1, 3),
-                    quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]), opacity_logits=torch.zeros(1), sh=torch.zeros(1, 4, 3))
-    more, cams, targets = fill_gaps(turned, behind, "torch")  # nothing drawn: every pixel a gap
-    assert len(cams) == len(turned.cameras) and all(bool((t[..., 4] == 1).all()) for t in targets)
-    assert len(more["points"]) == sum(len(c["points"]) for c in turned.candidates)
+    data, rendered = bake.field_candidates(run, cfg, progress=False)
+    cams, targets, more = turned_targets(run, cfg, rendered, progress=False)
+    assert 0 < len(cams) == len(targets) <= 4 * len(rendered[0])
+    turned = turned_poses(rendered[0], 40.0)  # the views kept are turned cameras, each with a pixel to teach
+    for cam, target in zip(cams, targets):
+        assert np.abs(turned - np.asarray(cam.c2w)).max(axis=(1, 2)).min() < 1e-6
+        assert target.shape == (cam.height, cam.width, 5) and target[..., 4].sum() > 0
+    assert sum(int(t[..., 4].sum()) for t in targets) == len(more["points"])  # one candidate per taught pixel
+    assert turned_targets(run, SplatConfig(init_downscale=2), rendered, progress=False) == ([], [], {})
+
+    def outside_every_training_view(points: np.ndarray) -> np.ndarray:
+        scene = run.scene
+        out = np.ones(len(points), bool)
+        for i in scene.i_train:
+            pose = np.asarray(scene.poses[i], np.float64)
+            local = (points - pose[:, 3]) @ pose[:, :3]
+            z = -local[:, 2]
+            u = scene.focal * local[:, 0] / np.maximum(z, 1e-9) + 0.5 * scene.width
+            v = -scene.focal * local[:, 1] / np.maximum(z, 1e-9) + 0.5 * scene.height
+            out &= ~((z > 0) & (u >= 0) & (u < scene.width) & (v >= 0) & (v < scene.height))
+        return out
+
+    assert not outside_every_training_view(data["points"].astype(np.float64)).any()
+    assert len(more["points"]) > 0 and outside_every_training_view(more["points"].astype(np.float64)).all()

@@ -16,8 +16,7 @@ from enerf.splats import bake
 from enerf.splats.bake import _disc_quats, fit_splats, free_space_violations, merge_candidates, splats_from_candidates
 from enerf.splats.gaussians import Splats, quat_to_rotmat, rgb_to_sh0
 from enerf.splats.rasterize import rasterize
-from enerf.splats.teacher import (TurnedViews, fill_gaps, fit_loss, ssim_map, taught_target, teacher_poses,
-                                  turned_poses)
+from enerf.splats.teacher import fit_loss, outside_every_view, ssim_map, taught_target, teacher_poses, turned_poses
 
 
 def _camera_at(z: float) -> np.ndarray:
@@ -125,42 +124,20 @@ def test_turned_cameras_keep_their_centre_and_look_that_far_up_down_left_and_rig
         assert np.dot(looks[2], right) < -0.4 and np.dot(looks[3], right) > 0.4
 
 
-def _one_gaussian(z: float, sigma: float) -> Splats:
-    """One round Gaussian on the axis of a camera at the origin looking down -z, opacity 0.99."""
-    return Splats(means=torch.tensor([[0.0, 0.0, -z]]), log_scales=torch.full((1, 3), math.log(sigma)),
-                  quats=torch.tensor([[1.0, 0.0, 0.0, 0.0]]), opacity_logits=torch.tensor([math.log(0.99 / 0.01)]),
-                  sh=torch.zeros(1, 4, 3))
-
-
-def test_the_turned_views_gaps_are_the_pixels_the_splats_leave_under_half_opacity():
-    """``fill_gaps`` against the analytic footprint: a Gaussian of σ 0.3 at depth 4 seen with focal 40 is a
-    round blob of σ² = (40 · 0.3 / 4)² + 0.3 px² (the low-pass filter), opacity 0.99 exp(-r² / 2σ²), so it
-    covers a pixel (at least half opacity) within r = σ sqrt(2 ln(0.99 / 0.5)) of the image centre, 3.56 px;
-    pixels within 1 px of that circle are left out of the comparison."""
-    size, focal = 40, 40.0
-    cam = Pinhole(np.eye(4, dtype=np.float32)[:3], size, size, focal)
-    pixels = np.arange(size * size)
-    cand = {"points": np.stack([pixels, 0 * pixels, 0 * pixels], -1).astype(np.float32), "rgb": np.zeros((size * size, 3)),
-            "normals": np.zeros((size * size, 3)), "footprint": np.ones(size * size), "acc": np.ones(size * size),
-            "pixel": pixels}
-    turned = TurnedViews([cam], [torch.rand(size, size, 4)], [cand])
-    more, cams, targets = fill_gaps(turned, _one_gaussian(4.0, 0.3), "torch")
-    row, col = np.divmod(pixels, size)
-    r = np.hypot(row + 0.5 - size / 2, col + 0.5 - size / 2)
-    radius = math.sqrt(9.0 + 0.3) * math.sqrt(2 * math.log(0.99 / 0.5))
-    gap = np.zeros(size * size, bool)
-    gap[more["points"][:, 0].astype(int)] = True  # each candidate's point names its pixel
-    clear = np.abs(r - radius) > 1.0
-    assert (gap[clear] == (r[clear] > radius)).all() and (r[gap] > radius - 1.0).all()
-    assert len(cams) == 1 and np.array_equal(targets[0][..., 4].numpy().reshape(-1) > 0, gap)
-    torch.testing.assert_close(targets[0][..., :4], turned.targets[0])
-    more, cams, _ = fill_gaps(turned, _one_gaussian(4.0, 40.0), "torch")  # a wall of splats: no gap, no view
-    assert len(more["points"]) == 0 and cams == []
+def test_a_point_is_outside_every_view_only_when_no_camera_frames_it():
+    # cameras at z = 2 and z = 3 looking down -z, 20 x 20 pixels, focal 10: each frames |x|, |y| < z_depth
+    poses = np.stack([_camera_at(2.0), _camera_at(3.0)])
+    points = np.array([[0.0, 0.0, 0.0],     # in front of both, in the middle
+                       [2.5, 0.0, 0.0],     # 2.5 to the side at depth 2 and 3: only the higher camera frames it
+                       [3.5, 0.0, 0.0],     # outside both images
+                       [0.0, 0.0, 2.5],     # behind the lower camera, in front of the higher one
+                       [0.0, 0.0, 4.0]])    # behind both
+    assert outside_every_view(points, poses, 20, 20, 10.0).tolist() == [False, False, True, False, True]
 
 
 def test_a_turned_view_teaches_only_its_masked_pixels():
     """A turned view's target: the field composited onto the background where its mask is 1 (hand arithmetic),
-    the splats' own rendering elsewhere, so the L1 gradient is 0 on every pixel the splats covered."""
+    the splats' own rendering elsewhere, so the L1 gradient is 0 on every pixel a photo frames."""
     gen = torch.Generator().manual_seed(0)
     field = torch.rand(4, 5, 4, generator=gen)
     mask = torch.zeros(4, 5, 1)
