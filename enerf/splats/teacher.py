@@ -13,9 +13,7 @@ also fits the splats to the field's renderings from new cameras (``teacher_poses
 * with ``teacher_turn`` (``turned_poses``, ``turned_targets``), every rendered training camera also
   **turned** about its centre, up, down, left and right by that angle: a view that looks past the photos'
   edges sees what no photo frames, where the training views start no Gaussian and the splats would leave
-  a hole; the field draws something plausible there, and those pixels start Gaussians too. Only those
-  pixels are taught (``taught_target``): where a photo frames the surface, the photos teach it, and the
-  field, blurrier than the splats there, would pull them back towards itself.
+  a hole; the field draws something plausible there, and those pixels start Gaussians too.
 
 ``fit_loss`` is 3DGS's photometric loss, (1 - λ) L1 + λ (1 - SSIM), with SSIM's 11 x 11 Gaussian window
 (σ 1.5) over the valid part of the image, as ``enerf.metrics.ssim`` (scikit-image) computes it for scoring.
@@ -35,7 +33,7 @@ from ..data.camera_paths import Cameras, select_cameras
 from ..loaded_run import LoadedRun
 from ..views import render_views
 
-__all__ = ["teacher_poses", "turned_poses", "teacher_targets", "turned_targets", "taught_target", "view_candidates",
+__all__ = ["teacher_poses", "turned_poses", "teacher_targets", "turned_targets", "view_candidates",
            "outside_every_view", "pixels_in_view", "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
 
 SSIM_RADIUS = 5  # an 11 x 11 window (scikit-image's with sigma 1.5 and truncate 3.5)
@@ -125,47 +123,24 @@ def _rgba(view) -> Tensor:
 def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray, np.ndarray], progress: bool = True
                    ) -> tuple[list[Pinhole], list[Tensor], dict[str, np.ndarray]]:
     """With ``cfg.teacher_turn`` > 0: the field rendered from every rendered training camera turned up, down,
-    left and right by that many degrees (``turned_poses``), at 1 / ``init_downscale``: (the Pinholes of those
-    views that see a point no training camera frames, their renderings [h, w, 5]: ``teacher_targets``'s four
-    channels, then 1 where the pixel's point no training camera frames (``outside_every_view``), the only
-    pixels the fit teaches, since the photos teach the rest; and as ``field_candidates``' dict the candidates
-    of those pixels, where the photos start none); nothing with ``teacher_turn`` 0."""
+    left and right by that many degrees (``turned_poses``), at 1 / ``init_downscale``: (their Pinholes, the
+    renderings [h, w, 4] as ``teacher_targets``'s, and as ``field_candidates``' dict the candidates of their
+    pixels whose point no training camera frames (``outside_every_view``): where the photos start none);
+    nothing with ``teacher_turn`` 0."""
     if cfg.teacher_turn <= 0:
         return [], [], {}
     cams = _teacher_cameras(run, cfg, turned_poses(rendered[0], cfg.teacher_turn), "turned")
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("points", "rgb", "normals", "footprint", "acc")}
-    targets, kept = [], []
+    targets = []
     for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field's turned "
                              "views", depth="median"):
-        kept.append(view_candidates(parts, view, cfg))
+        view_candidates(parts, view, cfg)
         targets.append(_rgba(view))
     more = {k: np.concatenate(v) for k, v in parts.items()}
     scene = run.scene
     unseen = outside_every_view(more["points"], np.asarray(scene.poses)[scene.i_train], scene.width, scene.height,
                                 scene.focal)
-    pinholes, taught, start = cams.pinholes(), [], 0
-    for pinhole, target, keep in zip(pinholes, targets, kept):  # each view's unseen pixels become its mask
-        mask = np.zeros(keep.shape, bool)
-        mask[keep] = unseen[start:start + int(keep.sum())]
-        start += int(keep.sum())
-        if mask.any():  # a view whose every pixel a photo frames teaches nothing
-            taught.append((pinhole, torch.cat([target, torch.as_tensor(mask, dtype=torch.float32)[..., None]], -1)))
-    return [c for c, _ in taught], [t for _, t in taught], {k: v[unseen] for k, v in more.items()}
-
-
-def taught_target(field: Tensor, bg: Tensor, pred: Tensor) -> Tensor:
-    """What the fit compares a teacher view's rendering with: the field's colour composited onto ``bg``, and
-    where a turned view's mask is 0 (a pixel a photo frames) the splats' own rendering, detached, so that
-    the L1 term teaches nothing there.
-
-    Args:
-        field: [h, w, 4] a ``teacher_targets`` rendering, or [h, w, 5] a ``turned_targets`` one (with its mask)
-        bg: [3] the background; pred: [h, w, 3] the splats' rendering of the same view
-    Returns:
-        [h, w, 3]
-    """
-    target = field[..., :3] + (1.0 - field[..., 3:4]) * bg
-    return target if field.shape[-1] == 4 else torch.where(field[..., 4:] > 0, target, pred.detach())
+    return cams.pinholes(), targets, {k: v[unseen] for k, v in more.items()}
 
 
 def pixels_in_view(points: np.ndarray, pose: np.ndarray, width: int, height: int, focal: float

@@ -254,12 +254,9 @@ def test_turned_views_start_gaussians_where_no_training_camera_looks(baked):
     cfg = SplatConfig(init_downscale=2, teacher_turn=40.0)
     data, rendered = bake.field_candidates(run, cfg, progress=False)
     cams, targets, more = turned_targets(run, cfg, rendered, progress=False)
-    assert 0 < len(cams) == len(targets) <= 4 * len(rendered[0])
-    turned = turned_poses(rendered[0], 40.0)  # the views kept are turned cameras, each with a pixel to teach
-    for cam, target in zip(cams, targets):
-        assert np.abs(turned - np.asarray(cam.c2w)).max(axis=(1, 2)).min() < 1e-6
-        assert target.shape == (cam.height, cam.width, 5) and target[..., 4].sum() > 0
-    assert sum(int(t[..., 4].sum()) for t in targets) == len(more["points"])  # one candidate per taught pixel
+    assert len(cams) == len(targets) == 4 * len(rendered[0])
+    np.testing.assert_allclose(np.stack([np.asarray(c.c2w) for c in cams]), turned_poses(rendered[0], 40.0), atol=1e-6)
+    assert targets[0].shape == (cams[0].height, cams[0].width, 4)
     assert turned_targets(run, SplatConfig(init_downscale=2), rendered, progress=False) == ([], [], {})
 
     def outside_every_training_view(points: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from enerf.splats import bake
 from enerf.splats.bake import _disc_quats, fit_splats, free_space_violations, merge_candidates, splats_from_candidates
 from enerf.splats.gaussians import Splats, quat_to_rotmat, rgb_to_sh0
 from enerf.splats.rasterize import rasterize
-from enerf.splats.teacher import fit_loss, outside_every_view, ssim_map, taught_target, teacher_poses, turned_poses
+from enerf.splats.teacher import fit_loss, outside_every_view, ssim_map, teacher_poses, turned_poses
 
 
 def _camera_at(z: float) -> np.ndarray:
@@ -133,23 +133,6 @@ def test_a_point_is_outside_every_view_only_when_no_camera_frames_it():
                        [0.0, 0.0, 2.5],     # behind the lower camera, in front of the higher one
                        [0.0, 0.0, 4.0]])    # behind both
     assert outside_every_view(points, poses, 20, 20, 10.0).tolist() == [False, False, True, False, True]
-
-
-def test_a_turned_view_teaches_only_its_masked_pixels():
-    """A turned view's target: the field composited onto the background where its mask is 1 (hand arithmetic),
-    the splats' own rendering elsewhere, so the L1 gradient is 0 on every pixel a photo frames."""
-    gen = torch.Generator().manual_seed(0)
-    field = torch.rand(4, 5, 4, generator=gen)
-    mask = torch.zeros(4, 5, 1)
-    mask[1:3, 2:] = 1.0
-    bg = torch.tensor([0.2, 0.5, 0.9])
-    pred = torch.rand(4, 5, 3, generator=gen, requires_grad=True)
-    composite = field[..., :3] + (1 - field[..., 3:]) * bg
-    torch.testing.assert_close(taught_target(field, bg, pred), composite)  # a plain teacher view: everywhere
-    target = taught_target(torch.cat([field, mask], -1), bg, pred)
-    torch.testing.assert_close(target, torch.where(mask > 0, composite, pred.detach()))
-    (pred - target).abs().mean().backward()
-    assert (pred.grad[mask[..., 0] == 0] == 0).all() and (pred.grad[mask[..., 0] > 0] != 0).all()
 
 
 def test_the_fits_ssim_is_scikit_images():
