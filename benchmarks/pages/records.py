@@ -50,9 +50,8 @@ STALE_OK: dict[str, str] = {
     "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
     **{stem: _SPLAT_ROUND for stem in (
-        "capture_30min", "capture_defaults", "capture_probes", "capture_samplers", "conditioning_demo",
-        "conditioning_real", "fern_cpu", "fidelity", "lego_cpu", "marcher_race", "methods_demo", "paper_study",
-        "scoring", "shapes_targets", "viewer")},
+        "capture_30min", "capture_defaults", "capture_probes", "capture_samplers", "conditioning_real", "fern_cpu",
+        "fidelity", "lego_cpu", "marcher_race", "paper_study", "scoring", "shapes_targets", "viewer")},
     **{stem: _TURN for stem in (
         "capture_splats", "capture_splats_far", "fit_rate", "row_cost", "splat_clean", "splat_clean_99", "splat_files",
         "splats", "video_recipe")},

@@ -40,11 +40,11 @@ RESULTS = [
     "| row vs vanilla, demo, 3 seeds × 3,000 steps | {conditioning_demo:summary.delta_row:+.2f} dB "
     "({conditioning_demo:summary.row_mean:.2f} ± {conditioning_demo:summary.row_std:.2f} vs "
     "{conditioning_demo:summary.none_mean:.2f} ± {conditioning_demo:summary.none_std:.2f}) "
-    "{stale:conditioning_demo} " f"| [conditioning]({D}#vanilla-vs-e-nerf-on-the-embedded-scene) · [record]({R}conditioning_demo.json) |",
+    f"| [conditioning]({D}#vanilla-vs-e-nerf-on-the-embedded-scene) · [record]({R}conditioning_demo.json) |",
     "| all methods against vanilla, demo, 3 seeds × 500 steps | `col` {methods_demo:summary.col_delta:+.2f} dB, "
     "`row+bnp` {methods_demo:summary.row_bnp_delta:+.2f} dB, `row` {methods_demo:summary.row_delta:+.2f} dB; "
     "`ws` renders black ({methods_demo:summary.ws_psnr:.2f} dB) "
-    "{stale:methods_demo} " f"| [conditioning]({D}#all-methods) · [record]({R}methods_demo.json) |",
+    f"| [conditioning]({D}#all-methods) · [record]({R}methods_demo.json) |",
     "| row vs vanilla, 3 seeds: fern 1,500 steps / lego 300 steps (Δ and its 95 % CI) "
     "| fern {conditioning_real:summary.fern_row_delta:+.2f} dB [{conditioning_real:summary.fern_ci_low:+.2f}, "
     "{conditioning_real:summary.fern_ci_high:+.2f}]; lego {conditioning_real:summary.lego_row_delta:+.2f} dB "
