@@ -60,9 +60,10 @@ STALE_OK: dict[str, str] = {
              "and its spread cap (--max_spread)"
        for stem in ("splat_antialias",)},
     "bake_ab_turn": "its beer entries and the fox's far one measured before enerf/splats/teacher.py's projection and "
-                    "teacher-view building were shared (pixels_in_view, _teacher_cameras, _rgba), the same computation; "
-                    "since, two other versions of --teacher_turn were committed, measured (in the record) and reverted, "
-                    "so the code is 5fb61c5's, on which its other entries were measured",
+                    "teacher-view building were shared (_teacher_cameras, _rgba), the same computation; since, two "
+                    "other versions of --teacher_turn were committed, measured (in the record) and reverted, and the "
+                    "turned views' frustum test became enerf.cameras.visibility.frustum_counts: the starting splats "
+                    "with --teacher_turn 20 and without are byte-identical before and after (benchmarks/README.md)",
     "colmap_fern": "changed since: COLMAP's camera axes turned by GL_TO_CV (c2w_rot @ diag(1, -1, -1), the same "
                    "numbers as the column signs before) and a test-only inverse moved to tests/helpers.py (issue 65)",
     "classify_digits": "the only change to what it depends on since is a docstring of enerf/optim/bnp.py (the "

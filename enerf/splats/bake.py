@@ -62,7 +62,7 @@ from .densify import DensityControl
 from .gaussians import Splats, rgb_to_sh0
 from .rasterize import choose_backend, rasterize, warm_up
 from .source import run_background
-from .teacher import fit_loss, pixels_in_view, teacher_targets, turned_targets, view_candidates
+from .teacher import fit_loss, teacher_targets, turned_targets, view_candidates
 
 __all__ = ["BakeReport", "field_candidates", "free_space_violations", "merge_candidates",
            "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake"]
@@ -155,7 +155,12 @@ def free_space_violations(points: np.ndarray, poses: np.ndarray, depths: np.ndar
     _, height, width = depths.shape
     count = np.zeros(len(points), np.int32)
     for pose, depth in zip(poses, depths):
-        z, u, v, inside = pixels_in_view(points, pose, width, height, focal)
+        local = (points - pose[:3, 3]) @ pose[:3, :3]  # OpenGL camera axes: x right, y up, looking down -z
+        z = -local[:, 2]
+        front = z > 1e-6
+        u = np.floor(focal * local[:, 0] / np.where(front, z, 1.0) + 0.5 * width).astype(np.int64)
+        v = np.floor(-focal * local[:, 1] / np.where(front, z, 1.0) + 0.5 * height).astype(np.int64)
+        inside = front & (u >= 0) & (u < width) & (v >= 0) & (v < height)
         surface = depth[v.clip(0, height - 1), u.clip(0, width - 1)]
         count += inside & (surface > 0) & (surface > (1.0 + margin) * z)
     return count

@@ -28,13 +28,14 @@ from scipy.spatial.transform import Rotation, Slerp
 from torch import Tensor
 
 from ..cameras.pinhole import Pinhole
+from ..cameras.visibility import frustum_counts
 from ..config import SplatConfig
 from ..data.camera_paths import Cameras, select_cameras
 from ..loaded_run import LoadedRun
 from ..views import render_views
 
 __all__ = ["teacher_poses", "turned_poses", "teacher_targets", "turned_targets", "view_candidates",
-           "outside_every_view", "pixels_in_view", "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
+           "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
 
 SSIM_RADIUS = 5  # an 11 x 11 window (scikit-image's with sigma 1.5 and truncate 3.5)
 SSIM_SIGMA = 1.5
@@ -125,7 +126,8 @@ def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray,
     """With ``cfg.teacher_turn`` > 0: the field rendered from every rendered training camera turned up, down,
     left and right by that many degrees (``turned_poses``), at 1 / ``init_downscale``: (their Pinholes, the
     renderings [h, w, 4] as ``teacher_targets``'s, and as ``field_candidates``' dict the candidates of their
-    pixels whose point no training camera frames (``outside_every_view``): where the photos start none);
+    pixels whose point lies in no training camera's frustum (``enerf.cameras.visibility.frustum_counts``): where
+    the photos start none);
     nothing with ``teacher_turn`` 0."""
     if cfg.teacher_turn <= 0:
         return [], [], {}
@@ -138,43 +140,9 @@ def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray,
         targets.append(_rgba(view))
     more = {k: np.concatenate(v) for k, v in parts.items()}
     scene = run.scene
-    unseen = outside_every_view(more["points"], np.asarray(scene.poses)[scene.i_train], scene.width, scene.height,
-                                scene.focal)
+    poses = torch.as_tensor(np.asarray(scene.poses)[scene.i_train][:, :3, :4], dtype=torch.float32)
+    unseen = (frustum_counts(torch.as_tensor(more["points"]), poses, scene.height, scene.width, scene.focal) == 0).numpy()
     return cams.pinholes(), targets, {k: v[unseen] for k, v in more.items()}
-
-
-def pixels_in_view(points: np.ndarray, pose: np.ndarray, width: int, height: int, focal: float
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Where a pinhole camera (principal point at the image centre) sees ``points``.
-
-    Args:
-        points: [n, 3]; pose: [3, 4] camera-to-world (OpenGL axes: x right, y up, looking down -z);
-        width, height, focal: the image's (pixels)
-    Returns:
-        z [n] (depth along the axis), u [n], v [n] (int64 column and row), inside [n] bool (in front of the camera
-        and within the image)
-    """
-    local = (points - pose[:3, 3]) @ pose[:3, :3]
-    z = -local[:, 2]
-    front = z > 1e-6
-    safe = np.where(front, z, 1.0)
-    u = np.floor(focal * local[:, 0] / safe + 0.5 * width).astype(np.int64)
-    v = np.floor(-focal * local[:, 1] / safe + 0.5 * height).astype(np.int64)
-    return z, u, v, front & (u >= 0) & (u < width) & (v >= 0) & (v < height)
-
-
-def outside_every_view(points: np.ndarray, poses: np.ndarray, width: int, height: int, focal: float) -> np.ndarray:
-    """Which points no camera frames (``pixels_in_view`` inside none of them).
-
-    Args:
-        points: [n, 3]; poses: [V, 3, 4] camera-to-world (OpenGL axes); width, height, focal: the images' (pixels)
-    Returns:
-        [n] bool
-    """
-    out = np.ones(len(points), bool)
-    for pose in poses:
-        out &= ~pixels_in_view(points, pose, width, height, focal)[3]
-    return out
 
 
 def view_candidates(parts: dict[str, list[np.ndarray]], view, cfg: SplatConfig) -> np.ndarray:

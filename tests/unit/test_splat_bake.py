@@ -16,7 +16,7 @@ from enerf.splats import bake
 from enerf.splats.bake import _disc_quats, fit_splats, free_space_violations, merge_candidates, splats_from_candidates
 from enerf.splats.gaussians import Splats, quat_to_rotmat, rgb_to_sh0
 from enerf.splats.rasterize import rasterize
-from enerf.splats.teacher import fit_loss, outside_every_view, ssim_map, teacher_poses, turned_poses
+from enerf.splats.teacher import fit_loss, ssim_map, teacher_poses, turned_poses
 
 
 def _camera_at(z: float) -> np.ndarray:
@@ -122,17 +122,6 @@ def test_turned_cameras_keep_their_centre_and_look_that_far_up_down_left_and_rig
         looks = -turned[4 * i:4 * i + 4, :, 2]  # up, down, left, right: toward +up, -up, -right, +right
         assert np.dot(looks[0], up) > 0.4 and np.dot(looks[1], up) < -0.4
         assert np.dot(looks[2], right) < -0.4 and np.dot(looks[3], right) > 0.4
-
-
-def test_a_point_is_outside_every_view_only_when_no_camera_frames_it():
-    # cameras at z = 2 and z = 3 looking down -z, 20 x 20 pixels, focal 10: each frames |x|, |y| < z_depth
-    poses = np.stack([_camera_at(2.0), _camera_at(3.0)])
-    points = np.array([[0.0, 0.0, 0.0],     # in front of both, in the middle
-                       [2.5, 0.0, 0.0],     # 2.5 to the side at depth 2 and 3: only the higher camera frames it
-                       [3.5, 0.0, 0.0],     # outside both images
-                       [0.0, 0.0, 2.5],     # behind the lower camera, in front of the higher one
-                       [0.0, 0.0, 4.0]])    # behind both
-    assert outside_every_view(points, poses, 20, 20, 10.0).tolist() == [False, False, True, False, True]
 
 
 def test_the_fits_ssim_is_scikit_images():
