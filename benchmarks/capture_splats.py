@@ -12,7 +12,13 @@ against the field), the splats' count and file size, and the bake's figures.
         --record benchmarks/capture_splats.json
     python -m benchmarks.capture_splats --name fox_far --datadir ../shared/data/nerfstudio/fox \\
         --record benchmarks/capture_splats.json -- --holdout far
+    python -m benchmarks.capture_splats --name beer --existing benchmarks/video_recipe.json \\
+        --record benchmarks/capture_splats.json     # RUNS/beer: a link to the recipe's run folder
     python -m benchmarks.capture_splats --table benchmarks/capture_splats.json
+
+``--existing RECORD`` takes a run that ``benchmarks.video_recipe`` made with the same ``enerf train --datadir``
+(its folder linked as BASEDIR/NAME), so one run gives both records their figures; the wall time and load are that
+record's train command's (which also renders the preview video).
 
 Figures are only meaningful with nothing else running on the machine.
 """
@@ -77,6 +83,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--datadir")
     parser.add_argument("--basedir", default="runs/capture_splats")
     parser.add_argument("--record", default=None, help="JSON record to add the entry to")
+    parser.add_argument("--existing", default=None, metavar="RECIPE",
+                        help="no training: the run benchmarks.video_recipe's RECIPE record timed (BASEDIR/NAME)")
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -87,23 +95,32 @@ def main(argv: list[str] | None = None) -> dict | None:
         raise SystemExit("--name and --datadir are needed (or --table RECORD)")
     cmd = [sys.executable, "-m", "enerf", "train", "--datadir", args.datadir, "--expname", args.name,
            "--basedir", args.basedir, "--video", "none", "--quiet", *extra]
-    load = load_average()
-    with Timer() as t:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"enerf train failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     run = Path(args.basedir) / args.name
+    if args.existing:
+        recipe = json.loads(Path(args.existing).read_text())
+        if not (run / "metrics.json").is_file():
+            raise SystemExit(f"{run}/metrics.json: no such run; link the recipe's run folder there first")
+        load, seconds, printed = recipe["load_before"], recipe["train_command_seconds"], []
+    else:
+        load = load_average()
+        with Timer() as t:
+            done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"enerf train failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+        seconds, printed = t.seconds, done.stdout.strip().splitlines()[-6:]
     video_load = load_average()
     with Timer() as v:  # the run's splats drawn along a 120-frame path through the training cameras
         drawn = subprocess.run([sys.executable, "-m", "enerf", "render", "--ckpt", str(run / "checkpoints" / "latest.pt"),
                                 "--path", "interp", "--frames", "120", "--quiet"], capture_output=True, text=True)
     if drawn.returncode != 0:
         raise SystemExit(f"enerf render failed: {(drawn.stderr.strip().splitlines() or ['?'])[-1]}")
-    entry = {**entry_from_run(run), "wall_minutes": round(t.seconds / 60, 2),
+    entry = {**entry_from_run(run), "wall_minutes": round(seconds / 60, 2),
              "video": {"seconds": round(v.seconds, 1), "frames": 120, "path": "interp", "load_before": video_load,
                        "printed": drawn.stdout.strip().splitlines()[-1:]},
-             "load_before": load, "load_after": load_average(), "flags": extra,
-             "printed": done.stdout.strip().splitlines()[-6:], "command": command_line(), "commit": git_commit()}
+             "load_before": load, "load_after": load_average(), "flags": extra, "printed": printed,
+             "command": command_line(), "commit": git_commit()}
+    if args.existing:
+        entry.update(existing=args.existing, commit=recipe["commit"])
     print("\n".join(entry["printed"]))
     print(f"wall {entry['wall_minutes']:.1f} min; worst view {entry['worst_view']}")
     if args.record:
