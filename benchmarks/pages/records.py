@@ -51,7 +51,7 @@ STALE_OK: dict[str, str] = {
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
     **{stem: _SPLAT_ROUND for stem in (
         "capture_30min", "capture_defaults", "capture_probes", "capture_samplers", "conditioning_real", "fern_cpu",
-        "fidelity", "marcher_race", "paper_study", "scoring", "shapes_targets", "viewer")},
+        "fidelity", "marcher_race", "paper_study", "scoring", "viewer")},
     "capture_splats_far": _TURN,
     **{stem: f"{_REDESIGN4}; measured before the bake's fit on a random background (--random_background) and "
              "before the fit's compiled projection (enerf/splats/projection.py: more fit steps in the same time) "
