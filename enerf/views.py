@@ -57,6 +57,8 @@ class ViewDepth:
     z_depth: np.ndarray  # [H, W] (p - c) . forward (0 where no hit)
     points: np.ndarray  # [H, W, 3] surface points p (0 where no hit)
     normals: np.ndarray | None  # [H, W, 3] unit normals (depth_normals; 0 where none); None when not asked for
+    spread: np.ndarray | None = None  # [H, W] |expected - median termination| / median (0 where no hit): small on a
+    # surface, large where the ray's weight is spread out (fog)
 
 
 def _neighbour_difference(points: np.ndarray, hit: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +134,9 @@ def render_views(run: LoadedRun, cams: Cameras, normals: bool = True, chunk: int
                                     aabb=scene.aabb, bar=bar)
             acc = out["acc"].float()
             hit = (acc >= MIN_ACC).numpy()
-            t = out["depth_median"].float() if depth == "median" else out["depth"].float() / acc.clamp_min(MIN_ACC)
+            t_mean, t_median = out["depth"].float() / acc.clamp_min(MIN_ACC), out["depth_median"].float()
+            t = t_median if depth == "median" else t_mean
+            spread = ((t_mean - t_median).abs() / t_median.clamp_min(1e-9)).numpy()
             points = _surface(scene, rays, t.to(rays.origins.device), cams)
             hit &= np.isfinite(points).all(-1)
             points = np.where(hit[..., None], points, 0.0)
@@ -143,4 +147,5 @@ def render_views(run: LoadedRun, cams: Cameras, normals: bool = True, chunk: int
             z_depth = np.where(hit, offset @ forward, 0.0).astype(np.float32)
             view_normals = depth_normals(points, hit, pose[:3, 3]) if normals else None
             yield ViewDepth(name, pose, cams.focal, out["rgb"].clamp(0.0, 1.0).numpy().astype(np.float32),
-                            acc.numpy().astype(np.float32), hit, ray_depth, z_depth, points, view_normals)
+                            acc.numpy().astype(np.float32), hit, ray_depth, z_depth, points, view_normals,
+                            np.where(hit, spread, 0.0).astype(np.float32))

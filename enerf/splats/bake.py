@@ -62,7 +62,7 @@ from .densify import DensityControl
 from .gaussians import Splats, rgb_to_sh0
 from .rasterize import choose_backend, rasterize, warm_up
 from .source import run_background
-from .teacher import fit_loss, teacher_targets, turned_targets, view_candidates
+from .teacher import fit_loss, taught_target, teacher_targets, turned_targets, view_candidates
 
 __all__ = ["BakeReport", "field_candidates", "free_space_violations", "merge_candidates",
            "splats_from_candidates", "init_splats", "fit_targets", "fit_splats", "bake"]
@@ -321,9 +321,8 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
                 bg = torch.rand(3, generator=gen).to(device)
             if taught:  # a view between the photos, from the field (whole, at its smaller size), on the same background
                 k = int(torch.randint(len(teacher[0]), (1,), generator=gen))
-                field = teacher[1][k].to(device)
-                target = field[..., :3] + (1.0 - field[..., 3:]) * bg
                 rgb = rasterize(_as_splats(leaves, splats.antialiased), teacher[0][k], bg, backend=backend)["rgb"]
+                target = taught_target(teacher[1][k].to(device), bg, rgb)
             else:
                 k = int(torch.randint(len(views), (1,), generator=gen))
                 r0 = int(torch.randint(height - rows + 1, (1,), generator=gen))

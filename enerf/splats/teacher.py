@@ -13,7 +13,10 @@ also fits the splats to the field's renderings from new cameras (``teacher_poses
 * with ``teacher_turn`` (``turned_poses``, ``turned_targets``), every rendered training camera also
   **turned** about its centre, up, down, left and right by that angle: a view that looks past the photos'
   edges sees what no photo frames, where the training views start no Gaussian and the splats would leave
-  a hole; the field draws something plausible there, and those pixels start Gaussians too.
+  a hole; the field draws something plausible there, and those pixels start Gaussians too. Off the
+  photos a field can also draw fog; with ``turn_spread`` a turned view teaches, and starts Gaussians,
+  only where the field draws a surface (``surface_mask``: its ray's weight gathered at one depth), and
+  elsewhere leaves the splats to the photos (``taught_target``).
 
 ``fit_loss`` is 3DGS's photometric loss, (1 - λ) L1 + λ (1 - SSIM), with SSIM's 11 x 11 Gaussian window
 (σ 1.5) over the valid part of the image, as ``enerf.metrics.ssim`` (scikit-image) computes it for scoring.
@@ -34,12 +37,13 @@ from ..data.camera_paths import Cameras, select_cameras
 from ..loaded_run import LoadedRun
 from ..views import render_views
 
-__all__ = ["teacher_poses", "turned_poses", "teacher_targets", "turned_targets", "view_candidates",
-           "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
+__all__ = ["teacher_poses", "turned_poses", "teacher_targets", "turned_targets", "surface_mask", "taught_target",
+           "view_candidates", "ssim_map", "fit_loss", "SSIM_RADIUS", "SSIM_SIGMA"]
 
 SSIM_RADIUS = 5  # an 11 x 11 window (scikit-image's with sigma 1.5 and truncate 3.5)
 SSIM_SIGMA = 1.5
 _C1, _C2 = 0.01 ** 2, 0.03 ** 2  # (K1 L)², (K2 L)² for data range L = 1
+SURFACE_ACC = 0.5  # with turn_spread, a turned view's pixel is a surface only where the field is at least this opaque
 
 
 def teacher_poses(poses: np.ndarray, depths: np.ndarray, count: int, push: float, seed: int = 0) -> np.ndarray:
@@ -127,7 +131,8 @@ def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray,
     left and right by that many degrees (``turned_poses``), at 1 / ``init_downscale``: (their Pinholes, the
     renderings [h, w, 4] as ``teacher_targets``'s, and as ``field_candidates``' dict the candidates of their
     pixels whose point lies in no training camera's frustum (``enerf.cameras.visibility.frustum_counts``): where
-    the photos start none);
+    the photos start none); with ``cfg.turn_spread`` > 0 the renderings carry a fifth channel, 1 where the
+    field draws a surface (``surface_mask``), the only pixels taught and the only ones that start Gaussians;
     nothing with ``teacher_turn`` 0."""
     if cfg.teacher_turn <= 0:
         return [], [], {}
@@ -136,8 +141,13 @@ def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray,
     targets = []
     for view in render_views(run, cams, normals=True, progress=progress, desc="splats: render the field's turned "
                              "views", depth="median"):
-        view_candidates(parts, view, cfg)
-        targets.append(_rgba(view))
+        if cfg.turn_spread > 0:
+            surface = surface_mask(view, cfg.turn_spread)
+            view_candidates(parts, view, cfg, surface)
+            targets.append(torch.cat([_rgba(view), torch.as_tensor(surface, dtype=torch.float32)[..., None]], -1))
+        else:
+            view_candidates(parts, view, cfg)
+            targets.append(_rgba(view))
     more = {k: np.concatenate(v) for k, v in parts.items()}
     scene = run.scene
     poses = torch.as_tensor(np.asarray(scene.poses)[scene.i_train][:, :3, :4], dtype=torch.float32)
@@ -145,10 +155,34 @@ def turned_targets(run: LoadedRun, cfg: SplatConfig, rendered: tuple[np.ndarray,
     return cams.pinholes(), targets, {k: v[unseen] for k, v in more.items()}
 
 
-def view_candidates(parts: dict[str, list[np.ndarray]], view, cfg: SplatConfig) -> np.ndarray:
+def surface_mask(view, spread: float) -> np.ndarray:
+    """[h, w] bool: where a rendered view's field draws a surface, not fog: at least ``SURFACE_ACC`` opaque,
+    its expected termination depth within ``spread`` (relative) of its median one (``ViewDepth.spread``)."""
+    return view.hit & (view.acc >= SURFACE_ACC) & (view.spread <= spread)
+
+
+def taught_target(field: Tensor, bg: Tensor, pred: Tensor) -> Tensor:
+    """What the fit compares a teacher view's rendering with: the field's colour composited onto ``bg``; where a
+    fifth channel is 0 (``turned_targets``: fog), the splats' own rendering, detached, so the loss teaches
+    nothing there.
+
+    Args:
+        field: Tensor  # [h, w, 4] colour on black and accumulated opacity, or [h, w, 5] with the taught mask
+        bg: Tensor  # [3] the background; pred: Tensor  # [h, w, 3] the splats' rendering of the same view
+    Returns:
+        Tensor  # [h, w, 3]
+    """
+    target = field[..., :3] + (1.0 - field[..., 3:4]) * bg
+    return target if field.shape[-1] == 4 else torch.where(field[..., 4:] > 0, target, pred.detach())
+
+
+def view_candidates(parts: dict[str, list[np.ndarray]], view, cfg: SplatConfig, mask: np.ndarray | None = None
+                    ) -> np.ndarray:
     """Append one rendered view's candidates (its pixels that hit with accumulated opacity at least
-    ``init_min_acc``) to ``parts``; returns the kept-pixel mask [h, w]."""
+    ``init_min_acc``, and in ``mask`` [h, w] where given) to ``parts``; returns the kept-pixel mask [h, w]."""
     keep = view.hit & (view.acc >= cfg.init_min_acc)
+    if mask is not None:
+        keep &= mask
     parts["points"].append(view.points[keep].astype(np.float32))
     parts["rgb"].append(view.rgb[keep])
     parts["normals"].append(view.normals[keep])

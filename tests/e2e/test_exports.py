@@ -334,3 +334,24 @@ def test_tsdf_mesh_simplified_and_textured_from_the_field(sphere_run):
     row = np.clip(((1.0 - uv[:, 1]) * 128).astype(int), 0, 127)
     expected = 1.0 / (1.0 + np.exp(-np.asarray(mesh.vertices)))
     assert np.abs(image[row, col] - expected).mean() < 0.01
+
+
+def test_spread_is_small_on_a_surface_and_the_exponentials_in_fog(sphere_run):
+    """``ViewDepth.spread``: on the sphere the ray's weight sits at one depth; in uniform fog of density s the
+    weight along t decays as l exp(-l (t - near)), l = s |d|, so the expected and median depths are analytic."""
+    from enerf.data.camera_paths import select_cameras
+    from enerf.views import render_views
+
+    view = next(render_views(sphere_run, select_cameras(sphere_run.scene, "test", 1), normals=False, progress=False))
+    assert view.spread[view.acc > 0.99].max() < 0.02
+    density, near, far = 2.0, 0.5, 4.0
+    fog = _Field(lambda p: torch.full(p.shape[:-1], density), lambda p, v: torch.full(p.shape, 0.5))
+    run = _run(_orbit(4), fog, near=near, far=far)
+    view = next(render_views(run, select_cameras(run.scene, "test", 1), normals=False, progress=False))
+    rate = density * np.linalg.norm(_pixel_dirs(run.scene.poses[int(view.name.split("_")[1])]), axis=-1)  # [H, W]
+    tail = np.exp(-rate * (far - near))
+    mean = near + 1.0 / rate - (far - near) * tail / (1.0 - tail)
+    median = near - np.log(1.0 - 0.5 * (1.0 - tail)) / rate
+    expected = np.abs(mean - median) / median
+    assert expected.min() > 0.15  # fog, far from a surface's 0.02
+    assert np.abs(view.spread - expected).max() < 0.03

@@ -16,7 +16,7 @@ from enerf.splats import bake
 from enerf.splats.bake import _disc_quats, fit_splats, free_space_violations, merge_candidates, splats_from_candidates
 from enerf.splats.gaussians import Splats, quat_to_rotmat, rgb_to_sh0
 from enerf.splats.rasterize import rasterize
-from enerf.splats.teacher import fit_loss, ssim_map, teacher_poses, turned_poses
+from enerf.splats.teacher import fit_loss, ssim_map, surface_mask, taught_target, teacher_poses, turned_poses
 
 
 def _camera_at(z: float) -> np.ndarray:
@@ -214,3 +214,20 @@ def test_no_splat_spreads_wider_than_its_distance_allows(max_spread):
         assert widest.max() > 0.5 * max_spread * nearest.min()  # the capped one sits at its cap
     else:
         assert widest.max() > 3.0
+
+
+def test_a_turned_view_teaches_only_where_the_field_draws_a_surface():
+    """surface_mask: opaque and concentrated pixels only; taught_target: no gradient reaches the others."""
+    view = SimpleNamespace(hit=np.array([[True, True, True, False]]), acc=np.array([[0.9, 0.9, 0.3, 0.0]]),
+                           spread=np.array([[0.01, 0.4, 0.01, 0.0]]))
+    mask = surface_mask(view, 0.1)
+    assert mask.tolist() == [[True, False, False, False]]
+    field = torch.cat([torch.rand(1, 4, 3) * 0.5, torch.full((1, 4, 1), 0.5), torch.as_tensor(mask, dtype=torch.float32)[..., None]], -1)
+    bg = torch.tensor([0.2, 0.4, 0.6])
+    pred = torch.rand(1, 4, 3, requires_grad=True)
+    target = taught_target(field, bg, pred)
+    assert torch.allclose(target[0, 0], field[0, 0, :3] + 0.5 * bg)
+    (target - pred).abs().sum().backward()
+    assert pred.grad[0, 0].abs().sum() == 3.0 and pred.grad[0, 1:].abs().sum() == 0.0
+    four = field[..., :4]  # a teacher view without a mask teaches every pixel
+    assert torch.allclose(taught_target(four, bg, pred), four[..., :3] + 0.5 * bg)
