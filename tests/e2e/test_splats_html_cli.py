@@ -273,3 +273,22 @@ def test_turned_views_start_gaussians_where_no_training_camera_looks(baked):
 
     assert not outside_every_training_view(data["points"].astype(np.float64)).any()
     assert len(more["points"]) > 0 and outside_every_training_view(more["points"].astype(np.float64)).all()
+
+
+def test_turned_views_with_turn_spread_teach_only_their_surface_pixels(baked):
+    """``--turn_spread``: the same turned renderings, with a fifth channel that is 1 only on pixels at least half
+    opaque whose spread is within the bound; their candidates are a subset of the unmasked ones."""
+    from enerf.config import SplatConfig
+    from enerf.splats import bake
+    from enerf.splats.teacher import turned_targets
+
+    run = load_run(baked["ckpt"], Path("data"), images=True)
+    cfg = SplatConfig(init_downscale=2, teacher_turn=40.0, turn_spread=0.1)
+    _, rendered = bake.field_candidates(run, cfg, progress=False)
+    _, masked, fewer = turned_targets(run, cfg, rendered, progress=False)
+    _, whole, every = turned_targets(run, SplatConfig(init_downscale=2, teacher_turn=40.0), rendered, progress=False)
+    for m, w in zip(masked, whole):
+        assert m.shape[-1] == 5 and torch.equal(m[..., :4], w)
+        assert bool((w[..., 3][m[..., 4] > 0] >= 0.5).all())
+    rows = {tuple(p) for p in every["points"].tolist()}
+    assert len(fewer["points"]) <= len(every["points"]) and all(tuple(p) in rows for p in fewer["points"].tolist())
