@@ -190,13 +190,14 @@ class SplatConfig:
     teacher_share: float = option(0.25, "share of the fit's steps spent on the field's renderings", lo=0.0, hi=1.0)
     teacher_push: float = option(0.2, "the teacher cameras pushed in or out along their axis by up to this times their "
                                  "depth", lo=0.0, hi=0.9)
-    teacher_turn: float = option(0.0, "degrees: the field also rendered from every rendered training camera turned "
-                                 "up, down, left and right by this much, fitted beside the photos; their pixels that "
-                                 "no training camera frames start Gaussians, so a view that looks past the photos' "
-                                 "edges finds splats there (0: none)", lo=0.0, hi=90.0)
-    turn_spread: float = option(0.0, "with --teacher_turn, a turned view teaches and starts Gaussians only where the "
-                                "field draws a surface, not fog: at least half opaque, its expected termination depth "
-                                "within this fraction of its median one (0: everywhere)", lo=0.0)
+    teacher_turn: float = option(20.0, "degrees: the field also rendered from every rendered training camera turned "
+                                 "up, down, left and right by this much, fitted beside the photos where it draws a "
+                                 "surface (--turn_spread); those of their pixels that no training camera frames start "
+                                 "Gaussians, so a view that looks past the photos' edges finds splats there (0: none)",
+                                 lo=0.0, hi=90.0)
+    turn_spread: float = option(0.1, "a turned view teaches and starts Gaussians only where the field draws a surface, "
+                                "not fog: at least half opaque, its expected termination depth within this fraction of "
+                                "its median one (0: every pixel)", lo=0.0)
     antialiased: bool = option(True, "fit and draw the splats with the 2D mip filter (Mip-Splatting; gsplat's "
                                "antialiased mode): they keep their coverage at any window size; recorded in the file "
                                "(.ply, .spz; a viewer without the filter draws them fuller); false: classic 3DGS")

@@ -17,8 +17,9 @@
    ``count``, a random subset is kept and widened by sqrt(cells / count).
 2. **The field as a teacher** (``teacher_targets``, ``enerf.splats.teacher``): the field rendered at the
    same size from ``teacher_views`` cameras the capture does not have, between neighbouring training
-   cameras and pushed in or out along their axes; with ``teacher_turn``, also from every rendered training
-   camera turned up, down, left and right (``turned_targets``), whose pixels start Gaussians as in step 1.
+   cameras and pushed in or out along their axes, and from every rendered training camera turned up, down,
+   left and right by ``teacher_turn`` degrees (``turned_targets``): where such a view's field draws a surface
+   (``turn_spread``: not fog) its pixels teach, and those no training camera frames start Gaussians as in step 1.
 3. **Fit** (``fit_splats``): Adam on every parameter (3DGS's learning rates times ``fit_lr``, the
    centres' scaled by the cameras' extent and decaying), for what is left of ``bake_seconds`` after
    steps 1 and 2 (at least a quarter of it): each step renders one training photo (or ``fit_rows``

@@ -10,11 +10,11 @@ also fits the splats to the field's renderings from new cameras (``teacher_poses
   random fraction in [0.25, 0.75], the rotation spherically (slerp);
 * half of them a training camera **pushed in or out** along its viewing axis by up to ``push`` times
   its distance to what it looks at (its median depth);
-* with ``teacher_turn`` (``turned_poses``, ``turned_targets``), every rendered training camera also
-  **turned** about its centre, up, down, left and right by that angle: a view that looks past the photos'
+* ``teacher_turn`` degrees (``turned_poses``, ``turned_targets``; 0: none), every rendered training camera
+  also **turned** about its centre, up, down, left and right by that angle: a view that looks past the photos'
   edges sees what no photo frames, where the training views start no Gaussian and the splats would leave
   a hole; the field draws something plausible there, and those pixels start Gaussians too. Off the
-  photos a field can also draw fog; with ``turn_spread`` a turned view teaches, and starts Gaussians,
+  photos a field can also draw fog; with ``turn_spread`` > 0 a turned view teaches, and starts Gaussians,
   only where the field draws a surface (``surface_mask``: its ray's weight gathered at one depth), and
   elsewhere leaves the splats to the photos (``taught_target``).
 
