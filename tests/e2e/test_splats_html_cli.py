@@ -251,13 +251,13 @@ def test_turned_views_start_gaussians_where_no_training_camera_looks(baked):
     from enerf.splats.teacher import turned_poses, turned_targets
 
     run = load_run(baked["ckpt"], Path("data"), images=True)
-    cfg = SplatConfig(init_downscale=2, teacher_turn=40.0)
+    cfg = SplatConfig(init_downscale=2, teacher_turn=40.0, turn_spread=0.0)  # whole turned views
     data, rendered = bake.field_candidates(run, cfg, progress=False)
     cams, targets, more = turned_targets(run, cfg, rendered, progress=False)
     assert len(cams) == len(targets) == 4 * len(rendered[0])
     np.testing.assert_allclose(np.stack([np.asarray(c.c2w) for c in cams]), turned_poses(rendered[0], 40.0), atol=1e-6)
     assert targets[0].shape == (cams[0].height, cams[0].width, 4)
-    assert turned_targets(run, SplatConfig(init_downscale=2), rendered, progress=False) == ([], [], {})
+    assert turned_targets(run, SplatConfig(init_downscale=2, teacher_turn=0.0), rendered, progress=False) == ([], [], {})
 
     def outside_every_training_view(points: np.ndarray) -> np.ndarray:
         scene = run.scene
@@ -286,7 +286,8 @@ def test_turned_views_with_turn_spread_teach_only_their_surface_pixels(baked):
     cfg = SplatConfig(init_downscale=2, teacher_turn=40.0, turn_spread=0.1)
     _, rendered = bake.field_candidates(run, cfg, progress=False)
     _, masked, fewer = turned_targets(run, cfg, rendered, progress=False)
-    _, whole, every = turned_targets(run, SplatConfig(init_downscale=2, teacher_turn=40.0), rendered, progress=False)
+    _, whole, every = turned_targets(run, SplatConfig(init_downscale=2, teacher_turn=40.0, turn_spread=0.0), rendered,
+                                     progress=False)
     for m, w in zip(masked, whole):
         assert m.shape[-1] == 5 and torch.equal(m[..., :4], w)
         assert bool((w[..., 3][m[..., 4] > 0] >= 0.5).all())
