@@ -222,7 +222,8 @@ def test_a_turned_view_teaches_only_where_the_field_draws_a_surface():
                            spread=np.array([[0.01, 0.4, 0.01, 0.0]]))
     mask = surface_mask(view, 0.1)
     assert mask.tolist() == [[True, False, False, False]]
-    field = torch.cat([torch.rand(1, 4, 3) * 0.5, torch.full((1, 4, 1), 0.5), torch.as_tensor(mask, dtype=torch.float32)[..., None]], -1)
+    field = torch.cat([torch.rand(1, 4, 3) * 0.5, torch.full((1, 4, 1), 0.5),
+                       torch.as_tensor(mask, dtype=torch.float32)[..., None]], -1)
     bg = torch.tensor([0.2, 0.4, 0.6])
     pred = torch.rand(1, 4, 3, requires_grad=True)
     target = taught_target(field, bg, pred)
