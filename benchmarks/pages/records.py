@@ -60,8 +60,8 @@ STALE_OK: dict[str, str] = {
     "capture_splats_far": f"{_SURFACE}; also measured before the option --teacher_turn was added",
     **{stem: _SURFACE for stem in ("capture_splats", "splats", "splat_files", "splat_clean", "splat_clean_99", "fit_rate",
                                    "video_recipe")},
-    **{stem: _BAKE_OPTION for stem in ("conditioning_demo", "methods_demo", "distributed", "lego_cpu", "mesh_accuracy",
-                                       "shapes_compare", "shapes_targets", "row_cost")},
+    **{stem: _BAKE_OPTION for stem in ("conditioning_demo", "methods_demo", "distributed", "shapes_compare",
+                                       "shapes_targets", "row_cost")},
     **{stem: f"{_REDESIGN4}; measured before the bake's fit on a random background (--random_background) and "
              "before the fit's compiled projection (enerf/splats/projection.py: more fit steps in the same time) "
              "and its spread cap (--max_spread)"
