@@ -229,10 +229,9 @@ def init_splats(run: LoadedRun, cfg: SplatConfig, progress: bool = True
     return splats_from_candidates(data, cfg), len(data["points"]), rendered
 
 
-def _camera_extent(run: LoadedRun) -> float:
+def _camera_extent(centres: np.ndarray) -> float:
     """The cameras' extent (3DGS's ``spatial_lr_scale``): 1.1 x the largest distance of a training
-    camera from their mean centre."""
-    centres = run.scene.poses[run.scene.i_train][:, :3, 3]
+    camera centre (``centres`` [V, 3]) from their mean."""
     return 1.1 * float(np.linalg.norm(centres - centres.mean(0), axis=-1).max()) or 1.0
 
 
@@ -299,7 +298,8 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     bg = run_background(run.cfg.render).to(device)
     random_bg = cfg.random_background and not run.cfg.render.white_bkgd
     leaves = _leaves(splats, device)
-    extent = _camera_extent(run)
+    centres = np.asarray(scene.poses)[views][:, :3, 3]  # [V, 3] the training cameras' centres
+    extent = _camera_extent(centres)
     boost = cfg.fit_lr
     lr = {k: LR[k] * boost for k in LR}
     lr["means"] *= extent
@@ -310,7 +310,7 @@ def fit_splats(run: LoadedRun, splats: Splats, cfg: SplatConfig, seconds: float,
     gen = torch.Generator().manual_seed(cfg.seed)
     if backend == "numba":
         warm_up()  # numba's first compilation is not fitting time
-    centres = torch.as_tensor(np.asarray(scene.poses)[views][:, :3, 3], dtype=torch.float32, device=device)  # [V, 3]
+    centres = torch.as_tensor(centres, dtype=torch.float32, device=device)  # [V, 3]
     cap = None
     tic = time.perf_counter()
     steps = 0

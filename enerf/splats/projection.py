@@ -13,6 +13,10 @@ backward pass is the chain rule written out per Gaussian (the reference rasteriz
 ``computeCov2DCUDA`` / ``computeCov3D`` backward, plus the opacity's and the mip filter's), run only
 over the Gaussians drawn. Gradients reach the centres, log scales, quaternions and opacity logits;
 the colours are the caller's (``sh_to_rgb`` on the drawn Gaussians, any SH degree).
+
+It is the torch ``project`` written a second time on purpose, for speed; the two are held equal by
+tests/unit/test_splat_rasterize.py (forward images, and every gradient against torch's autograd), and the
+constants come from ``rasterize`` as arguments, never retyped here.
 """
 
 from __future__ import annotations

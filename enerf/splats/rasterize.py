@@ -203,7 +203,8 @@ def rasterize(splats: Splats, camera: Pinhole, background: Tensor | None = None,
         backend: ``torch`` (the pure-torch path, any device), ``numba`` (the compiled forward and backward
             passes of ``enerf.splats.tiles``, CPU), ``gsplat`` (CUDA) or ``auto`` (gsplat where
             ``gsplat_available``; numba on a CPU; else torch); all differentiable
-        rows: (r0, r1): render only image rows [r0, r1) (a band; torch backend), e.g. to fit a crop
+        rows: (r0, r1): render only image rows [r0, r1) (a band; the torch and numba backends, not gsplat),
+            e.g. to fit a crop
     Returns:
         dict: rgb [H', W, 3], acc [H', W] (accumulated opacity), depth [H', W] (expected camera z-depth,
         weighted by the splats' weights, not divided by acc), H' = r1 - r0 (the image height by default);
