@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> dict:
     if path is None:
         raise SystemExit(f"{run.folder} has no splats.ply")
     g = read_splats_into_scene(path, scene, run.device)[0]
-    centres = torch.as_tensor(np.asarray(scene.poses)[np.asarray(scene.i_train)][:, :3, 3], dtype=torch.float32)
+    train_centres = np.asarray(scene.poses)[np.asarray(scene.i_train)][:, :3, 3]  # [V, 3]
+    centres = torch.as_tensor(train_centres, dtype=torch.float32)
     nearest = _spread_cap(g.means, centres, 1.0).exp()  # [N] distance to the nearest training camera, as the fit's cap
     ratio = g.scales.max(1).values / nearest
     photo = scene.image(args.view)
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
     top = idx[torch.argsort(area[idx] * g.opacities[idx], descending=True)[:args.top]]
     result = {
         "command": command_line(), "commit": git_commit(), "splats": len(g),
-        "camera_extent": _camera_extent(run),
+        "camera_extent": _camera_extent(train_centres),
         "ratio_quantiles": dict(zip(["0.5", "0.9", "0.99", "0.999"],
                                     torch.quantile(ratio, torch.tensor([0.5, 0.9, 0.99, 0.999])).tolist())),
         "ratio_above": {"0.5": int((ratio > 0.5).sum()), "1": int((ratio > 1).sum())},
