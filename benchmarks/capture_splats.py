@@ -40,7 +40,7 @@ SPLAT_STAGE = [f"enerf/splats/{name}" for name in (
     "__init__.py", "bake.py", "clean.py", "densify.py", "export.py", "files.py", "frames.py", "gaussians.py", "ply.py",
     "projection.py", "rasterize.py", "source.py", "teacher.py", "tiles.py")]
 DEPENDS = TRAINING_CODE + SPLAT_STAGE + ["enerf/export", "enerf/cli/train.py", "enerf/loaded_run.py", "enerf/views.py"]
-WHAT = ("enerf train --datadir CAPTURE with no config (10-minute field, then the splats), wall time of training, "
+WHAT = ("enerf train --datadir CAPTURE with no config (the field for its --time_budget, then the splats for --splat_seconds), wall time of training, "
         "bake and scoring; held-out figures of the field and of the splats")
 
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         path = Path(args.record)
         record = json.loads(path.read_text()) if path.is_file() else {"what": WHAT, "machine": machine(), "entries": {}}
         record["entries"][args.name] = entry
-        record.update(commit=git_commit(), depends=DEPENDS)
+        record.update(what=WHAT, machine=machine(), commit=git_commit(), depends=DEPENDS)
         write_record(path, record)
     return entry
 
