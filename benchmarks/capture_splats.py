@@ -40,8 +40,8 @@ SPLAT_STAGE = [f"enerf/splats/{name}" for name in (
     "__init__.py", "bake.py", "clean.py", "densify.py", "export.py", "files.py", "frames.py", "gaussians.py", "ply.py",
     "projection.py", "rasterize.py", "source.py", "teacher.py", "tiles.py")]
 DEPENDS = TRAINING_CODE + SPLAT_STAGE + ["enerf/export", "enerf/cli/train.py", "enerf/loaded_run.py", "enerf/views.py"]
-WHAT = ("enerf train --datadir CAPTURE with no config (the field for its --time_budget, then the splats for --splat_seconds), wall time of training, "
-        "bake and scoring; held-out figures of the field and of the splats")
+WHAT = ("enerf train --datadir CAPTURE with no config (the field for its --time_budget, then the splats for "
+        "--splat_seconds), wall time of training, bake and scoring; held-out figures of the field and of the splats")
 
 
 def entry_from_run(run: Path) -> dict:
@@ -127,7 +127,12 @@ def main(argv: list[str] | None = None) -> dict | None:
         path = Path(args.record)
         record = json.loads(path.read_text()) if path.is_file() else {"what": WHAT, "machine": machine(), "entries": {}}
         record["entries"][args.name] = entry
-        record.update(what=WHAT, machine=machine(), commit=git_commit(), depends=DEPENDS)
+        record.update(what=WHAT, machine=machine(), depends=DEPENDS)
+        commits = {e["commit"] for e in record["entries"].values()}  # one commit for all, or each entry's own
+        if len(commits) == 1:
+            record["commit"] = commits.pop()
+        else:
+            record.pop("commit", None)
         write_record(path, record)
     return entry
 
