@@ -30,7 +30,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from benchmarks.pages import tables  # noqa: F401  (registers the named tables and figures)
+from benchmarks.pages import capture_tables, splat_tables, tables  # noqa: F401  (register the named tables and figures)
 from benchmarks.pages.records import FIGURES, ROOT, STALE_OK, TABLES, cites, record, stale_note, value
 from enerf.atomic import atomic_write_text
 

@@ -146,3 +146,9 @@ def template_table(name: str, header: str, rows: list[str]) -> None:
     """Register table NAME: a markdown HEADER (its rule line included) and ROWS of templates (see ``fill``)."""
     TABLES[name] = (tuple(sorted(set().union(*map(template_records, rows)))),
                     lambda: "\n".join([header, *map(fill, rows)]))
+
+
+def markdown(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table: the HEADER cells, a rule, then each row's cells."""
+    lines = ["| " + " | ".join(cells) + " |" for cells in [header, *rows]]
+    return "\n".join([lines[0], "|" + "---|" * len(header), *lines[1:]])

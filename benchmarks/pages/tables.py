@@ -2,13 +2,13 @@
 
 A template row's ``{RECORD:KEY.PATH:FORMAT}`` is the value at KEY.PATH of benchmarks/RECORD.json, formatted
 with FORMAT (see ``benchmarks.pages.records.fill``). Prose around a table or a figure stays on its page.
+The splats' tables are in ``benchmarks.pages.splat_tables``, the capture runs' in ``benchmarks.pages.capture_tables``.
 """
 
 from __future__ import annotations
 
 import re
 
-from benchmarks import capture_splats, splats
 from benchmarks.pages.records import figure, fmt, record, table, template_table
 
 __all__: list[str] = []
@@ -86,73 +86,18 @@ template_table("conditioning", "| what | figure |\n|---|---|",
                [re.sub(r" \| \[[^|]*\|$", " |", row) for row in RESULTS if "#conditioning" in row or "conditioning.md" in row])
 
 
-@table("capture_splats", "capture_splats")
-def capture_splats_table() -> str:
-    """docs/splats.md's and docs/captures.md's table: each capture's run ending in splats, the field and the
-    splats on the same held-out views (``benchmarks.capture_splats.table``)."""
-    return capture_splats.table(record("capture_splats"))
 
 
-@table("capture_splats_far", "capture_splats_far")
-def capture_splats_far_table() -> str:
-    """docs/splats.md's and docs/captures.md's table: the same runs with ``--holdout far`` (``benchmarks.capture_splats``)."""
-    return capture_splats.table(record("capture_splats_far"))
 
 
-@table("capture_splats_half", "capture_splats")
-def capture_splats_half() -> str:
-    """docs/splats.md's table: the field and its splats at half the training size (``benchmarks.half_size``)."""
-    rows = ["| capture | field | splats | Δ | views where the splats lose |", "|---|---|---|---|---|"]
-    for name, e in record("capture_splats")["entries"].items():
-        half = e.get("half_size")
-        if half:
-            lose = sum(v["splats"] < v["field"] for v in half["views"])
-            rows.append(f"| {name} | {half['field']:.2f} dB | {half['splats']:.2f} dB | "
-                        f"{fmt(half['splats'] - half['field'], '+.2f')} dB | {lose} of {len(half['views'])} |")
-    return "\n".join(rows)
 
 
-@table("capture_splats_files", "splat_files")
-def capture_splats_files() -> str:
-    """docs/splats.md's table: each run's splats as .spz and .splat against its PLY (``benchmarks.splat_files``)."""
-    rows = ["| capture | PLY | .spz (÷ PLY) | .spz Δ PSNR | .splat (÷ PLY) | .splat Δ PSNR |", "|---|---|---|---|---|---|"]
-    for name, f in record("splat_files")["entries"].items():
-        if f:
-            mb = {k: f[k]["bytes"] / 2**20 for k in ("ply", "spz", "splat")}
-            rows.append(f"| {name} | {mb['ply']:.1f} MB | {mb['spz']:.1f} MB ({f['spz']['size_ratio']:.3f}) | "
-                        f"{fmt(f['spz']['delta_psnr'], '+.3f')} dB | {mb['splat']:.1f} MB ({f['splat']['size_ratio']:.3f}) | "
-                        f"{fmt(f['splat']['delta_psnr'], '+.3f')} dB |")
-    return "\n".join(rows)
 
 
-@table("splat_antialias", "splat_antialias")
-def splat_antialias_table() -> str:
-    """docs/splats.md's table: one checkpoint baked classic and with the 2D mip filter (``benchmarks.splat_antialias``),
-    at the training size and at half of it, and the filtered file drawn by a renderer without the filter."""
-    rows = ["| capture | field | classic | antialiased | antialiased, drawn classic | field at 1/2 | classic at 1/2 | "
-            "antialiased at 1/2 |", "|---|---|---|---|---|---|---|---|"]
-    for name, e in record("splat_antialias")["entries"].items():
-        c, a = e["variants"]["classic"], e["variants"]["antialiased"]
-        drawn = f"{a['drawn_classic']['psnr']:.2f} dB" if "drawn_classic" in a else "not measured"
-        rows.append(f"| {name} | {e['field']:.2f} dB | {c['psnr']:.2f} dB | {a['psnr']:.2f} dB | {drawn} | "
-                    f"{e['field_half']:.2f} dB | {c['psnr_half']:.2f} dB | {a['psnr_half']:.2f} dB |")
-    return "\n".join(rows)
 
 
-@table("splats", "splats")
-def splats_table() -> str:
-    """docs/splats.md's table: the field against its splats, per capture (``benchmarks.splats.table``)."""
-    return splats.table(record("splats"))
 
 
-@table("fit_rate", "fit_rate")
-def fit_rate_table() -> str:
-    """docs/splats.md's table: the splat fit's steps per second on 1 and 2 threads (``benchmarks.fit_rate``)."""
-    return _markdown(["capture", "splats", "1 thread", "2 threads", "2 ÷ 1"],
-                     [[name, f"{e['splats']:,}", f"{e['steps_per_second']['1']:.1f} steps/s",
-                       f"{e['steps_per_second']['2']:.1f} steps/s",
-                       f"×{e['steps_per_second']['2'] / e['steps_per_second']['1']:.2f}"]
-                      for name, e in record("fit_rate")["entries"].items()])
 
 
 @figure("demo_minutes", "demo")
@@ -161,44 +106,8 @@ def demo_minutes() -> str:
     return f"{record('demo')['summary']['wall_seconds'] / 60:.1f}"
 
 
-@table("beer_wall", "video_recipe")
-def beer_wall() -> str:
-    """docs/walkthrough.md's table: the beer video to a trained scene ending in splats, stage by stage (wall time)."""
-    beer = record("video_recipe")
-    parts = beer["wall_seconds"]  # metrics.json's stages of the field
-    splats = beer["splats"]
-    rest = beer["total_seconds"] - beer["video_seconds"] - parts["total"] - splats["bake_seconds"]
-    return "\n".join([
-        "| stage | wall time |", "|---|---|",
-        f"| `enerf data video`: {beer['registered']} frames kept and posed | {beer['video_seconds']:.0f} s |",
-        f"| loading the frames | {parts['load']:.1f} s |",
-        f"| training the field ({beer['steps']:,} steps), with periodic evaluations of one view "
-        f"| {parts['train'] / 60:.1f} min |",
-        f"| the field's evaluation on the held-out frames: {beer['psnr']:.2f} dB, SSIM {beer['ssim']:.3f} "
-        f"| {parts['eval'] / 60:.1f} min |",
-        f"| baking the splats ({splats['fit_steps']:,} fit steps, {splats['splat_count']:,} Gaussians) "
-        f"| {splats['bake_seconds'] / 60:.1f} min |",
-        f"| the splats' evaluation: {splats['psnr']:.2f} dB, SSIM {splats['ssim']:.3f}; the preview video drawn "
-        f"from them | {rest / 60:.1f} min |",
-        f"| in all | {beer['total_seconds'] / 60:.1f} min |"])
 
 
-@table("bake_ab_surface", "bake_ab_surface")
-def bake_ab_surface() -> str:
-    """docs/splats.md's table: one checkpoint per capture and split, its run's own bake (made when the bake did not
-    turn the field's views: today's ``--teacher_turn 0``) against ``--teacher_turn 20`` (whole turned views, far
-    splits only) and ``--teacher_turn 20 --turn_spread 0.1`` (today's default)."""
-    rows = ["| capture, split | field | bake without them | `--teacher_turn 20` | `--teacher_turn 20 --turn_spread 0.1` "
-            "| views > 1 dB below the field | most uncovered view | splats | fit steps |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for e in record("bake_ab_surface")["entries"].values():
-        d, s = e["default"], e["surface"]
-        whole = f"{e['whole']['psnr']:.2f} dB" if "whole" in e else "–"
-        rows.append(f"| {e['capture']}, {e['split']} | {e['field']['psnr']:.2f} dB | {d['psnr']:.2f} dB | {whole} | "
-                    f"{s['psnr']:.2f} dB | {d['views_more_than_1db_below']} → {s['views_more_than_1db_below']} of "
-                    f"{len(e['views'])} | {100 * d['uncovered_max']:.1f} → {100 * s['uncovered_max']:.1f} % | "
-                    f"{d['splat_count']:,} → {s['splat_count']:,} | {d['fit_steps']:,} → {s['fit_steps']:,} |")
-    return "\n".join(rows)
 
 
 @table("scoring", "scoring")
@@ -231,39 +140,8 @@ def colmap_fern() -> str:
     return "\n".join(rows)
 
 
-@table("capture_samplers", "capture_defaults", "capture_30min", "capture_samplers")
-def capture_samplers() -> str:
-    """docs/captures.md's table: the zero-config proposal sampler (10 and 30 minutes) against the hierarchical
-    one (10 minutes), every 8th photo held out."""
-    runs = {**record("capture_defaults")["runs"], **record("capture_30min")["runs"], **record("capture_samplers")["runs"]}
-    rows = ["| capture | sampler, training time | held-out PSNR | worst view (below the mean) | steps |",
-            "|---|---|---|---|---|"]
-    samplers = (("proposal, 10 min", "defaults"), ("proposal, 30 min", "30min"), ("hierarchical, 10 min", "hierarchical"))
-    for scene, capture, rows_of in (("fox", "instant-ngp's fox", samplers),
-                                    ("boardgame", "boardgame, a walk around a board game", samplers),
-                                    ("beer", "beer, the phone video", samplers[:2])):  # no hierarchical run
-        for sampler, run in rows_of:
-            e = runs[f"{scene}_{run}"]
-            first = f"{capture} ({len(e['views'])} held-out views)" if sampler.startswith("proposal, 10") else ""
-            worst = min(v["psnr"] for v in e["views"])
-            rows.append(f"| {first} | {sampler} | {e['psnr']:.2f} dB | {worst:.2f} dB ({e['worst_below_mean']:.1f} dB) "
-                        f"| {e['steps']:,} |")
-    return "\n".join(rows)
 
 
-@table("capture_probes", "capture_probes")
-def capture_probes() -> str:
-    """docs/captures.md's sample-count table: the fox with no config and with other sample counts, one sitting."""
-    runs = {k: v for k, v in record("capture_probes")["runs"].items() if k.startswith("fox_")}
-    base = runs["fox_defaults_same_sitting"]
-    rows = ["| flags | steps in 10 min | held-out PSNR | Δ against no flag | right halves after an affine fit |",
-            "|---|---|---|---|---|"]
-    for e in sorted(runs.values(), key=lambda e: e is not base):
-        flags = " ".join(e["flags"]) or "none (48 samples, 128 proposal samples)"
-        delta = "" if e is base else fmt(e["psnr"] - base["psnr"], "+.2f") + " dB"
-        rows.append(f"| {'`' + flags + '`' if e['flags'] else flags} | {e['steps']:,} | {e['psnr']:.2f} dB | {delta} "
-                    f"| {e['psnr_fit_right']:.2f} dB |")
-    return "\n".join(rows)
 
 
 @table("configs", "demo", "fern_cpu", "lego_cpu")
@@ -406,48 +284,14 @@ def distributed() -> str:
     return "\n".join(rows)
 
 
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    """A markdown table: the HEADER cells, a rule, then each row's cells."""
-    lines = ["| " + " | ".join(cells) + " |" for cells in [header, *rows]]
-    return "\n".join([lines[0], "|" + "---|" * len(header), *lines[1:]])
 
 
-@table("page_size", "page_size")
-def page_size_table() -> str:
-    """docs/splats.md's table: each run's splats as a page, against the float32 page the quantised one replaced
-    (``benchmarks.page_size``): sizes, the screenshots' PSNR against the float32 page's, a drag's first frame."""
-    return _markdown(
-        ["capture", "page", "float32 page", "÷", "screenshots against the float32 page's", "a drag → its first frame"],
-        [[name, f"{c['page_bytes'] / 1e6:.2f} MB", f"{c['baseline_bytes'] / 1e6:.2f} MB", f"{c['ratio']:.3f}",
-          f"{min(c['psnr_vs_baseline']):.1f}–{max(c['psnr_vs_baseline']):.1f} dB ({len(c['psnr_vs_baseline'])} cameras)",
-          f"{c['move_s_median']:.3f} s median, {c['move_s_max']:.3f} s max"]
-         for name, c in record("page_size")["captures"].items()])
 
 
-@table("splat_clean", "splat_clean")
-def splat_clean_table() -> str:
-    """docs/splats.md's table: the floater filter and a crop on each run's splats (``benchmarks.splat_clean``)."""
-    def delta(r: dict) -> str:
-        return f"{fmt(r['delta_psnr'], '+.3f')} ({fmt(r['worst_view_delta'], '+.3f')}) dB"
-
-    return _markdown(
-        ["capture", "splats", "`--min_contribution` removes", "Δ PSNR (worst view)", "the crop removes",
-         "Δ PSNR where it keeps the scene (worst view)"],
-        [[name, f"{e['splats']:,}", f"{e['floaters']['removed']:,}", delta(e["floaters"]), f"{e['crop']['removed']:,}",
-          delta(e["crop"])] for name, e in record("splat_clean")["entries"].items()])
 
 
-@figure("splat_clean_99_loss", "splat_clean_99")
-def splat_clean_99_loss() -> str:
-    """The lowest and the highest change of PSNR a crop holding 99 % of the centres makes, in dB: "A to B" (signed)."""
-    deltas = [e["crop"]["delta_psnr"] for e in record("splat_clean_99")["entries"].values()]
-    return f"{fmt(min(deltas), '+.2f')} to {fmt(max(deltas), '+.2f')}"
 
 
-@figure("splat_page_mb", "splat_page")
-def splat_page_mb() -> str:
-    """The size of the measured splat page in MB (10^6 bytes), one decimal."""
-    return f"{record('splat_page')['page_bytes'] / 1e6:.1f}"
 
 
 @table("paper", "paper_study")
@@ -468,76 +312,4 @@ def paper() -> str:
                         f"{fmt(k[mesh + '_ci_high'], '+.4f')}] |")
     for name, r in s["kappa_ratio_row"].items():
         rows.append(f"| κ(EW) / κ(W) of `row`'s matrices, {name} | | {r['min']:.3f}–{r['max']:.3f} | |")
-    return "\n".join(rows)
-
-
-def _fidelity_runs(far: bool) -> list[tuple[str, dict]]:
-    """The fidelity tables' rows, grouped by capture in the option record's order: each capture's zero-config
-    run (capture_defaults.json, ``CAPTURE_defaults`` or ``CAPTURE_far_defaults``), then its runs with an
-    option (fidelity.json) on the same split."""
-    defaults, options = record("capture_defaults")["runs"], record("fidelity")["runs"]
-    captures = list(dict.fromkeys(name.split("_")[0] for name in options))
-    rows = []
-    for capture in captures:
-        base = f"{capture}_far_defaults" if far else f"{capture}_defaults"
-        if base in defaults:
-            rows.append((base, defaults[base]))
-        rows += [(name, r) for name, r in options.items()
-                 if name.split("_")[0] == capture and _far(r) == far and not r.get("diagnostic")]
-    return rows
-
-
-def _options(run: dict) -> str:
-    """A run's fidelity options as the table shows them (``--holdout far`` left out: the table says the split)."""
-    flags = [f for a, f in zip([None, *run["flags"]], run["flags"]) if f != "--holdout" and a != "--holdout"]
-    return f"`{' '.join(flags)}`" if flags else "none (the defaults)"
-
-
-@table("fidelity", "fidelity", "capture_defaults")
-def fidelity() -> str:
-    """docs/captures.md's table: zero-config 10-minute runs with and without issue 47's fidelity options
-    (every 8th view held out)."""
-    rows = ["| run | options | steps | held-out PSNR | worst view (below the mean) | right halves after an affine fit "
-            "| final scoring ÷ training time |", "|---|---|---|---|---|---|---|"]
-    for name, r in _fidelity_runs(far=False):
-        rows.append(f"| {name} | {_options(r)} | {r['steps']:,} | {r['psnr']:.2f} dB | {r['worst_view']} "
-                    f"({r['worst_below_mean']:.2f} dB) | {r['psnr_fit_right']:.2f} dB | {100 * r['final_eval_share']:.1f} % |")
-    return "\n".join(rows)
-
-
-def _far(run: dict) -> bool:
-    """A run scored on the far split (``--holdout far``)."""
-    return any(a == "--holdout" and b == "far" for a, b in zip(run["flags"], run["flags"][1:]))
-
-
-@table("fidelity_far", "fidelity", "capture_defaults")
-def fidelity_far() -> str:
-    """docs/captures.md's far-split table: runs holding out the cameras farthest from the capture's centre,
-    beside the same capture's every-8th split with the defaults (capture_defaults.json)."""
-    defaults = record("capture_defaults")["runs"]
-    rows = ["| run | options | steps | far views' PSNR | on the pixels a training camera sees (their share) "
-            "| worst view (below the mean) | every-8th split, defaults |", "|---|---|---|---|---|---|---|"]
-    for name, r in _fidelity_runs(far=True):
-        base = defaults.get(f"{name.split('_')[0]}_defaults")
-        every = f"{base['psnr']:.2f} dB ({base['steps']:,} steps)" if base is not None else "not run"
-        rows.append(f"| {name} | {_options(r)} | {r['steps']:,} | {r['psnr']:.2f} dB | {r['psnr_seen']:.2f} dB "
-                    f"({100 * r['seen_fraction']:.1f} %) | {r['worst_view']} ({r['worst_below_mean']:.2f} dB) | {every} |")
-    return "\n".join(rows)
-
-
-@table("capture_defaults", "capture_defaults")
-def capture_defaults() -> str:
-    """docs/captures.md's table: each capture with no config for 10 minutes, both splits, the spread of the
-    held-out views and the wall time of each stage."""
-    rows = ["| capture, held-out split | steps | held-out PSNR | views: lowest – highest (worst below the mean) "
-            "| loading + training + final scoring | final scoring ÷ training time |", "|---|---|---|---|---|---|"]
-    runs = record("capture_defaults")["runs"]
-    captures = list(dict.fromkeys(name.split("_")[0] for name in runs))
-    for name, r in sorted(runs.items(), key=lambda item: (captures.index(item[0].split("_")[0]), _far(item[1]))):
-        psnrs = [v["psnr"] for v in r["views"]]
-        split = f"far ({len(psnrs)} views)" if _far(r) else f"every 8th ({len(psnrs)} views)"
-        wall = r["wall_seconds"]
-        rows.append(f"| {name.split('_')[0]}, {split} | {r['steps']:,} | {r['psnr']:.2f} dB | {min(psnrs):.2f} – "
-                    f"{max(psnrs):.2f} dB ({r['worst_below_mean']:.2f} dB) | {wall['load']:.0f} + {wall['train']:.0f} + "
-                    f"{wall['eval']:.0f} s | {100 * r['final_eval_share']:.1f} % |")
     return "\n".join(rows)

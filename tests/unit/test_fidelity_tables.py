@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from benchmarks import real
 from benchmarks.harness import TRAINING_CODE
-from benchmarks.pages import tables
+from benchmarks.pages import capture_tables
 
 
 def _run(psnr, flags=(), **extra):
@@ -25,10 +25,10 @@ RECORDS = {
 
 
 def test_rows_are_each_captures_defaults_then_its_options(monkeypatch):
-    monkeypatch.setattr(tables, "record", RECORDS.__getitem__)
-    every = [line.split(" | ")[0].lstrip("| ") for line in tables.fidelity().splitlines()[2:]]
+    monkeypatch.setattr(capture_tables, "record", RECORDS.__getitem__)
+    every = [line.split(" | ")[0].lstrip("| ") for line in capture_tables.fidelity().splitlines()[2:]]
     assert every == ["beer_defaults", "beer_appearance", "fox_defaults", "fox_appearance"]
-    far = tables.fidelity_far().splitlines()[2:]
+    far = capture_tables.fidelity_far().splitlines()[2:]
     assert [line.split(" | ")[0].lstrip("| ") for line in far] == ["fox_far_defaults", "fox_far_visibility"]
     # the options column leaves the split out; the last column is the same capture's every-8th defaults run
     assert "| `--visibility_loss 0.01` |" in far[1] and "none (the defaults)" in far[0]
