@@ -56,15 +56,12 @@ STALE_OK: dict[str, str] = {
     **{stem: _SPLAT_ROUND for stem in (
         "capture_30min", "capture_defaults", "capture_probes", "capture_samplers", "conditioning_real", "fern_cpu",
         "fidelity", "marcher_race", "paper_study", "scoring", "viewer")},
-    "capture_splats_far": f"its beer row (the run of capture_splats_far_surface.json, at 73c34d8) {_CENTRES}; the "
-                          "other rows were measured after it",
-    **{stem: _BAKE_OPTION for stem in ("conditioning_demo", "methods_demo", "distributed", "shapes_compare",
-                                       "shapes_targets", "row_cost")},
+    "conditioning_demo": _BAKE_OPTION,
     **{stem: f"{_REDESIGN4}; measured before the bake's fit on a random background (--random_background) and "
              "before the fit's compiled projection (enerf/splats/projection.py: more fit steps in the same time) "
              "and its spread cap (--max_spread)"
        for stem in ("splat_antialias",)},
-    **{stem: _CENTRES for stem in ("bake_ab_surface", "lego_cpu", "mesh_accuracy")},
+    "bake_ab_surface": _CENTRES,
     "colmap_fern": "changed since: COLMAP's camera axes turned by GL_TO_CV (c2w_rot @ diag(1, -1, -1), the same "
                    "numbers as the column signs before) and a test-only inverse moved to tests/helpers.py (issue 65)",
     "classify_digits": "the only change to what it depends on since is a docstring of enerf/optim/bnp.py (the "

@@ -17,7 +17,7 @@ import torch
 from enerf.synthetic.scene import make_synthetic_scene
 
 ROOT = Path(__file__).resolve().parents[2]
-from benchmarks import gpu_check
+from benchmarks import gpu_check, gpu_equality
 
 
 def _run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -40,12 +40,12 @@ def report(tmp_path_factory) -> tuple[dict, str, Path]:
 def test_equality_fractions_are_partial_and_match_numpy(report):
     data, _, _ = report
     cases = data["equality"]
-    levels = gpu_check.OCCUPANCY_LEVELS
+    levels = gpu_equality.OCCUPANCY_LEVELS
     assert [(c["occupancy"], c["early_stop"]) for c in cases] == [(o, s) for o in levels for s in (False, True)]
     centres = (np.arange(32) + 0.5) / 32 * 2 - 1
     x, y, z = np.meshgrid(centres, centres, centres, indexing="ij")
     for c in cases:
-        expected = float((gpu_check.occupancy_pattern(x, y, z) > levels[c["occupancy"]]).mean())
+        expected = float((gpu_equality.occupancy_pattern(x, y, z) > levels[c["occupancy"]]).mean())
         assert 0 < c["occupied_fraction"] < 1
         assert c["occupied_fraction"] == expected
         assert c["n_rays"] == 512 and c["early_stop_eps"] == (1e-4 if c["early_stop"] else 0.0)
@@ -90,17 +90,17 @@ def test_the_comparison_finds_exactly_the_rays_through_a_cell_the_other_renderer
     """``compare_with_nerfacc``'s own code (it runs only on CUDA otherwise), on the CPU with a
     torch_grid stand-in for nerfacc whose grid lacks one occupied cell: the rays whose counts
     differ are exactly those with a sample in that cell, found here from the sample midpoints."""
-    case = gpu_check.equality_case("half", False, n_rays=512)
+    case = gpu_equality.equality_case("half", False, n_rays=512)
     samples = case.renderer.estimator.sample(case.rays, {"coarse": case.field}, train=False)
     ray_indices, t_starts, t_ends = samples.ray_indices, samples.t_starts, samples.t_ends
     mids = case.rays.origins[ray_indices] + (0.5 * (t_starts + t_ends))[:, None] * case.rays.directions[ray_indices]
-    cells = np.floor((mids.numpy().astype(np.float64) + 1.0) / 2.0 * gpu_check.GRID_RESOLUTION).astype(int)
+    cells = np.floor((mids.numpy().astype(np.float64) + 1.0) / 2.0 * gpu_equality.GRID_RESOLUTION).astype(int)
     busiest = np.unique(cells, axis=0, return_counts=True)
     cell = busiest[0][busiest[1].argmax()]
     through = set(ray_indices[torch.from_numpy((cells == cell).all(axis=1))].tolist())
     assert len(through) > 3
 
-    real = gpu_check._renderer_on
+    real = gpu_equality._renderer_on
 
     def stand_in(case, device, use_nerfacc):
         renderer = real(case, device, False)
@@ -109,8 +109,8 @@ def test_the_comparison_finds_exactly_the_rays_through_a_cell_the_other_renderer
         return renderer
 
     monkeypatch.setattr(gpu_check, "_renderer_on", stand_in)
-    out = gpu_check.compare_with_nerfacc(case, torch.device("cpu"))
-    promised = ~gpu_check.ambiguous_rays(case)
+    out = gpu_equality.compare_with_nerfacc(case, torch.device("cpu"))
+    promised = ~gpu_equality.ambiguous_rays(case)
     assert out["rays_with_different_counts"] == len(through)
     assert out["different_counts_on_promised_rays"] == sum(bool(promised[r]) for r in through)
     assert out["max_abs_diff_all_rays"]["acc"] > 1e-3
