@@ -57,7 +57,7 @@ from enerf.render.nerfacc_backend import nerfacc_status
 from enerf.train.evaluate import evaluate_views, summarize
 from enerf.train.nerf import prepare_run
 
-from benchmarks.gpu_equality import equality_section
+from benchmarks.gpu_equality import EQUALITY_RAYS, equality_section
 from benchmarks.harness import ROOT
 
 __all__ = ["scene_config", "run_configs", "main"]

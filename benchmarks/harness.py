@@ -162,3 +162,17 @@ def write_report_files(folder: Path, stem: str, record: dict, markdown: str, ind
     write_record(folder / f"{stem}.json", record, indent=indent)
     atomic_write_text(folder / f"{stem}.md", markdown)
     print(markdown)
+
+
+def run_with_splats(ckpt: str, datadir: str | None):
+    """(the LoadedRun of checkpoint ``ckpt`` with its photos, its splats.ply's path); exits with one line when the
+    run has no splats."""
+    from enerf.config import DATA_ROOT
+    from enerf.loaded_run import load_run
+    from enerf.runfolder import run_splats_path
+
+    run = load_run(ckpt, DATA_ROOT, task="nerf", datadir=datadir, images=True)
+    path = run_splats_path(run.folder)
+    if path is None:
+        raise SystemExit(f"{run.folder} has no splats.ply")
+    return run, path

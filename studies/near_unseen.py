@@ -19,16 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from torch import Tensor
 
-from benchmarks.harness import TRAINING_CODE, command_line, git_commit, load_average, machine, write_record
+from benchmarks.harness import (TRAINING_CODE, command_line, git_commit, load_average, machine, run_with_splats,
+                                write_record)
 from enerf.cameras.pinhole import Pinhole
 from enerf.cameras.visibility import frustum_counts
-from enerf.config import DATA_ROOT
-from enerf.loaded_run import load_run
 from enerf.metrics import psnr
-from enerf.runfolder import run_splats_path
 from enerf.splats.files import read_splats_into_scene
 from enerf.splats.source import run_background, splat_source
 
@@ -55,17 +52,14 @@ def near_unseen(means: Tensor, poses: Tensor, height: int, width: int, focal: fl
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ckpt", required=True)
-    parser.add_argument("--name", required=True, help="the entry's name in the record")
     parser.add_argument("--datadir", default=None)
     parser.add_argument("--quantiles", type=float, nargs="+", default=[0.01, 0.05])
     parser.add_argument("--baked_at", default=None, help="the commit that baked the run's splats")
+    parser.add_argument("--name", required=True, help="the entry's name in --record")
     parser.add_argument("--record", type=Path)
     args = parser.parse_args(argv)
     load_before = load_average()
-    run = load_run(args.ckpt, DATA_ROOT, task="nerf", datadir=args.datadir, images=True)
-    path = run_splats_path(run.folder)
-    if path is None:
-        raise SystemExit(f"{run.folder} has no splats.ply")
+    run, path = run_with_splats(args.ckpt, args.datadir)
     scene = run.scene
     gaussians = read_splats_into_scene(path, scene, run.device)[0]
     poses = torch.as_tensor(np.asarray(scene.poses, np.float32)[np.asarray(scene.i_train)][:, :3, :4])

@@ -36,7 +36,7 @@ def test_script_imports_and_answers_help(name):
     assert "sys.path" not in source
     module = importlib.import_module(name)
     if not hasattr(module, "main"):
-        assert name in ("benchmarks.harness", "benchmarks.grid", "studies.mlp_timing")
+        assert name in ("benchmarks.harness", "benchmarks.grid", "benchmarks.gpu_equality", "studies.mlp_timing")
         return
     out = io.StringIO()
     with mock.patch.object(sys, "argv", [module.__file__, "--help"]), contextlib.redirect_stdout(out), \

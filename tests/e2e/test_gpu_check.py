@@ -17,7 +17,7 @@ import torch
 from enerf.synthetic.scene import make_synthetic_scene
 
 ROOT = Path(__file__).resolve().parents[2]
-from benchmarks import gpu_check, gpu_equality
+from benchmarks import gpu_equality
 
 
 def _run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -108,7 +108,7 @@ def test_the_comparison_finds_exactly_the_rays_through_a_cell_the_other_renderer
             renderer.estimator.grid.binaries[tuple(cell)] = False
         return renderer
 
-    monkeypatch.setattr(gpu_check, "_renderer_on", stand_in)
+    monkeypatch.setattr(gpu_equality, "_renderer_on", stand_in)
     out = gpu_equality.compare_with_nerfacc(case, torch.device("cpu"))
     promised = ~gpu_equality.ambiguous_rays(case)
     assert out["rays_with_different_counts"] == len(through)
