@@ -142,6 +142,16 @@ def write_record(path: Path | str, record: dict, indent: int = 2) -> Path:
     return path
 
 
+def write_entry(path: Path | str, name: str, entry: dict, what: str, depends: list[str]) -> Path:
+    """Write ``entry`` as entry ``name`` of the record at ``path`` (a record of named ``entries``), which is made,
+    with ``what``, ``depends`` and this machine, when absent; returns the path."""
+    path = Path(path)
+    record = json.loads(path.read_text()) if path.is_file() else {"what": what, "depends": depends,
+                                                                    "machine": machine(), "entries": {}}
+    record["entries"][name] = entry
+    return write_record(path, record)
+
+
 def keep_previous(record: dict, path: Path | str) -> dict:
     """``record``, before it replaces the record at ``path``: that one goes under ``previous`` when it
     measured another commit (without its own ``previous`` and the fields that describe the protocol

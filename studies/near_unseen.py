@@ -21,8 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from benchmarks.harness import (TRAINING_CODE, command_line, git_commit, load_average, machine, run_with_splats,
-                                write_record)
+from benchmarks.harness import TRAINING_CODE, command_line, git_commit, load_average, run_with_splats, write_entry
 from enerf.cameras.pinhole import Pinhole
 from enerf.cameras.visibility import frustum_counts
 from enerf.metrics import psnr
@@ -84,12 +83,8 @@ def main(argv: list[str] | None = None) -> dict:
              "command": command_line(), "commit": git_commit(), "load_before": load_before,
              "load_after": load_average()}
     if args.record:
-        record = json.loads(args.record.read_text()) if args.record.is_file() else {
-            "what": "the splats' held-out PSNR with and without the Gaussians near_unseen picks "
-                    "(studies/near_unseen.py's docstring)",
-            "depends": DEPENDS, "machine": machine(), "entries": {}}
-        record["entries"][args.name] = entry
-        write_record(args.record, record)
+        write_entry(args.record, args.name, entry, "the splats' held-out PSNR with and without the Gaussians "
+                    "near_unseen picks (studies/near_unseen.py's docstring)", DEPENDS)
     return entry
 
 

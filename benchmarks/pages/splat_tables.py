@@ -25,41 +25,42 @@ def capture_splats_far_table() -> str:
 @table("capture_splats_half", "capture_splats")
 def capture_splats_half() -> str:
     """docs/splats.md's table: the field and its splats at half the training size (``benchmarks.half_size``)."""
-    rows = ["| capture | field | splats | Δ | views where the splats lose |", "|---|---|---|---|---|"]
-    for name, e in record("capture_splats")["entries"].items():
-        half = e.get("half_size")
-        if half:
-            lose = sum(v["splats"] < v["field"] for v in half["views"])
-            rows.append(f"| {name} | {half['field']:.2f} dB | {half['splats']:.2f} dB | "
-                        f"{fmt(half['splats'] - half['field'], '+.2f')} dB | {lose} of {len(half['views'])} |")
-    return "\n".join(rows)
+    def cells(name: str, half: dict) -> list[str]:
+        lose = sum(v["splats"] < v["field"] for v in half["views"])
+        return [name, f"{half['field']:.2f} dB", f"{half['splats']:.2f} dB",
+                f"{fmt(half['splats'] - half['field'], '+.2f')} dB", f"{lose} of {len(half['views'])}"]
+
+    return markdown(["capture", "field", "splats", "Δ", "views where the splats lose"],
+                    [cells(name, e["half_size"]) for name, e in record("capture_splats")["entries"].items()
+                     if e.get("half_size")])
 
 
 @table("capture_splats_files", "splat_files")
 def capture_splats_files() -> str:
     """docs/splats.md's table: each run's splats as .spz and .splat against its PLY (``benchmarks.splat_files``)."""
-    rows = ["| capture | PLY | .spz (÷ PLY) | .spz Δ PSNR | .splat (÷ PLY) | .splat Δ PSNR |", "|---|---|---|---|---|---|"]
-    for name, f in record("splat_files")["entries"].items():
-        if f:
-            mb = {k: f[k]["bytes"] / 2**20 for k in ("ply", "spz", "splat")}
-            rows.append(f"| {name} | {mb['ply']:.1f} MB | {mb['spz']:.1f} MB ({f['spz']['size_ratio']:.3f}) | "
-                        f"{fmt(f['spz']['delta_psnr'], '+.3f')} dB | {mb['splat']:.1f} MB ({f['splat']['size_ratio']:.3f}) | "
-                        f"{fmt(f['splat']['delta_psnr'], '+.3f')} dB |")
-    return "\n".join(rows)
+    def cells(name: str, f: dict) -> list[str]:
+        mb = {k: f[k]["bytes"] / 2**20 for k in ("ply", "spz", "splat")}
+        return [name, f"{mb['ply']:.1f} MB"] + [
+            cell for kind in ("spz", "splat") for cell in (f"{mb[kind]:.1f} MB ({f[kind]['size_ratio']:.3f})",
+                                                           f"{fmt(f[kind]['delta_psnr'], '+.3f')} dB")]
+
+    return markdown(["capture", "PLY", ".spz (÷ PLY)", ".spz Δ PSNR", ".splat (÷ PLY)", ".splat Δ PSNR"],
+                    [cells(name, f) for name, f in record("splat_files")["entries"].items() if f])
 
 
 @table("splat_antialias", "splat_antialias")
 def splat_antialias_table() -> str:
     """docs/splats.md's table: one checkpoint baked classic and with the 2D mip filter (``benchmarks.splat_antialias``),
     at the training size and at half of it, and the filtered file drawn by a renderer without the filter."""
-    rows = ["| capture | field | classic | antialiased | antialiased, drawn classic | field at 1/2 | classic at 1/2 | "
-            "antialiased at 1/2 |", "|---|---|---|---|---|---|---|---|"]
-    for name, e in record("splat_antialias")["entries"].items():
+    def cells(name: str, e: dict) -> list[str]:
         c, a = e["variants"]["classic"], e["variants"]["antialiased"]
         drawn = f"{a['drawn_classic']['psnr']:.2f} dB" if "drawn_classic" in a else "not measured"
-        rows.append(f"| {name} | {e['field']:.2f} dB | {c['psnr']:.2f} dB | {a['psnr']:.2f} dB | {drawn} | "
-                    f"{e['field_half']:.2f} dB | {c['psnr_half']:.2f} dB | {a['psnr_half']:.2f} dB |")
-    return "\n".join(rows)
+        return [name, *(f"{x:.2f} dB" for x in (e["field"], c["psnr"], a["psnr"])), drawn,
+                *(f"{x:.2f} dB" for x in (e["field_half"], c["psnr_half"], a["psnr_half"]))]
+
+    return markdown(["capture", "field", "classic", "antialiased", "antialiased, drawn classic", "field at 1/2",
+                     "classic at 1/2", "antialiased at 1/2"],
+                    [cells(name, e) for name, e in record("splat_antialias")["entries"].items()])
 
 
 @table("splats", "splats")
@@ -83,17 +84,18 @@ def bake_ab_surface() -> str:
     """docs/splats.md's table: one checkpoint per capture and split, its run's own bake (made when the bake did not
     turn the field's views: today's ``--teacher_turn 0``) against ``--teacher_turn 20`` (whole turned views, far
     splits only) and ``--teacher_turn 20 --turn_spread 0.1`` (today's default)."""
-    rows = ["| capture, split | field | bake without them | `--teacher_turn 20` | `--teacher_turn 20 --turn_spread 0.1` "
-            "| views > 1 dB below the field | most uncovered view | splats | fit steps |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for e in record("bake_ab_surface")["entries"].values():
+    def cells(e: dict) -> list[str]:
         d, s = e["default"], e["surface"]
         whole = f"{e['whole']['psnr']:.2f} dB" if "whole" in e else "–"
-        rows.append(f"| {e['capture']}, {e['split']} | {e['field']['psnr']:.2f} dB | {d['psnr']:.2f} dB | {whole} | "
-                    f"{s['psnr']:.2f} dB | {d['views_more_than_1db_below']} → {s['views_more_than_1db_below']} of "
-                    f"{len(e['views'])} | {100 * d['uncovered_max']:.1f} → {100 * s['uncovered_max']:.1f} % | "
-                    f"{d['splat_count']:,} → {s['splat_count']:,} | {d['fit_steps']:,} → {s['fit_steps']:,} |")
-    return "\n".join(rows)
+        return [f"{e['capture']}, {e['split']}", f"{e['field']['psnr']:.2f} dB", f"{d['psnr']:.2f} dB", whole,
+                f"{s['psnr']:.2f} dB",
+                f"{d['views_more_than_1db_below']} → {s['views_more_than_1db_below']} of {len(e['views'])}",
+                f"{100 * d['uncovered_max']:.1f} → {100 * s['uncovered_max']:.1f} %",
+                f"{d['splat_count']:,} → {s['splat_count']:,}", f"{d['fit_steps']:,} → {s['fit_steps']:,}"]
+
+    return markdown(["capture, split", "field", "bake without them", "`--teacher_turn 20`",
+                     "`--teacher_turn 20 --turn_spread 0.1`", "views > 1 dB below the field", "most uncovered view",
+                     "splats", "fit steps"], [cells(e) for e in record("bake_ab_surface")["entries"].values()])
 
 
 @table("page_size", "page_size")
