@@ -134,3 +134,22 @@ def splat_clean_99_loss() -> str:
 def splat_page_mb() -> str:
     """The size of the measured splat page in MB (10^6 bytes), one decimal."""
     return f"{record('splat_page')['page_bytes'] / 1e6:.1f}"
+
+
+def _near_unseen_deltas(name: str) -> list[float]:
+    """Entry NAME of near_unseen.json: each held-out view's PSNR with the 1 % pick dropped, minus as baked (dB)."""
+    return [v["0.01"] - v["as_is"] for v in record("near_unseen")["entries"][name]["views"]]
+
+
+@figure("near_unseen_gain", "near_unseen")
+def near_unseen_gain() -> str:
+    """The most the 1 % pick's drop gives one of the boardgame's every-8th views (view 88), in dB: "+X.X"."""
+    return fmt(max(_near_unseen_deltas("boardgame")), "+.1f")
+
+
+@figure("near_unseen_loss", "near_unseen")
+def near_unseen_loss() -> str:
+    """The least and the most the beer's far views lose to the 1 % pick's drop (views losing more than 1 dB, both far
+    runs), in whole dB: "A to B"."""
+    losses = [-d for name in ("beer_far", "beer_far_rerun") for d in _near_unseen_deltas(name) if d < -1.0]
+    return f"{min(losses):.0f} to {max(losses):.0f}"
