@@ -1,5 +1,5 @@
 """The viewer without a browser: camera conventions, render_camera against the evaluation path,
-the two-run layouts, camera path files and ``enerf render --path FILE``, the training hook
+the two-run layouts (camera path files: test_camera_path_files.py), the training hook
 leaving a run unchanged, ``enerf compare``'s view command, and bad input (one line, exit 2)."""
 
 from __future__ import annotations
@@ -15,39 +15,14 @@ import torch
 from scipy.spatial.transform import Rotation
 
 from enerf.cli import main
-from enerf.cameras.path_file import CameraPath, read_camera_path
-from helpers import camera_path_dict
-from enerf.errors import ConfigError
+from enerf.loaded_run import LoadedRun, load_run
 from enerf.render.images import render_rays_image
 from enerf.train.evaluate import render_scene_view
-from enerf.loaded_run import LoadedRun, load_run
 from enerf.viewer.frames import DIFF_GAIN, render_frame
 from enerf.viewer.render import focal_from_fov, fov_from_focal, render_camera
 from enerf.viewer.scene import (c2w_from_viser, frustums, heldout_psnr, matrix_to_quat, quat_to_matrix,
                                 viser_from_c2w)
-
-TINY = ["--preset", "none", "--factor", "1", "--netdepth", "2", "--netwidth", "16", "--N_samples", "8", "--N_rand", "64", "--no_lpips",
-        "--quiet", "--kappa_every", "0", "--multires", "4", "--multires_views", "2", "--view_width", "8"]
-
-
-def _train(scene: Path, basedir: Path, name: str, iters: int = 4, *flags: str) -> Path:
-    argv = ["train", "--datadir", str(scene), "--basedir", str(basedir), "--expname", name, "--iters", str(iters),
-            *TINY, *flags]
-    assert main(argv) == 0
-    return basedir / name / "checkpoints" / "latest.pt"
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Two tiny runs (vanilla, row) of one synthetic forward-facing scene, 32 x 24 pixels."""
-    from enerf.synthetic.scene import make_synthetic_scene
-
-    root = tmp_path_factory.mktemp("viewer")
-    scene = make_synthetic_scene(root / "scene", n_views=8, width=32, height=24, seed=1)
-    a = _train(scene, root / "runs", "vanilla", 4)
-    b = _train(scene, root / "runs", "row", 4, "--conditioning", "row")
-    return {"root": root, "scene": scene, "a": a, "b": b}
-
+from helpers import VIEWER_TINY, train_tiny
 
 # ----------------------------------------------------------------------------- cameras
 
@@ -84,10 +59,10 @@ def test_focal_and_fov_are_inverse():
 # ----------------------------------------------------------------------------- rendering
 
 
-def test_render_camera_is_the_evaluation_render(runs):
+def test_render_camera_is_the_evaluation_render(viewer_runs):
     """render_camera at a held-out pose with the scene's size and focal gives the image
     evaluation renders (enerf.train.evaluate.render_scene_view, the scene's own rays)."""
-    run = load_run(runs["a"], task="nerf", data_root=Path("data"))
+    run = load_run(viewer_runs["a"], task="nerf", data_root=Path("data"))
     scene = run.scene
     view = int(scene.i_test[0])
     ours = render_camera(run, scene.poses[view], scene.width, scene.height, scene.focal)
@@ -101,17 +76,17 @@ def test_render_camera_is_the_evaluation_render(runs):
     assert depth.shape == ours.shape and 0.0 <= depth.min() and depth.max() <= 1.0
 
 
-def test_render_camera_restores_train_mode(runs):
-    run = load_run(runs["a"], task="nerf", data_root=Path("data"))
+def test_render_camera_restores_train_mode(viewer_runs):
+    run = load_run(viewer_runs["a"], task="nerf", data_root=Path("data"))
     for m in run.fields.values():
         m.train()
     render_camera(run, run.scene.poses[0], 8, 6, run.scene.focal / 4)
     assert all(m.training for m in run.fields.values())
 
 
-def test_two_run_layouts(runs):
-    a = load_run(runs["a"], task="nerf", data_root=Path("data"))
-    b = load_run(runs["b"], task="nerf", data_root=Path("data"))
+def test_two_run_layouts(viewer_runs):
+    a = load_run(viewer_runs["a"], task="nerf", data_root=Path("data"))
+    b = load_run(viewer_runs["b"], task="nerf", data_root=Path("data"))
     pose, w, h, f = a.scene.poses[1], 20, 12, a.scene.focal / 2
     img_a, img_b = render_camera(a, pose, w, h, f), render_camera(b, pose, w, h, f)
     assert np.abs(img_a - img_b).max() > 1e-3  # two different fields
@@ -172,7 +147,7 @@ class _Client:
 
 
 @pytest.mark.parametrize("draft", [0.5, 1.0])
-def test_draft_frames_then_the_exact_frame(runs, draft):
+def test_draft_frames_then_the_exact_frame(viewer_runs, draft):
     """After a camera move the viewer sends drafts (rendered with the draft renderer: equal to
     render_camera(draft=...)), the last of them at the cap, then the exact frame at the cap, equal
     to render_camera's (``enerf render``'s) pixels; ``--draft 1``: every frame exact."""
@@ -181,7 +156,7 @@ def test_draft_frames_then_the_exact_frame(runs, draft):
     from enerf.viewer.server import Viewer
     from enerf.viewer.session import Browser
 
-    run = load_run(runs["a"], task="nerf", data_root=Path("data"))
+    run = load_run(viewer_runs["a"], task="nerf", data_root=Path("data"))
     import dataclasses
 
     from enerf.render import build_renderer
@@ -214,197 +189,12 @@ def test_draft_frames_then_the_exact_frame(runs, draft):
         viewer.close()
 
 
-# ----------------------------------------------------------------------------- camera paths
-
-
-def test_camera_path_file_round_trip(tmp_path):
-    rng = np.random.default_rng(2)
-    keys = np.stack([np.concatenate([Rotation.from_rotvec(rng.normal(size=3)).as_matrix(), rng.normal(size=(3, 1))],
-                                    axis=1) for _ in range(3)])
-    path = tmp_path / "p.json"
-    path.write_text(json.dumps(camera_path_dict(keys, 3, 40, 30, 50.0)))
-    cam = read_camera_path(path)
-    np.testing.assert_allclose(cam.keyframes, keys)
-    assert (cam.width, cam.height, cam.fov_y) == (40, 30, 50.0)
-    np.testing.assert_allclose(cam.poses(), keys, atol=1e-6)  # frames = keyframes: the keyframes themselves
-    path.write_text(json.dumps(camera_path_dict(keys, 9)))
-    poses = read_camera_path(path).poses()
-    assert poses.shape == (9, 3, 4)
-    np.testing.assert_allclose(poses[[0, 4, 8]], keys, atol=1e-5)  # the spline passes through the keyframes
-
-
-@pytest.mark.parametrize("text", ["not json", "[]", '{"format": "other"}',
-                                  '{"format": "enerf-camera-path", "keyframes": [{"c2w": [[1, 0], [0, 1]]}]}'])
-def test_malformed_camera_path_is_one_line(tmp_path, text):
-    path = tmp_path / "bad.json"
-    path.write_text(text)
-    with pytest.raises(ConfigError):
-        read_camera_path(path)
-
-
-def test_render_path_file_matches_render_camera(runs, tmp_path, capsys):
-    """``enerf render --path FILE`` renders the file's cameras at its size and field of view:
-    the frames equal render_camera's images of those cameras (to 8-bit rounding)."""
-    run = load_run(runs["a"], task="nerf", data_root=Path("data"))
-    keys = run.scene.poses[[0, 2]]
-    width, height, fov = 24, 14, 40.0
-    path = tmp_path / "keys.json"
-    path.write_text(json.dumps(camera_path_dict(keys, 2, width, height, fov)))
-    assert main(["render", "--ckpt", str(runs["a"]), "--path", str(path), "--png", "--quiet",
-                 "--out", str(tmp_path / "video")]) == 0
-    focal = focal_from_fov(np.radians(fov), height)
-    for k in range(2):
-        frame = iio.imread(tmp_path / "video" / "frames" / f"rgb_{k:04d}.png").astype(np.float32) / 255
-        expected = render_camera(run, keys[k], width, height, focal)
-        assert frame.shape == (height, width, 3)
-        assert np.abs(frame - expected).max() <= 0.5 / 255 + 1e-6
-    assert main(["render", "--ckpt", str(runs["a"]), "--path", "nowhere.txt"]) == 2
-    assert ".json file saved by enerf view" in capsys.readouterr().err
-    assert main(["render", "--ckpt", str(runs["a"]), "--path", str(tmp_path / "missing.json")]) == 2
-
-
-def _random_poses(n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return np.stack([np.concatenate([Rotation.from_rotvec(rng.normal(size=3)).as_matrix(), rng.normal(size=(3, 1))],
-                                    axis=1) for _ in range(n)])
-
-
-def test_keyframe_path_against_scipy_and_numpy():
-    """``keyframe_path``: smoothness 0 moves the camera along straight lines at constant speed per
-    segment (numpy's interp over the keyframes' times), smoothness 1 is the Catmull-Rom spline
-    (scipy's cubic Hermite spline with tangents (P[k+1] - P[k-1]) / 2 per second of an even
-    path), keyframe k is reached at the sum of the seconds before it, and the field of view follows."""
-    from scipy.interpolate import CubicHermiteSpline
-
-    from enerf.cameras.paths import keyframe_path
-
-    keys = _random_poses(4, 3)
-    fovs = np.array([30.0, 60.0, 45.0, 50.0])
-    seconds = np.array([1.0, 2.0, 0.5, 9.0])  # the last is not used
-    times = np.linspace(0.0, 3.5, 15)  # 4 frames a second: every keyframe is a frame (0, 1, 3, 3.5 s)
-    frames, frame_fovs = keyframe_path(keys, 15, seconds, fovs, smoothness=0.0)
-    starts = np.array([0.0, 1.0, 3.0, 3.5])
-    for axis in range(3):
-        np.testing.assert_allclose(frames[:, axis, 3], np.interp(times, starts, keys[:, axis, 3]), atol=1e-12)
-    np.testing.assert_allclose(frame_fovs, np.interp(times, starts, fovs), atol=1e-12)
-    np.testing.assert_allclose(frames[[0, 4, 12, 14]], keys, atol=1e-9)  # orthonormal keyframes come back as they are
-    rot = frames[:, :, :3]
-    np.testing.assert_allclose(rot @ rot.transpose(0, 2, 1), np.broadcast_to(np.eye(3), rot.shape), atol=1e-9)
-    # smoothness 1, even seconds: Catmull-Rom; its tangents at the ends repeat the end points
-    even, _ = keyframe_path(keys, 13, np.full(4, 2.0), None, smoothness=1.0)
-    pos = keys[:, :, 3]
-    padded = np.concatenate([pos[:1], pos, pos[-1:]])
-    slopes = (padded[2:] - padded[:-2]) / 2.0 / 2.0  # per second: 2 s per keyframe
-    spline = CubicHermiteSpline(np.arange(4) * 2.0, pos, slopes)
-    np.testing.assert_allclose(even[:, :, 3], spline(np.linspace(0.0, 6.0, 13)), atol=1e-12)
-
-
-def test_camera_path_v2_file_round_trip(tmp_path):
-    """A version-2 file (per-keyframe fov and seconds, smoothness) reads back as written, its
-    frames and fields of view are keyframe_path's, and a version-1 file reads as before."""
-    from enerf.cameras.path_file import CameraPath
-    from enerf.cameras.paths import keyframe_path
-
-    keys = _random_poses(3, 4)
-    cam = CameraPath(keys, 11, 40, 30, 50.0, 5.0, np.array([50.0, 20.0, 70.0]), np.array([0.4, 1.6, 1.0]), 0.25)
-    path = tmp_path / "v2.json"
-    path.write_text(json.dumps(cam.to_dict()))
-    back = read_camera_path(path)
-    np.testing.assert_allclose(back.keyframes, keys)
-    np.testing.assert_allclose(back.fovs, cam.fovs)
-    np.testing.assert_allclose(back.seconds, cam.seconds)
-    assert (back.frames, back.width, back.height, back.fps, back.smoothness) == (11, 40, 30, 5.0, 0.25)
-    frames, fovs = keyframe_path(keys, 11, [0.4, 1.6], [50.0, 20.0, 70.0], 0.25)
-    np.testing.assert_allclose(back.poses(), frames, atol=1e-6)
-    np.testing.assert_allclose(back.frame_fovs(), fovs)
-    bad = cam.to_dict()
-    bad["keyframes"][1]["fov_y"] = 190.0
-    path.write_text(json.dumps(bad))
-    with pytest.raises(ConfigError):
-        read_camera_path(path)
-
-
-NERFSTUDIO_PATH = {  # written by hand in nerfstudio's format (render_panel.py / get_path_from_json)
-    "camera_type": "perspective", "render_height": 12, "render_width": 16, "fps": 2, "seconds": 1.0,
-    "smoothness_value": 0.0, "is_cycle": False, "default_fov": 45.0, "default_transition_sec": 1.0,
-    "keyframes": [
-        {"matrix": [1, 0, 0, 0.1, 0, 1, 0, 0.0, 0, 0, 1, 2.0, 0, 0, 0, 1], "fov": 45.0, "aspect": 1.333,
-         "override_transition_enabled": False, "override_transition_sec": None},
-        {"matrix": [0, 0, 1, 1.0, 0, 1, 0, 0.2, -1, 0, 0, 1.0, 0, 0, 0, 1], "fov": 30.0, "aspect": 1.333,
-         "override_transition_enabled": False, "override_transition_sec": None}],
-    "camera_path": [
-        {"camera_to_world": [1, 0, 0, 0.1, 0, 1, 0, 0.0, 0, 0, 1, 2.0, 0, 0, 0, 1], "fov": 45.0, "aspect": 1.333},
-        {"camera_to_world": [0.6, 0, 0.8, 0.5, 0, 1, 0, 0.1, -0.8, 0, 0.6, 1.5, 0, 0, 0, 1], "fov": 37.5,
-         "aspect": 1.333},
-        {"camera_to_world": [0, 0, 1, 1.0, 0, 1, 0, 0.2, -1, 0, 0, 1.0, 0, 0, 0, 1], "fov": 30.0, "aspect": 1.333}],
-}
-
-
-def test_nerfstudio_camera_path_both_ways(runs, tmp_path):
-    """nerfstudio's camera_path.json: its frames are rendered as they are (each 4 x 4 read row by
-    row, each with its own fov: ``enerf render --path`` equals render_camera at focal
-    h / 2 / tan(fov / 2)); its keyframes load into the editor's list (fov, transition seconds,
-    smoothness) and are written back the same; the frames written are keyframe_path's."""
-    from enerf.cameras.nerfstudio_path import from_nerfstudio, to_nerfstudio
-    from enerf.viewer.keyframes import KeyframeList
-
-    path = tmp_path / "camera_path.json"
-    path.write_text(json.dumps(NERFSTUDIO_PATH))
-    cam = read_camera_path(path)
-    expected = np.stack([np.reshape(c["camera_to_world"], (4, 4))[:3] for c in NERFSTUDIO_PATH["camera_path"]])
-    np.testing.assert_allclose(cam.poses(), expected, atol=1e-7)
-    np.testing.assert_allclose(cam.frame_fovs(), [45.0, 37.5, 30.0])
-    assert main(["render", "--ckpt", str(runs["a"]), "--path", str(path), "--png", "--quiet",
-                 "--out", str(tmp_path / "video")]) == 0
-    run = load_run(runs["a"], task="nerf", data_root=Path("data"))
-    for k, fov in enumerate((45.0, 37.5, 30.0)):
-        frame = iio.imread(tmp_path / "video" / "frames" / f"rgb_{k:04d}.png").astype(np.float32) / 255
-        focal = 12 / 2 / np.tan(np.radians(fov) / 2)
-        assert np.abs(frame - render_camera(run, expected[k], 16, 12, focal)).max() <= 0.5 / 255 + 1e-6
-    keys = KeyframeList()
-    keys.load(path, 50.0, (32, 24))
-    np.testing.assert_allclose([k.c2w for k in keys.keys], expected[[0, 2]], atol=1e-12)
-    assert [k.fov for k in keys.keys] == [45.0, 30.0] and [k.seconds for k in keys.keys] == [1.0, 1.0]
-    assert (keys.size, keys.fps, keys.smoothness, keys.frames()) == ((16, 12), 2.0, 0.0, 3)
-    written = to_nerfstudio(keys.camera_path(), 16, 12, 45.0)
-    again = CameraPath(**from_nerfstudio(written, keyframes=True))
-    np.testing.assert_allclose(again.keyframes, expected[[0, 2]], atol=1e-12)
-    np.testing.assert_allclose(again.fovs, [45.0, 30.0])
-    assert again.smoothness == 0.0 and again.fps == 2.0
-    frames = np.stack([np.reshape(c["camera_to_world"], (4, 4)) for c in written["camera_path"]])
-    np.testing.assert_allclose(frames[:, 3], np.broadcast_to([0, 0, 0, 1], (3, 4)))
-    # straight lines at smoothness 0: the middle frame's position is the keyframes' mean, its fov too
-    np.testing.assert_allclose(frames[1, :3, 3], expected[[0, 2], :, 3].mean(0), atol=1e-12)
-    assert written["camera_path"][1]["fov"] == pytest.approx(37.5)
-    bad = dict(NERFSTUDIO_PATH, camera_path=[{"camera_to_world": [1, 0, 0], "fov": 40}])
-    path.write_text(json.dumps(bad))
-    with pytest.raises(ConfigError):
-        read_camera_path(path)
-
-
-def test_keyframe_list_edits():
-    """Add, delete, move (clamped at the ends) and the frame count of the editor's list."""
-    from enerf.viewer.keyframes import KeyframeList
-
-    keys = _random_poses(4, 5)
-    kl = KeyframeList(fps=10.0)
-    for k in range(4):
-        kl.add(keys[k], 40.0 + k, 0.5 * (k + 1), (64, 48))
-    kl.delete(1)
-    assert kl.move(2, 1) == 2 and kl.move(2, -5) == 0  # the last stays last, then goes first
-    np.testing.assert_allclose([k.c2w for k in kl.keys], keys[[3, 0, 2]])
-    assert [k.fov for k in kl.keys] == [43.0, 40.0, 42.0]
-    assert kl.seconds() == 2.0 + 0.5 and kl.frames() == 26
-    with pytest.raises(ConfigError):
-        kl.delete(5)
-
-
 # ----------------------------------------------------------------------------- panel text
 
 
-def test_heldout_labels_carry_metrics_psnr(runs):
-    run = load_run(runs["a"], task="nerf", data_root=Path("data"))
-    metrics = json.loads((runs["a"].parent.parent / "metrics.json").read_text())
+def test_heldout_labels_carry_metrics_psnr(viewer_runs):
+    run = load_run(viewer_runs["a"], task="nerf", data_root=Path("data"))
+    metrics = json.loads((viewer_runs["a"].parent.parent / "metrics.json").read_text())
     psnr = heldout_psnr(metrics)
     assert set(psnr) == {int(v) for v in run.scene.i_test}
     drawn = frustums(run, metrics)
@@ -437,7 +227,7 @@ def test_compare_prints_the_view_command(tmp_path):
 # ----------------------------------------------------------------------------- training
 
 
-def test_rendering_between_steps_leaves_the_run_unchanged(runs, tmp_path):
+def test_rendering_between_steps_leaves_the_run_unchanged(viewer_runs, tmp_path):
     """The training hook's rendering (render_camera on the live run, every step, in train mode,
     a grid renderer included) leaves the final held-out PSNR and every weight bit-identical."""
     from enerf.loaded_run import LoadedRun
@@ -459,9 +249,9 @@ def test_rendering_between_steps_leaves_the_run_unchanged(runs, tmp_path):
     for renderer in ("hierarchical", "torch_grid"):
         for name, on_step in (("plain", None), ("watched", hook)):
             args = build_train_parser().parse_args(
-                ["--datadir", str(runs["scene"]), "--basedir", str(tmp_path / renderer), "--expname", name,
+                ["--datadir", str(viewer_runs["scene"]), "--basedir", str(tmp_path / renderer), "--expname", name,
                  "--iters", "6", "--raw_noise_std", "1.0", "--renderer", renderer, "--grid_update_every", "2",
-                 "--grid_warmup", "2", "--device", "cpu", *TINY])  # bit-identity is a CPU promise: on an H100 the PSNRs differed in the 9th digit
+                 "--grid_warmup", "2", "--device", "cpu", *VIEWER_TINY])  # bit-identity is a CPU promise: on an H100 the PSNRs differed in the 9th digit
             metrics = train_nerf(run_config_from_args(args), resume=False, progress=False, on_step=on_step)
             weights = torch.load(tmp_path / renderer / name / "checkpoints" / "latest.pt", weights_only=False)["fields"]
             results[renderer, name] = (metrics["psnr"], weights)
@@ -475,7 +265,7 @@ def test_rendering_between_steps_leaves_the_run_unchanged(runs, tmp_path):
 # ----------------------------------------------------------------------------- bad input
 
 
-def test_view_bad_input_is_one_line(runs, tmp_path, capsys):
+def test_view_bad_input_is_one_line(viewer_runs, tmp_path, capsys):
     pytest.importorskip("viser", reason="the viewer extra (viser) is not installed: pip install -e '.[viewer]'")
     assert main(["view", "--ckpt", str(tmp_path / "missing.pt"), "--port", "0"]) == 2
     err = capsys.readouterr().err
@@ -488,25 +278,25 @@ def test_view_bad_input_is_one_line(runs, tmp_path, capsys):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        assert main(["view", "--ckpt", str(runs["a"]), "--port", str(port)]) == 2
+        assert main(["view", "--ckpt", str(viewer_runs["a"]), "--port", str(port)]) == 2
         err = capsys.readouterr().err
         assert f"port {port}" in err and "in use" in err and err.count("\n") == 1
     from enerf.synthetic.scene import make_synthetic_scene
 
     other = make_synthetic_scene(tmp_path / "other", n_views=6, width=24, height=20, seed=3)
-    c = _train(other, tmp_path / "runs", "other", 1)
+    c = train_tiny(other, tmp_path / "runs", "other", 1)
     capsys.readouterr()
-    assert main(["view", "--ckpt", str(runs["a"]), "--ckpt", str(c), "--port", "0"]) == 2
+    assert main(["view", "--ckpt", str(viewer_runs["a"]), "--ckpt", str(c), "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "different scenes" in err and err.count("\n") == 1
-    assert main(["view", "--ckpt", str(runs["a"]), "--ckpt", str(runs["b"]), "--ckpt", str(c), "--port", "0"]) == 2
+    assert main(["view", "--ckpt", str(viewer_runs["a"]), "--ckpt", str(viewer_runs["b"]), "--ckpt", str(c), "--port", "0"]) == 2
 
 
-def test_view_without_viser_names_the_extra(runs, monkeypatch, capsys):
+def test_view_without_viser_names_the_extra(viewer_runs, monkeypatch, capsys):
     import sys
 
     monkeypatch.setitem(sys.modules, "viser", None)  # import viser raises ImportError
-    assert main(["view", "--ckpt", str(runs["a"])]) == 2
+    assert main(["view", "--ckpt", str(viewer_runs["a"])]) == 2
     err = capsys.readouterr().err
     assert '.[viewer]' in err and err.count("\n") == 1
     assert main(["train", "--viewer", "--iters", "1"]) == 2
@@ -541,7 +331,7 @@ def test_blender_scene_world_rays_and_grid_renderer(tmp_path):
     scene = _blender_scene(tmp_path / "lego_like")
     assert main(["train", "--datadir", str(scene), "--basedir", str(tmp_path / "runs"), "--expname", "b",
                  "--iters", "3", "--white_bkgd", "--renderer", "torch_grid", "--grid_resolution", "16",
-                 "--render_step_size", "0.05", *TINY]) == 0
+                 "--render_step_size", "0.05", *VIEWER_TINY]) == 0
     run = load_run(tmp_path / "runs" / "b" / "checkpoints" / "latest.pt", Path("data"), task="nerf")
     s = run.scene
     assert not s.use_ndc and s.aabb is not None and run.renderer is not None and run.renderer.name == "torch_grid"

@@ -1,7 +1,6 @@
-"""The nerfstudio / instant-ngp ``transforms.json`` loader: lens models against OpenCV and an
-independent inversion, undistorted images of a known pattern, intrinsics / pose / split parsing
-against hand values, normalisation, the writer round trip, bad input through the CLI, and the
-instant-ngp fox from ``../shared/data`` (skipped when absent)."""
+"""The nerfstudio / instant-ngp ``transforms.json`` loader: intrinsics / pose / split parsing against hand
+values, normalisation, the writer round trip, bad input through the CLI, and the instant-ngp fox from
+``../shared/data`` (skipped when absent). Lens models and undistortion: test_lens_models.py."""
 
 from __future__ import annotations
 
@@ -12,171 +11,28 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 import pytest
-import torch
 from scipy.spatial.transform import Rotation
 from skimage.transform import downscale_local_mean
 
 from enerf.cli import main
-from enerf.cameras.lens import Camera, Resampler, pinhole_canvas, source_pixels
+from enerf.cameras.lens import Camera, pinhole_canvas
 from enerf.data.loaders import dataset_type_of
 from enerf.data.nerfstudio import CAPTURE_BOX, load_nerfstudio
 from enerf.data.transforms_writer import colmap_camera_fields, transforms_meta, write_transforms
 from enerf.cameras.normalize import orient_and_center, rotation_between, transform_record
 from enerf.cameras.rays import pixel_rays
 from enerf.errors import DataError
+from helpers import capture_cameras, look_at, write_capture
 
 FOX_CAMERA = Camera("OPENCV", 1080, 1920, 1375.52, 1374.49, 554.558, 965.268, k1=0.0578421, k2=-0.0805099,
                     p1=-0.000980296, p2=0.00015575)
 
 
-# ----------------------------------------------------------------------------- lens models
-
-
-def _grid_directions(camera: Camera, focal: float, width: int, height: int) -> np.ndarray:
-    """Normalised undistorted coordinates [H * W, 2] of the centred pinhole's pixel centres (hand-made)."""
-    cols, rows = np.meshgrid(np.arange(width) + 0.5, np.arange(height) + 0.5)
-    return np.stack([(cols - width / 2) / focal, (rows - height / 2) / focal], -1).reshape(-1, 2)
-
-
-@pytest.mark.parametrize("coefficients", [dict(k1=0.0578421, k2=-0.0805099, p1=-0.000980296, p2=0.00015575),
-                                          dict(k1=-0.21, k2=0.05, k3=-0.004, p1=0.002, p2=-0.001)])
-def test_opencv_map_matches_cv2_project_points(coefficients):
-    cv2 = pytest.importorskip("cv2")
-    camera = Camera("OPENCV", 120, 90, 100.0, 98.0, 61.3, 44.2, **coefficients)
-    u, v, _ = source_pixels(camera, 99.0, 120, 90)
-    xy = _grid_directions(camera, 99.0, 120, 90)
-    points = np.concatenate([xy, np.ones((len(xy), 1))], 1)
-    k = np.array([[camera.fx, 0, camera.cx], [0, camera.fy, camera.cy], [0, 0, 1]])
-    dist = np.array([camera.k1, camera.k2, camera.p1, camera.p2, camera.k3])
-    projected, _ = cv2.projectPoints(points, np.zeros(3), np.zeros(3), k, dist)
-    np.testing.assert_allclose(np.stack([u.ravel(), v.ravel()], 1), projected[:, 0], atol=1e-4)
-
-
-def test_fisheye_map_matches_cv2_fisheye_project_points():
-    cv2 = pytest.importorskip("cv2")
-    camera = Camera("OPENCV_FISHEYE", 160, 120, 70.0, 71.0, 80.5, 59.0, k1=0.05, k2=-0.01, k3=0.003, k4=-0.0005)
-    u, v, _ = source_pixels(camera, 60.0, 160, 120)
-    xy = _grid_directions(camera, 60.0, 160, 120)
-    points = np.concatenate([xy, np.ones((len(xy), 1))], 1)[:, None]
-    k = np.array([[camera.fx, 0, camera.cx], [0, camera.fy, camera.cy], [0, 0, 1]])
-    projected, _ = cv2.fisheye.projectPoints(points, np.zeros(3), np.zeros(3), k,
-                                             np.array([camera.k1, camera.k2, camera.k3, camera.k4]))
-    np.testing.assert_allclose(np.stack([u.ravel(), v.ravel()], 1), projected[:, 0], atol=1e-4)
-
-
-def test_opencv_map_with_nerfstudio_k4_against_a_power_series():
-    """nerfstudio's k4 (an r^8 term, which OpenCV does not have): the radial factor as a numpy
-    polynomial in r^2, the tangential part written out separately."""
-    camera = Camera("OPENCV", 64, 48, 50.0, 52.0, 31.0, 25.0, k1=0.1, k2=-0.02, k3=0.01, k4=-0.003, p1=0.001, p2=0.002)
-    xy = _grid_directions(camera, 50.0, 64, 48)
-    x, y = xy[:, 0], xy[:, 1]
-    r2 = x**2 + y**2
-    radial = np.polynomial.polynomial.polyval(r2, [1.0, camera.k1, camera.k2, camera.k3, camera.k4])
-    xd = radial * x + 2 * camera.p1 * x * y + camera.p2 * (r2 + 2 * x**2)
-    yd = radial * y + camera.p1 * (r2 + 2 * y**2) + 2 * camera.p2 * x * y
-    u, v, _ = source_pixels(camera, 50.0, 64, 48)
-    np.testing.assert_allclose(u.ravel(), camera.fx * xd + camera.cx, atol=1e-9)
-    np.testing.assert_allclose(v.ravel(), camera.fy * yd + camera.cy, atol=1e-9)
-
-
-def _undistort_points(camera: Camera, xd: np.ndarray, yd: np.ndarray, iters: int = 200):
-    """Invert the OPENCV model by fixed-point iteration (as OpenCV's undistortPoints does)."""
-    x, y = xd.copy(), yd.copy()
-    for _ in range(iters):
-        r2 = x * x + y * y
-        radial = 1 + camera.k1 * r2 + camera.k2 * r2**2 + camera.k3 * r2**3
-        dx = 2 * camera.p1 * x * y + camera.p2 * (r2 + 2 * x * x)
-        dy = camera.p1 * (r2 + 2 * y * y) + 2 * camera.p2 * x * y
-        x, y = (xd - dx) / radial, (yd - dy) / radial
-    return x, y
-
-
-def _pattern(x, y):
-    """A smooth colour pattern of normalised undistorted coordinates: [..., 3] in [0, 1]."""
-    return np.stack([0.5 + 0.4 * np.sin(3 * x + 1), 0.5 + 0.4 * np.cos(2 * y - 0.5), 0.5 + 0.3 * np.sin(2 * x * y + 2)],
-                    -1).astype(np.float32)
-
-
-def _distorted_photo(camera: Camera) -> np.ndarray:
-    """What ``camera`` photographs of ``_pattern``: [H, W, 3] float32."""
-    cols, rows = np.meshgrid(np.arange(camera.width) + 0.5, np.arange(camera.height) + 0.5)
-    x, y = _undistort_points(camera, (cols - camera.cx) / camera.fx, (rows - camera.cy) / camera.fy)
-    return _pattern(x, y)
-
-
-def test_canvas_is_the_largest_centred_rectangle_inside_the_photo():
-    camera = Camera("OPENCV", 90, 160, 115.0, 114.9, 46.2, 80.4, k1=0.0578, k2=-0.0805, p1=-0.00098, p2=0.00016)
-    width, height = pinhole_canvas([camera], camera.fx)
-    assert width % 2 == 0 and height % 2 == 0 and (width, height) != (0, 0)
-    _, _, valid = source_pixels(camera, camera.fx, width, height)
-    assert valid.all()
-    for w, h in ((width + 2, height), (width, height + 2)):  # one more pixel on each side leaves the photo
-        assert not source_pixels(camera, camera.fx, w, h)[2].all()
-    assert pinhole_canvas([camera], camera.fx, multiple=4)[0] % 4 == 0
-
-
-def test_undistorted_photo_shows_the_pattern_at_pinhole_directions(tmp_path):
-    camera = Camera("OPENCV", 90, 160, 115.0, 114.9, 46.2, 80.4, k1=0.0578, k2=-0.0805, p1=-0.00098, p2=0.00016)
-    photo = _distorted_photo(camera)
-    width, height = pinhole_canvas([camera], camera.fx)
-    u, v, _ = source_pixels(camera, camera.fx, width, height)
-    out = Resampler(u, v, camera.width, camera.height)(photo)
-    expected = _pattern(*_grid_directions(camera, camera.fx, width, height).T).reshape(height, width, 3)
-    assert np.abs(out - expected).max() < 2e-3  # bilinear reads of a smooth pattern
-
-
-def test_resampler_is_scipy_bilinear():
-    from scipy.ndimage import map_coordinates
-
-    rng = np.random.default_rng(0)
-    image = rng.random((13, 17, 3)).astype(np.float32)
-    u, v = rng.uniform(0.5, 16.5, (5, 7)), rng.uniform(0.5, 12.5, (5, 7))
-    out = Resampler(u, v, 17, 13)(image)
-    for c in range(3):
-        np.testing.assert_allclose(out[..., c], map_coordinates(image[..., c], [v - 0.5, u - 0.5], order=1), atol=1e-5)
-
-
 # ----------------------------------------------------------------------------- synthetic captures
 
 
-def _look_at(position, target=(0.0, 0.0, 0.0), up=(0.0, 0.0, 1.0)) -> np.ndarray:
-    """OpenGL camera-to-world [4, 4] at ``position`` looking at ``target`` (independent of enerf)."""
-    back = np.asarray(position, float) - target
-    back /= np.linalg.norm(back)
-    right = np.cross(up, back)
-    right /= np.linalg.norm(right)
-    c2w = np.eye(4)
-    c2w[:3, :4] = np.stack([right, np.cross(back, right), back, position], 1)
-    return c2w
-
-
-def _cameras(n: int, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [_look_at([4 * math.cos(a), 4 * math.sin(a), 1.0 + rng.normal(0, 0.3)], target=(0.2, -0.1, 0.3))
-            for a in np.linspace(0, 2, n)]
-
-
-def _capture(folder: Path, n: int = 10, size=(24, 16), meta_extra=None, frame_extra=None, missing=(), seed=0,
-             ext=".png", listed_ext=True) -> Path:
-    """A transforms.json of ``n`` frames (images ``images/f_00.png`` of random colours) in ``folder``."""
-    rng = np.random.default_rng(seed)
-    (folder / "images").mkdir(parents=True)
-    frames = []
-    for k, c2w in enumerate(_cameras(n, seed)):
-        name = f"images/f_{k:02d}{ext}"
-        if k not in missing:
-            iio.imwrite(folder / name, rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
-        frame = {"file_path": name if listed_ext else name[: -len(ext)], "transform_matrix": c2w.tolist()}
-        frame.update((frame_extra or {}).get(k, {}))
-        frames.append(frame)
-    meta = {"camera_model": "PINHOLE", "fl_x": 20.0, "fl_y": 20.0, "cx": size[0] / 2, "cy": size[1] / 2,
-            "w": size[0], "h": size[1], **(meta_extra or {}), "frames": frames}
-    (folder / "transforms.json").write_text(json.dumps(meta))
-    return folder
-
-
 def test_auto_detects_the_single_file_layout(tmp_path):
-    scene = _capture(tmp_path / "cap")
+    scene = write_capture(tmp_path / "cap")
     assert dataset_type_of(scene, "auto") == "nerfstudio"
     (scene / "transforms_train.json").write_text("{}")  # Blender's split files win
     assert dataset_type_of(scene, "auto") == "blender"
@@ -185,13 +41,13 @@ def test_auto_detects_the_single_file_layout(tmp_path):
 def test_pinhole_capture_poses_focal_and_rays_through_known_points(tmp_path):
     """Rays of the loaded scene through a pixel pass through the point a hand-made pinhole
     projection puts at that pixel, once mapped into scene space by the inverse of scene_to_world."""
-    scene_dir = _capture(tmp_path / "cap", n=6, size=(32, 24), meta_extra={"fl_x": 30.0, "fl_y": 30.0})
+    scene_dir = write_capture(tmp_path / "cap", n=6, size=(32, 24), meta_extra={"fl_x": 30.0, "fl_y": 30.0})
     scene = load_nerfstudio(scene_dir, llffhold=0)
     assert (scene.width, scene.height, scene.focal, scene.n_views) == (32, 24, 30.0, 6)
     world_to_scene = np.linalg.inv(scene.scene_to_world)
     rng = np.random.default_rng(3)
     checked = 0
-    for k, c2w in enumerate(_cameras(6)):
+    for k, c2w in enumerate(capture_cameras(6)):
         point = np.array([0.2, -0.1, 0.3]) + rng.normal(0, 0.3, 3)
         cam = np.linalg.inv(c2w) @ np.append(point, 1.0)  # OpenGL camera axes: looking down -z
         col, row = 16 + 30.0 * cam[0] / -cam[2], 12 - 30.0 * cam[1] / -cam[2]
@@ -211,7 +67,7 @@ def test_pinhole_capture_poses_focal_and_rays_through_known_points(tmp_path):
 
 def test_intrinsics_per_frame_camera_angle_and_missing_size(tmp_path):
     fov = 2 * math.atan(12 / 30.0)  # focal 30 px at width 24
-    scene_dir = _capture(tmp_path / "cap", n=4, meta_extra={"camera_angle_x": fov})
+    scene_dir = write_capture(tmp_path / "cap", n=4, meta_extra={"camera_angle_x": fov})
     meta = json.loads((scene_dir / "transforms.json").read_text())
     for key in ("fl_x", "fl_y", "cx", "cy", "w", "h"):
         del meta[key]  # w, h from the images, focal from the field of view
@@ -224,7 +80,7 @@ def test_intrinsics_per_frame_camera_angle_and_missing_size(tmp_path):
 
 
 def test_extensionless_paths_sorting_and_every_eighth_frame_held_out(tmp_path):
-    scene_dir = _capture(tmp_path / "cap", n=18, listed_ext=False)
+    scene_dir = write_capture(tmp_path / "cap", n=18, listed_ext=False)
     meta = json.loads((scene_dir / "transforms.json").read_text())
     meta["frames"] = meta["frames"][::-1]  # listed in reverse: the loader sorts by name
     (scene_dir / "transforms.json").write_text(json.dumps(meta))
@@ -235,7 +91,7 @@ def test_extensionless_paths_sorting_and_every_eighth_frame_held_out(tmp_path):
 
 
 def test_split_lists_are_honoured(tmp_path):
-    scene_dir = _capture(tmp_path / "cap", n=6, meta_extra={"train_filenames": ["images/f_01.png", "images/f_03",
+    scene_dir = write_capture(tmp_path / "cap", n=6, meta_extra={"train_filenames": ["images/f_01.png", "images/f_03",
                                                                                  "./images/f_05.png"],
                                                              "test_filenames": ["images/f_00.png", "images/f_02.png"]})
     scene = load_nerfstudio(scene_dir)
@@ -243,7 +99,7 @@ def test_split_lists_are_honoured(tmp_path):
 
 
 def test_missing_images_warn_once_with_the_count(tmp_path, capsys):
-    scene_dir = _capture(tmp_path / "cap", n=9, missing=(2, 5, 6))
+    scene_dir = write_capture(tmp_path / "cap", n=9, missing=(2, 5, 6))
     scene = load_nerfstudio(scene_dir)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "3 of 9 frames have no image and are skipped; 6 are used" in err[0]
@@ -253,7 +109,7 @@ def test_missing_images_warn_once_with_the_count(tmp_path, capsys):
 
 
 def test_factor_block_averages_or_reads_images_f(tmp_path):
-    scene_dir = _capture(tmp_path / "cap", n=3, size=(24, 16))
+    scene_dir = write_capture(tmp_path / "cap", n=3, size=(24, 16))
     scene = load_nerfstudio(scene_dir, factor=4, llffhold=0)
     full = iio.imread(scene_dir / "images" / "f_01.png").astype(np.float64) / 255
     assert (scene.width, scene.height, scene.focal) == (6, 4, 5.0)
@@ -268,48 +124,11 @@ def test_factor_block_averages_or_reads_images_f(tmp_path):
     np.testing.assert_allclose(scene.images[2], 20 / 255, atol=1e-6)
 
 
-def test_distorted_capture_is_undistorted_to_its_pinhole(tmp_path):
-    """A photo of the smooth pattern through an OPENCV lens with an off-centre principal point and
-    fx != fy loads as the centred pinhole image of that pattern."""
-    camera = Camera("OPENCV", 90, 160, 115.0, 114.9, 46.2, 80.4, k1=0.0578, k2=-0.0805, p1=-0.00098, p2=0.00016)
-    scene_dir = _capture(tmp_path / "cap", n=2, size=(90, 160), meta_extra={
-        "camera_model": "OPENCV", "fl_x": camera.fx, "fl_y": camera.fy, "cx": camera.cx, "cy": camera.cy,
-        "k1": camera.k1, "k2": camera.k2, "p1": camera.p1, "p2": camera.p2})
-    iio.imwrite(scene_dir / "images" / "f_00.png", np.round(_distorted_photo(camera) * 255).astype(np.uint8))
-    scene = load_nerfstudio(scene_dir, llffhold=0)
-    assert scene.focal == camera.fx and (scene.width, scene.height) == pinhole_canvas([camera], camera.fx)
-    expected = _pattern(*_grid_directions(camera, camera.fx, scene.width, scene.height).T)
-    assert np.abs(scene.images[0] - expected.reshape(scene.images[0].shape)).max() < 4e-3  # + 8-bit rounding
-
-
-def test_fisheye_capture_is_undistorted_to_its_pinhole(tmp_path):
-    """The same with OPENCV_FISHEYE: the photo made by inverting theta_d(theta) with Newton steps."""
-    camera = Camera("OPENCV_FISHEYE", 120, 90, 70.0, 70.5, 61.0, 44.0, k1=0.04, k2=-0.01, k3=0.002, k4=-0.0003)
-    cols, rows = np.meshgrid(np.arange(120) + 0.5, np.arange(90) + 0.5)
-    xd, yd = (cols - camera.cx) / camera.fx, (rows - camera.cy) / camera.fy
-    theta_d = np.hypot(xd, yd)
-    theta = theta_d.copy()
-    for _ in range(50):
-        t2 = theta**2
-        f = theta * (1 + camera.k1 * t2 + camera.k2 * t2**2 + camera.k3 * t2**3 + camera.k4 * t2**4) - theta_d
-        df = 1 + 3 * camera.k1 * t2 + 5 * camera.k2 * t2**2 + 7 * camera.k3 * t2**3 + 9 * camera.k4 * t2**4
-        theta -= f / df
-    ratio = np.tan(theta) / np.maximum(theta_d, 1e-12)
-    scene_dir = _capture(tmp_path / "cap", n=2, size=(120, 90), meta_extra={
-        "camera_model": "OPENCV_FISHEYE", "fl_x": camera.fx, "fl_y": camera.fy, "cx": camera.cx, "cy": camera.cy,
-        "k1": camera.k1, "k2": camera.k2, "k3": camera.k3, "k4": camera.k4})
-    iio.imwrite(scene_dir / "images" / "f_00.png", np.round(_pattern(xd * ratio, yd * ratio) * 255).astype(np.uint8))
-    scene = load_nerfstudio(scene_dir, llffhold=0)
-    assert scene.focal == camera.fx and scene.width * scene.height > 0.5 * 120 * 90
-    expected = _pattern(*_grid_directions(camera, camera.fx, scene.width, scene.height).T)
-    assert np.abs(scene.images[0] - expected.reshape(scene.images[0].shape)).max() < 4e-3
-
-
 def test_normalisation_up_centre_scale_and_the_transform_round_trip(tmp_path):
     tilt = np.eye(4)
     tilt[:3, :3] = Rotation.from_rotvec([0.4, -0.2, 0.7]).as_matrix()  # the capture's frame is tilted
     tilt[:3, 3] = [3.0, -1.0, 2.0]
-    scene_dir = _capture(tmp_path / "cap", n=7)
+    scene_dir = write_capture(tmp_path / "cap", n=7)
     meta = json.loads((scene_dir / "transforms.json").read_text())
     original = np.array([tilt @ np.asarray(f["transform_matrix"]) for f in meta["frames"]])
     for frame, c2w in zip(meta["frames"], original):
@@ -336,8 +155,8 @@ def test_normalisation_up_centre_scale_and_the_transform_round_trip(tmp_path):
 
 def test_applied_transform_maps_back_to_the_frame_before_it(tmp_path):
     applied = np.array([[1.0, 0, 0, 0.5], [0, 0, 1, -1.0], [0, -1, 0, 2.0]])  # turn + shift, as 3 x 4
-    plain = load_nerfstudio(_capture(tmp_path / "a", n=5), llffhold=0)
-    scene_dir = _capture(tmp_path / "b", n=5, meta_extra={"applied_transform": applied.tolist()})
+    plain = load_nerfstudio(write_capture(tmp_path / "a", n=5), llffhold=0)
+    scene_dir = write_capture(tmp_path / "b", n=5, meta_extra={"applied_transform": applied.tolist()})
     scene = load_nerfstudio(scene_dir, llffhold=0)
     np.testing.assert_allclose(scene.poses, plain.poses, atol=1e-6)  # the poses as stored are used
     # scene_to_world = (plain's scene_to_world, into the json's frame) followed by the inverse of applied
@@ -359,7 +178,7 @@ def test_rotation_between_is_the_smallest_turn():
 
 
 def test_pca_orientation_puts_the_camera_plane_flat():
-    poses = np.stack([_look_at([4 * math.cos(a), 2 * math.sin(a), 0.0], up=(0, 0, 1)) for a in np.linspace(0, 6, 12)])
+    poses = np.stack([look_at([4 * math.cos(a), 2 * math.sin(a), 0.0], up=(0, 0, 1)) for a in np.linspace(0, 6, 12)])
     turn = Rotation.from_rotvec([0.5, 0.3, -0.2]).as_matrix()
     moved = poses[:, :3, :4].copy()
     moved[:, :, :3] = turn @ moved[:, :, :3]
@@ -388,7 +207,7 @@ def test_colmap_camera_fields_follow_nerfstudio():
 
 def test_written_transforms_read_back_with_the_same_poses(tmp_path):
     (tmp_path / "images").mkdir()
-    c2ws = _cameras(5, seed=2)
+    c2ws = capture_cameras(5, seed=2)
     frames = []
     for k, c2w in enumerate(c2ws):
         iio.imwrite(tmp_path / "images" / f"p{k}.png", np.zeros((30, 40, 3), np.uint8))
@@ -430,7 +249,7 @@ def _edit(scene_dir: Path, change) -> Path:
 
 def test_bad_captures_are_one_line_naming_the_file(tmp_path, capsys):
     def cap(name, **kw):
-        return _capture(tmp_path / name, n=3, **kw)
+        return write_capture(tmp_path / name, n=3, **kw)
 
     def drop(meta, key):
         del meta["frames"][1][key]
@@ -485,7 +304,7 @@ def test_enerf_train_on_a_capture_stores_the_scene_transform(tmp_path, capsys):
     frames, and the checkpoint carries the transform back to the capture's frame."""
     from enerf.checkpoint import load_checkpoint
 
-    scene_dir = _capture(tmp_path / "cap", n=9, size=(16, 12), missing=(4,))
+    scene_dir = write_capture(tmp_path / "cap", n=9, size=(16, 12), missing=(4,))
     basedir = tmp_path / "runs"
     code = main(["train", "--preset", "none", "--datadir", str(scene_dir), "--basedir", str(basedir), "--expname", "cap", "--iters", "3",
                  "--netdepth", "2", "--netwidth", "16", "--view_width", "8", "--multires", "2", "--multires_views", "1",

@@ -10,25 +10,18 @@ import numpy as np
 import pytest
 import torch
 
-from enerf.cameras.pinhole import Pinhole
 from enerf.config import SplatConfig
 from enerf.splats import bake
 from enerf.splats.bake import _disc_quats, fit_splats, free_space_violations, merge_candidates, splats_from_candidates
-from enerf.splats.gaussians import Splats, quat_to_rotmat, rgb_to_sh0
+from enerf.splats.gaussians import quat_to_rotmat
 from enerf.splats.rasterize import rasterize
 from enerf.splats.teacher import fit_loss, ssim_map, surface_mask, taught_target, teacher_poses, turned_poses
-
-
-def _camera_at(z: float) -> np.ndarray:
-    """[3, 4] a camera on the z axis at height z looking down -z (OpenGL axes), columns right, up, back, t."""
-    pose = np.eye(4)[:3]
-    pose[:, 3] = [0.0, 0.0, z]
-    return pose
+from helpers import camera_on_z, faint_splats, plain_photo_run
 
 
 def test_free_space_counts_the_views_that_see_through_a_point():
     # two cameras looking down at the plane z = 0 from z = 2 and z = 3: each sees the plane everywhere
-    poses = np.stack([_camera_at(2.0), _camera_at(3.0)])
+    poses = np.stack([camera_on_z(2.0), camera_on_z(3.0)])
     depths = np.stack([np.full((20, 20), 2.0), np.full((20, 20), 3.0)])
     points = np.array([[0.0, 0.0, 0.0],    # on the plane: no view sees through it
                        [0.0, 0.0, 1.0],    # in the air between both cameras and the plane: both see through it
@@ -141,34 +134,14 @@ def test_the_fits_ssim_is_scikit_images():
     assert abs(loss.item() - expected) < 1e-9 and torch.isfinite(pred.grad).all()
 
 
-def _plain_photo_run(white: bool) -> SimpleNamespace:
-    """A stand-in LoadedRun for ``fit_splats``: two 16 x 16 photos seen from z = 3 and 3.2, all white for a
-    ``white_bkgd`` run, else all black (the run's background: black)."""
-    poses = np.stack([_camera_at(3.0), _camera_at(3.2)]).astype(np.float32)
-    scene = SimpleNamespace(i_train=np.arange(2), poses=poses,
-                            image=lambda i: np.full((16, 16, 3), float(white), np.float32),
-                            cameras=lambda views, downscale: [Pinhole(poses[int(i)], 16, 16, 20.0) for i in views])
-    return SimpleNamespace(device=torch.device("cpu"), scene=scene,
-                           cfg=SimpleNamespace(render=SimpleNamespace(white_bkgd=white)))
-
-
-def _faint_splats(value: float) -> Splats:
-    """A 5 x 5 grid of wide, faint (opacity 0.1) Gaussians of grey level ``value`` on the plane z = 0, covering
-    both photos."""
-    xy = np.stack(np.meshgrid(np.linspace(-1, 1, 5), np.linspace(-1, 1, 5)), -1).reshape(-1, 2)
-    means = torch.as_tensor(np.concatenate([xy, np.zeros((25, 1))], 1), dtype=torch.float32)
-    return Splats(means=means, log_scales=torch.full((25, 3), math.log(0.4)), quats=torch.tensor([[1.0, 0, 0, 0]] * 25),
-                  opacity_logits=torch.full((25,), math.log(0.1 / 0.9)), sh=rgb_to_sh0(torch.full((25, 3), value))[:, None])
-
-
 @pytest.mark.parametrize("random_background, rises", [(True, True), (False, False)])
 def test_a_random_background_makes_the_splats_cover_a_black_photo(random_background, rises):
     """Black photos on a black background need no opacity: the fit leaves faint black Gaussians as they
     are (zero loss, zero gradient). On a random background the background would show, so the fit makes
     them opaque."""
     cfg = SplatConfig(random_background=random_background, teacher_views=0, fit_ssim=0.0, fit_lr=10.0)
-    start = _faint_splats(0.0)
-    fitted, steps, _ = fit_splats(_plain_photo_run(white=False), start, cfg, seconds=1.5, progress=False)
+    start = faint_splats(0.0)
+    fitted, steps, _ = fit_splats(plain_photo_run(white=False), start, cfg, seconds=1.5, progress=False)
     assert steps > 0
     if rises:
         assert float(fitted.opacities.mean()) > 0.3  # from 0.1
@@ -187,7 +160,7 @@ def test_a_white_background_run_keeps_its_white(white, monkeypatch):
         return rasterize(splats, camera, background, **kwargs)
 
     monkeypatch.setattr(bake, "rasterize", drawn)
-    fit_splats(_plain_photo_run(white), _faint_splats(0.0), SplatConfig(teacher_views=0), seconds=0.5, progress=False)
+    fit_splats(plain_photo_run(white), faint_splats(0.0), SplatConfig(teacher_views=0), seconds=0.5, progress=False)
     backgrounds = torch.stack(seen)
     if white:
         torch.testing.assert_close(backgrounds, torch.ones_like(backgrounds))
@@ -200,10 +173,10 @@ def test_no_splat_spreads_wider_than_its_distance_allows(max_spread):
     """A Gaussian 5 units wide 3 units in front of the cameras: with ``max_spread`` its standard deviations end
     at most max_spread x its distance from the nearest camera (numpy's distance to the two camera centres);
     with 0 nothing caps them."""
-    start = _faint_splats(0.5)
+    start = faint_splats(0.5)
     start.log_scales[12] = math.log(5.0)  # the centre one
     cfg = SplatConfig(teacher_views=0, max_spread=max_spread)
-    run = _plain_photo_run(white=False)
+    run = plain_photo_run(white=False)
     fitted, steps, _ = fit_splats(run, start, cfg, seconds=0.5, progress=False)
     assert steps > 0
     centres = run.scene.poses[:, :3, 3]
