@@ -40,11 +40,6 @@ _SPLAT_ROUND = "measured before training could end in splats (issues 62-64); the
 # own); rerun owed.
 _REDESIGN4 = ("measured before issue 65's code moves, which change no figure (benchmarks/behaviour_redesign4.json); "
               "not rerun in its sitting")
-# Issue 63's commits that added the bake's --teacher_turn and --turn_spread changed files that records without a
-# bake depend on (enerf/config/export.py: SplatConfig's options; enerf/views.py: one more map per rendered view);
-# what those records run reads neither option and no figure of theirs comes from that map.
-_BAKE_OPTION = ("measured before an option of the bake was added and turned on (enerf/config/export.py) and render_views "
-                "gained a per-pixel map (enerf/views.py); what it runs reads neither")
 # a576234 read the training cameras' centres once in the bake's fit (fit_splats; the same array, the same numbers
 # as the two reads before) and rewrote docstrings of enerf/fields and enerf/splats; the demo, rerun after it, gave
 # the same digits.
@@ -55,8 +50,7 @@ STALE_OK: dict[str, str] = {
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
     **{stem: _SPLAT_ROUND for stem in (
         "capture_30min", "capture_defaults", "capture_probes", "capture_samplers", "conditioning_real", "fern_cpu",
-        "fidelity", "marcher_race", "paper_study", "scoring", "viewer")},
-    "conditioning_demo": _BAKE_OPTION,
+        "fidelity", "paper_study", "scoring", "viewer")},
     **{stem: f"{_REDESIGN4}; measured before the bake's fit on a random background (--random_background) and "
              "before the fit's compiled projection (enerf/splats/projection.py: more fit steps in the same time) "
              "and its spread cap (--max_spread)"
@@ -64,8 +58,6 @@ STALE_OK: dict[str, str] = {
     "bake_ab_surface": _CENTRES,
     "colmap_fern": "changed since: COLMAP's camera axes turned by GL_TO_CV (c2w_rot @ diag(1, -1, -1), the same "
                    "numbers as the column signs before) and a test-only inverse moved to tests/helpers.py (issue 65)",
-    "classify_digits": "the only change to what it depends on since is a docstring of enerf/optim/bnp.py (the "
-                       "distributed module it names moved, issue 65)",
 }
 
 

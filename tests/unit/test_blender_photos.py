@@ -18,20 +18,20 @@ from enerf.data.scene_probe import PHOTOS_NOTE
 from enerf.config import DataConfig
 from enerf.config.presets import preset_line
 from enerf.data.loaders import dataset_type_of, load_scene
-from test_nerfstudio import _look_at
+from helpers import look_at
 
 FOV = 0.7
 
 
 def _ring(n: int, radius: float = 4.0, height: float = 1.0) -> list[np.ndarray]:
     """n cameras on a full circle around the origin, looking at it."""
-    return [_look_at([radius * math.cos(a), radius * math.sin(a), height])
+    return [look_at([radius * math.cos(a), radius * math.sin(a), height])
             for a in np.linspace(0, 2 * math.pi, n, endpoint=False)]
 
 
 def _sweep(n: int) -> list[np.ndarray]:
     """n cameras side by side in the plane y = -4, looking at one point 4 units ahead: forward-facing."""
-    return [_look_at([0.3 * k, -4.0, 0.0], target=(0.15 * n, 0.0, 0.0)) for k in range(n)]
+    return [look_at([0.3 * k, -4.0, 0.0], target=(0.15 * n, 0.0, 0.0)) for k in range(n)]
 
 
 def _folder(root: Path, channels: int, cameras: list[np.ndarray], n_test: int = 2, transparent: bool = True,

@@ -41,7 +41,12 @@ def test_collect_rebuilds_the_committed_record(tmp_path):
     benches = [_bench(int(seed), entry) for seed, entry in committed["seeds"].items()]
     out = tmp_path / "race.json"
     record = marcher.collect(_write(tmp_path, benches), out)
-    assert record["seeds"] == committed["seeds"]
+    for seed, entry in committed["seeds"].items():  # the final ratio comes back from the rounded final queries per
+        got = record["seeds"][seed]                   # ray, so its last digit may differ from the raw ratio's
+        assert got["torch_grid"].pop("fewer_queries_final") == pytest.approx(
+            entry["torch_grid"]["fewer_queries_final"], abs=0.011)
+        assert got == {**entry, "torch_grid": {k: v for k, v in entry["torch_grid"].items()
+                                               if k != "fewer_queries_final"}}
     assert record["summary"] == committed["summary"]
     assert json.loads(out.read_text())["depends"] == committed["depends"]
 

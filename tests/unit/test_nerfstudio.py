@@ -11,6 +11,7 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 import pytest
+import torch
 from scipy.spatial.transform import Rotation
 from skimage.transform import downscale_local_mean
 

@@ -21,25 +21,25 @@ from enerf.data.nerfstudio import load_nerfstudio
 from enerf.cameras.scene_kind import classify_cameras
 from enerf.data.loaders import read_camera_poses
 from conftest import shared_scene
-from test_nerfstudio import _look_at
+from helpers import look_at
 
 
 def _arc(degrees: float, n: int = 24) -> np.ndarray:
     """n cameras on a circle of radius 4 at height 1, spanning ``degrees``, looking at the origin."""
     angles = np.radians(np.linspace(0, degrees, n, endpoint=degrees < 360))
-    return np.stack([_look_at([4 * math.cos(a), 4 * math.sin(a), 1.0]) for a in angles])
+    return np.stack([look_at([4 * math.cos(a), 4 * math.sin(a), 1.0]) for a in angles])
 
 
 def _grid(n: int = 5, step: float = 0.3) -> np.ndarray:
     """An n x n grid of cameras in the plane y = -4, all looking along +y (parallel axes)."""
-    return np.stack([_look_at([x, -4.0, z], target=(x, 0.0, z)) for x in np.arange(n) * step for z in np.arange(n) * step])
+    return np.stack([look_at([x, -4.0, z], target=(x, 0.0, z)) for x in np.arange(n) * step for z in np.arange(n) * step])
 
 
 def test_analytic_rigs():
     grid = classify_cameras(_grid())
     assert grid.kind == "forward" and grid.spread_deg == pytest.approx(0.0, abs=1e-5) and grid.around_deg is None
     # a grid that converges on a point 4 units ahead: cameras within a few degrees of each other
-    converging = np.stack([_look_at([x, -4.0, z], target=(0.6, 0.0, 0.6)) for x in (0, 0.6, 1.2) for z in (0, 0.6, 1.2)])
+    converging = np.stack([look_at([x, -4.0, z], target=(0.6, 0.0, 0.6)) for x in (0, 0.6, 1.2) for z in (0, 0.6, 1.2)])
     found = classify_cameras(converging)
     corner = math.degrees(math.atan(math.hypot(0.6, 0.6) / 4))  # the 4 corner cameras: 11.9 deg off the mean axis
     assert found.kind == "forward" and found.spread_deg == pytest.approx(corner, abs=0.3)
@@ -117,7 +117,7 @@ def test_forward_capture_in_ndc_looks_at_its_focus_depth(tmp_path):
     """A forward-facing capture loads with NDC rays; the point the cameras converge on lies about
     NDC_FOCUS_DEPTH (3) in front of the average camera, on its axis."""
     target = np.array([0.6, 2.0, 0.6])
-    cameras = np.stack([_look_at([x, -4.0, z], target=target) for x in (0, 0.6, 1.2) for z in (0, 0.6, 1.2)])
+    cameras = np.stack([look_at([x, -4.0, z], target=target) for x in (0, 0.6, 1.2) for z in (0, 0.6, 1.2)])
     scene = load_nerfstudio(_capture(tmp_path / "fwd", cameras), llffhold=0, ndc=True)
     assert scene.use_ndc and (scene.near, scene.far, scene.aabb) == (0.0, 1.0, None)
     point = np.linalg.inv(scene.scene_to_world) @ np.append(target, 1.0)
