@@ -16,9 +16,9 @@ import torch
 from torch import Tensor
 
 from enerf.cameras.path_file import CAMERA_PATH_FORMAT
-from enerf.cli import main
 from enerf.cameras.pinhole import Pinhole
 from enerf.cameras.rays import Rays, flatten_rays
+from enerf.cli import main
 from enerf.data.scene import Scene
 from enerf.render.registry import estimator_class
 from enerf.splats.gaussians import Splats, rgb_to_sh0
@@ -133,7 +133,7 @@ def capture_cameras(n: int, seed: int = 0) -> list[np.ndarray]:
 
 
 def write_capture(folder: Path, n: int = 10, size=(24, 16), meta_extra=None, frame_extra=None, missing=(), seed=0,
-             ext=".png", listed_ext=True) -> Path:
+                  ext=".png", listed_ext=True) -> Path:
     """A transforms.json of ``n`` frames (images ``images/f_00.png`` of random colours) in ``folder``."""
     rng = np.random.default_rng(seed)
     (folder / "images").mkdir(parents=True)
