@@ -56,8 +56,6 @@ STALE_OK: dict[str, str] = {
              "and its spread cap (--max_spread)"
        for stem in ("splat_antialias",)},
     "bake_ab_surface": _CENTRES,
-    "colmap_fern": "changed since: COLMAP's camera axes turned by GL_TO_CV (c2w_rot @ diag(1, -1, -1), the same "
-                   "numbers as the column signs before) and a test-only inverse moved to tests/helpers.py (issue 65)",
 }
 
 
