@@ -17,10 +17,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.harness import command_line, git_commit, load_average, machine, write_record
-from enerf.config import DATA_ROOT, SplatConfig
-from enerf.loaded_run import load_run
-from enerf.runfolder import run_splats_path
+from benchmarks.harness import command_line, git_commit, load_average, machine, run_with_splats, write_record
+from enerf.config import SplatConfig
 from enerf.splats.bake import fit_splats
 from enerf.splats.files import read_splats_into_scene
 
@@ -42,10 +40,7 @@ def set_threads(n: int) -> None:
 
 def measure(ckpt: str, seconds: float, threads: list[int], datadir: str | None = None) -> dict:
     """{"splats": N, "steps_per_second": {threads: steps / s}, "load_before": {threads: [1, 5, 15 min]}}."""
-    run = load_run(ckpt, DATA_ROOT, task="nerf", datadir=datadir, images=True)
-    path = run_splats_path(run.folder)
-    if path is None:
-        raise SystemExit(f"{run.folder} has no splats.ply: run enerf train (or enerf export splats) first")
+    run, path = run_with_splats(ckpt, datadir)
     start = read_splats_into_scene(path, run.scene, run.device)[0]
     cfg = SplatConfig()
     rates, loads = {}, {}

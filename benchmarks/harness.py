@@ -184,5 +184,5 @@ def run_with_splats(ckpt: str, datadir: str | None):
     run = load_run(ckpt, DATA_ROOT, task="nerf", datadir=datadir, images=True)
     path = run_splats_path(run.folder)
     if path is None:
-        raise SystemExit(f"{run.folder} has no splats.ply")
+        raise SystemExit(f"{run.folder} has no splats.ply: run enerf train (or enerf export splats) first")
     return run, path

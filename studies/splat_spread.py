@@ -17,12 +17,9 @@ import json
 import numpy as np
 import torch
 
-from benchmarks.harness import command_line, git_commit, write_record
+from benchmarks.harness import command_line, git_commit, run_with_splats, write_record
 from enerf.cameras.pinhole import Pinhole
-from enerf.config import DATA_ROOT
-from enerf.loaded_run import load_run
 from enerf.metrics import psnr
-from enerf.runfolder import run_splats_path
 from enerf.splats.bake import _camera_extent, _spread_cap
 from enerf.splats.files import read_splats_into_scene
 from enerf.splats.rasterize import project, rasterize
@@ -36,11 +33,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--top", type=int, default=8)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    run = load_run(args.ckpt, DATA_ROOT, task="nerf", datadir=args.datadir, images=True)
+    run, path = run_with_splats(args.ckpt, args.datadir)
     scene = run.scene
-    path = run_splats_path(run.folder)
-    if path is None:
-        raise SystemExit(f"{run.folder} has no splats.ply")
     g = read_splats_into_scene(path, scene, run.device)[0]
     train_centres = np.asarray(scene.poses)[np.asarray(scene.i_train)][:, :3, 3]  # [V, 3]
     centres = torch.as_tensor(train_centres, dtype=torch.float32)
