@@ -34,28 +34,13 @@ _NERF = "measured before later commits to the training / rendering code (the red
 # The demo gives the same held-out PSNR to the last digit before and after (benchmarks/demo_before.json against
 # benchmarks/demo.json, one machine). Reruns owed all the same, in one sitting (issue 65).
 _SPLAT_ROUND = "measured before training could end in splats (issues 62-64); the demo's digits are unchanged by them"
-# Issue 65 moved code (layers that import one way, one pinhole camera, one splat geometry, --sampler) without
-# changing a figure: every held-out figure of benchmarks/behaviour_redesign4.json, and the starting splats byte for
-# byte, are the same before and after. splat_antialias was not rerun since (it bakes from two capture runs of its
-# own); rerun owed.
-_REDESIGN4 = ("measured before issue 65's code moves, which change no figure (benchmarks/behaviour_redesign4.json); "
-              "not rerun in its sitting")
-# a576234 read the training cameras' centres once in the bake's fit (fit_splats; the same array, the same numbers
-# as the two reads before) and rewrote docstrings of enerf/fields and enerf/splats; the demo, rerun after it, gave
-# the same digits.
-_CENTRES = ("measured before a commit that reads the bake's training camera centres once (the same numbers) and "
-            "rewrote docstrings (enerf/fields, enerf/splats); what it runs computes the same")
+
 STALE_OK: dict[str, str] = {
     "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
     **{stem: _SPLAT_ROUND for stem in (
         "capture_30min", "capture_defaults", "capture_probes", "capture_samplers", "conditioning_real", "fern_cpu",
-        "fidelity", "paper_study", "scoring", "viewer")},
-    **{stem: f"{_REDESIGN4}; measured before the bake's fit on a random background (--random_background) and "
-             "before the fit's compiled projection (enerf/splats/projection.py: more fit steps in the same time) "
-             "and its spread cap (--max_spread)"
-       for stem in ("splat_antialias",)},
-    "bake_ab_surface": _CENTRES,
+        "fidelity", "paper_study")},
 }
 
 

@@ -79,25 +79,6 @@ def fit_rate_table() -> str:
                       for name, e in record("fit_rate")["entries"].items()])
 
 
-@table("bake_ab_surface", "bake_ab_surface")
-def bake_ab_surface() -> str:
-    """docs/splats.md's table: one checkpoint per capture and split, its run's own bake (made when the bake did not
-    turn the field's views: today's ``--teacher_turn 0``) against ``--teacher_turn 20`` (whole turned views, far
-    splits only) and ``--teacher_turn 20 --turn_spread 0.1`` (today's default)."""
-    def cells(e: dict) -> list[str]:
-        d, s = e["default"], e["surface"]
-        whole = f"{e['whole']['psnr']:.2f} dB" if "whole" in e else "–"
-        return [f"{e['capture']}, {e['split']}", f"{e['field']['psnr']:.2f} dB", f"{d['psnr']:.2f} dB", whole,
-                f"{s['psnr']:.2f} dB",
-                f"{d['views_more_than_1db_below']} → {s['views_more_than_1db_below']} of {len(e['views'])}",
-                f"{100 * d['uncovered_max']:.1f} → {100 * s['uncovered_max']:.1f} %",
-                f"{d['splat_count']:,} → {s['splat_count']:,}", f"{d['fit_steps']:,} → {s['fit_steps']:,}"]
-
-    return markdown(["capture, split", "field", "bake without them", "`--teacher_turn 20`",
-                     "`--teacher_turn 20 --turn_spread 0.1`", "views > 1 dB below the field", "most uncovered view",
-                     "splats", "fit steps"], [cells(e) for e in record("bake_ab_surface")["entries"].values()])
-
-
 @table("page_size", "page_size")
 def page_size_table() -> str:
     """docs/splats.md's table: each run's splats as a page, against the float32 page the quantised one replaced

@@ -181,6 +181,33 @@ def test_view_gap_finds_the_band_the_shift_and_the_far_camera():
     assert [got[i] for i in i_test] == pytest.approx(tree.query(centres[i_test])[0] / spacing)
 
 
+def test_view_gap_finds_a_shift_of_a_fraction_of_a_pixel():
+    """A periodic, band-limited image moved by (0.5, -1.25) pixels (its spectrum's phase turned by hand, numpy
+    only) plus noise: the sub-pixel search finds that shift, scikit-image's phase correlation agrees, and the gain
+    is what leaves only the noise."""
+    from skimage.registration import phase_cross_correlation
+
+    from studies.view_gap import subpixel_shift_gain
+
+    rng = np.random.default_rng(1)
+    h, w = 64, 80
+    fy, fx = np.fft.fftfreq(h)[:, None, None], np.fft.fftfreq(w)[None, :, None]
+    spectrum = np.fft.fftn(rng.uniform(0, 1, (h, w, 3)), axes=(0, 1)) * np.exp(-(fy ** 2 + fx ** 2) / 0.01)
+    gt = np.fft.ifftn(spectrum, axes=(0, 1)).real
+    dy, dx = 0.5, -1.25  # pred[y, x] = gt[y + dy, x + dx]
+    moved = np.fft.ifftn(spectrum * np.exp(2j * np.pi * (fy * dy + fx * dx)), axes=(0, 1)).real
+    noise = rng.normal(0, 1e-3, gt.shape)
+    pred = moved + noise
+    gain, got_dy, got_dx = subpixel_shift_gain(gt, pred, 2, 0.25)
+    assert (got_dy, got_dx) == (dy, dx)
+    found = phase_cross_correlation(gt.mean(-1), pred.mean(-1), upsample_factor=4)[0]  # the shift moving pred onto gt
+    assert tuple(found) == pytest.approx((dy, dx), abs=0.25)
+    core = (slice(18, h - 18), slice(18, w - 18))  # reach 2 + the 16-pixel margin
+    back = np.fft.ifftn(np.fft.fftn(noise, axes=(0, 1)) * np.exp(-2j * np.pi * (fy * dy + fx * dx)), axes=(0, 1)).real
+    expected = 10 * np.log10(((gt[core] - pred[core]) ** 2).mean() / (back[core] ** 2).mean())  # pred moved back
+    assert gain == pytest.approx(expected, abs=0.01)
+
+
 def test_view_gap_refuses_a_folder_without_renderings_in_one_line(tmp_path):
     result = subprocess.run([sys.executable, "-m", "studies.view_gap", "--run", str(tmp_path / "nope")],
                             cwd=ROOT, capture_output=True, text=True)
