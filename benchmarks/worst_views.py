@@ -31,14 +31,12 @@ import imageio.v3 as iio
 import numpy as np
 import torch
 
-from benchmarks.harness import TRAINING_CODE, command_line, git_commit, load_average, machine, write_record
-from enerf.config import DATA_ROOT
+from benchmarks.harness import (TRAINING_CODE, command_line, git_commit, load_average, machine, run_with_splats,
+                                write_record)
 from enerf.fields.appearance import fit_affine
-from enerf.loaded_run import load_run
 from enerf.cameras.pinhole import Pinhole
 from enerf.metrics import psnr
 from enerf.render.sources import field_source
-from enerf.runfolder import run_splats_path
 from enerf.splats.files import read_splats_into_scene
 from enerf.splats.source import run_background, splat_source
 
@@ -80,10 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--record", type=Path)
     args = parser.parse_args(argv)
     load_before = load_average()
-    run = load_run(args.ckpt, DATA_ROOT, task="nerf", datadir=args.datadir, images=True)
-    path = run_splats_path(run.folder)
-    if path is None:
-        raise SystemExit(f"{run.folder} has no splats.ply")
+    run, path = run_with_splats(args.ckpt, args.datadir)
     scene = run.scene
     background = np.mean([scene.image(int(i)).reshape(-1, 3).mean(0) for i in scene.i_train], 0)
     gaussians = read_splats_into_scene(path, scene, run.device)[0]

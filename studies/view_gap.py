@@ -43,7 +43,7 @@ from enerf.errors import EnerfError
 from enerf.loaded_run import load_run
 from enerf.metrics import mse_to_psnr
 
-from benchmarks.harness import ROOT, write_record
+from benchmarks.harness import write_record
 
 
 def psnr(se: np.ndarray) -> float:
