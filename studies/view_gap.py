@@ -169,11 +169,11 @@ def main() -> int:
     if args.record:
         path = Path(args.record)
         record = json.loads(path.read_text()) if path.is_file() else {
-            "what": "held-out views by image band, camera distance and best whole-pixel shift (studies/view_gap.py)"}
+            "what": "held-out views by image band, camera distance and best shift (studies/view_gap.py)"}
         record[args.name or folder.name] = {
             "command": "python -m studies.view_gap " + " ".join(sys.argv[1:]),
-            "run": str(folder), "views": args.views, "shift_step": args.step, "step": run.step, "mean_psnr": mean, "worst_view": worst,
-            "views": {str(i): v for i, v in views.items()}}
+            "run": str(folder), "renderings": args.views, "shift_step": args.step, "step": run.step,
+            "mean_psnr": mean, "worst_view": worst, "views": {str(i): v for i, v in views.items()}}
         write_record(path, record)
         print(f"wrote {path}")
     return 0
