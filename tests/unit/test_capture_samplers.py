@@ -28,3 +28,13 @@ def test_missing_runs_are_named_and_nothing_is_written(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "fox_30min" in err and "boardgame_hierarchical" in err and "fox_defaults" not in err
     assert not out.exists()
+
+
+def test_a_gone_run_is_left_out_of_the_figure_and_said(tmp_path, capsys):
+    for name in ("fox_defaults", "boardgame_hierarchical"):
+        _run(tmp_path, name, [{"step": 1, "train_seconds": 60.0, "psnr": 20.0}] * 2)
+    out = tmp_path / "fig.png"
+    assert capture_samplers.main(["--basedir", str(tmp_path), "--plot", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "fox_30min" in said and "boardgame_defaults" in said and "fox_defaults" not in said
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
