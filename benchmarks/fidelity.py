@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import ROOT, TRAINING_CODE, as_run, git_commit, load_average, machine, parse_load, write_record
+from benchmarks.harness import (ROOT, TRAINING_CODE, as_run, git_commit, load_average, machine, oldest_commit, parse_load,
+                                write_record)
 
 RECORD = ROOT / "benchmarks" / "fidelity.json"
 BASEDIR = "runs/fid"
@@ -111,20 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     record.update({"machine": machine(), "depends": DEPENDS})
     record["what"] = args.what or record.get("what") or WHAT  # a record of its own (capture_defaults.json) keeps its own
     record.setdefault("runs", {})[args.name] = entry(args.name, args.datadir, flags, load, commit)
-    commits = [run["commit"] for run in record["runs"].values() if run.get("commit")]
-    record["commit"] = min(commits, key=_commit_age) if commits else None  # the oldest code measured
+    record["commit"] = oldest_commit([run.get("commit") for run in record["runs"].values()])  # the oldest code measured
     write_record(path, record)
     run = record["runs"][args.name]
     print(f"{args.name}: {run['psnr']:.2f} dB ({run['steps']} steps), fitted right halves {run['psnr_fit_right']:.2f}, "
           f"worst view {run['worst_view']} {run['worst_below_mean']:.2f} dB below the mean -> {path}")
     return 0
-
-
-def _commit_age(commit: str) -> int:
-    """How many commits HEAD is past ``commit`` (its ``+dirty`` ignored); large when git cannot tell."""
-    done = subprocess.run(["git", "rev-list", "--count", f"{commit.split('+')[0]}..HEAD"], cwd=ROOT,
-                          capture_output=True, text=True)
-    return -int(done.stdout) if done.returncode == 0 and done.stdout.strip() else 0
 
 
 if __name__ == "__main__":

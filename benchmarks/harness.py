@@ -27,8 +27,8 @@ from pathlib import Path
 
 from enerf.atomic import atomic_write_text, json_safe
 
-__all__ = ["ROOT", "TRAINING_CODE", "Timer", "as_run", "command_line", "git_commit", "load_average", "machine", "parse_load",
-           "write_record", "write_report_files"]
+__all__ = ["ROOT", "TRAINING_CODE", "Timer", "as_run", "command_line", "git_commit", "load_average", "machine",
+           "oldest_commit", "parse_load", "write_record", "write_report_files"]
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository root (benchmarks/ and studies/ live in it)
 # What a record of a NeRF training run depends on (its ``depends``, benchmarks/pages: a later commit to one of
@@ -89,6 +89,18 @@ def git_commit(root: Path = ROOT) -> str | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+dirty" if dirty else "")
+
+
+def oldest_commit(commits: list[str | None], root: Path = ROOT) -> str | None:
+    """Of ``commits`` (git_commit's strings; None skipped), the one furthest behind HEAD: the oldest code a
+    record with runs at several commits measured (its ``+dirty`` kept; one git cannot place counts as HEAD)."""
+    def behind(commit: str) -> int:
+        done = subprocess.run(["git", "rev-list", "--count", f"{commit.split('+')[0]}..HEAD"], cwd=root,
+                              capture_output=True, text=True)
+        return int(done.stdout) if done.returncode == 0 and done.stdout.strip().isdigit() else 0
+
+    known = [c for c in commits if c]
+    return max(known, key=behind) if known else None
 
 
 def command_line(argv: list[str] | None = None) -> str:

@@ -21,9 +21,16 @@ Figures are only meaningful with nothing else running on the machine.
     python -m benchmarks.real --scene fern --minutes 2 --seed 1
     python -m benchmarks.real --scene lego --datadir ../shared/data/nerf_synthetic/lego --record benchmarks/lego_cpu.json
 
-``--record FILE`` also writes the run into a JSON record as its ``rerun`` (the one it replaces goes to the
-end of ``previous_reruns``), with the commit, the code it depends on, the machine and a ``summary`` of the
-held-out PSNR and SSIM; ``--reuse --record FILE --commit C`` records a run trained earlier at commit C.
+``--record FILE`` also writes the run into a JSON record, with the commit, the code it depends on and the machine.
+A one-run record (benchmarks/lego_cpu.json) takes it as its ``rerun`` (the one it replaces goes to the end of
+``previous_reruns``) with a ``summary`` of the held-out PSNR and SSIM. A per-seed record (benchmarks/fern_cpu.json:
+``runs`` a list with a ``seed`` each) takes it in place of the run of the same seed (that one goes to the end of
+``replaced_runs``; a new seed is added) and recomputes its summary's ``psnr_mean``, ``psnr_std`` (sample standard
+deviation) and ``steps_per_second`` over its runs:
+
+    python -m benchmarks.real --scene fern --seed 1 --datadir ../shared/data/nerf_llff_data/fern --record benchmarks/fern_cpu.json
+
+``--reuse --record FILE --commit C`` records a run trained earlier at commit C.
 """
 
 from __future__ import annotations
@@ -31,12 +38,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.harness import TRAINING_CODE, git_commit, load_average, machine, write_record, write_report_files
+from benchmarks.harness import (TRAINING_CODE, git_commit, load_average, machine, oldest_commit, write_record,
+                                write_report_files)
 
 
 TARGETS = {"fern": 24.0, "lego": 28.0}  # issue targets (dB) within 10 minutes of training
@@ -169,25 +178,29 @@ def main() -> int:
     write_report_files(config_run_folder, "bench_real", summary, text)
     if args.record:
         path = Path(args.record)
-        write_record(path, with_rerun(json.loads(path.read_text()) if path.is_file() else {}, summary, commit,
-                                      config, reproduce_command(sys.argv[1:])))
+        record = json.loads(path.read_text()) if path.is_file() else {}
+        write_record(path, with_seed_run(record, summary, commit, config) if is_per_seed(record) else
+                     with_rerun(record, summary, commit, config, reproduce_command(sys.argv[1:])))
         print(f"wrote {path}")
     return 0
 
 
 def record_problem(path: Path) -> str | None:
-    """Why ``--record PATH`` cannot take a run (None when it can): unreadable JSON, or a record whose
-    ``summary`` holds more than one run's PSNR and SSIM (fern_cpu.json's three seeds and peer)."""
+    """Why ``--record PATH`` cannot take a run (None when it can): unreadable JSON, or a record that is neither
+    per-seed (``is_per_seed``) nor one run's (a ``summary`` of only ``psnr`` and ``ssim``)."""
     if not path.is_file():
         return None
     try:
         record = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         return f"{path} is not a readable JSON record ({err}); fix or remove it"
+    if is_per_seed(record):
+        return None
     other = sorted(set(record.get("summary", {})) - {"psnr", "ssim"}) if isinstance(record, dict) else ["?"]
     if other:
-        return (f"{path} is not a one-run record (its summary has {', '.join(other)}); --record writes a record "
-                "like benchmarks/lego_cpu.json, whose summary is one run's psnr and ssim")
+        return (f"{path} is neither a one-run record (its summary has {', '.join(other)}) nor a per-seed one; "
+                "--record writes a record like benchmarks/lego_cpu.json (one run's psnr and ssim) or "
+                "benchmarks/fern_cpu.json (runs: a list with a seed each)")
     return None
 
 
@@ -201,6 +214,39 @@ def with_rerun(record: dict, summary: dict, commit: str | None, config: str, com
     record.update({"commit": commit, "depends": [*TRAINING_CODE, config], "command": command, "machine": machine(),
                    "summary": {"psnr": round(summary["psnr"], 2), "ssim": round(summary["ssim"], 3)},
                    "rerun": {**summary, "load_before": (summary.get("load") or {}).get("before")}})
+    return record
+
+
+def is_per_seed(record: object) -> bool:
+    """Whether ``record`` keeps one run per seed: ``runs`` a non-empty list of runs with a ``seed`` each."""
+    runs = record.get("runs") if isinstance(record, dict) else None
+    return isinstance(runs, list) and bool(runs) and all(isinstance(r, dict) and "seed" in r for r in runs)
+
+
+def with_seed_run(record: dict, summary: dict, commit: str | None, config: str) -> dict:
+    """Per-seed ``record`` with ``summary`` (a bench_real.json) in place of the run of its seed (the replaced one
+    appended to ``replaced_runs``; a new seed is added, the runs kept in seed order). Each run carries its commit
+    and machine (runs written before carry the record's); the record's ``commit`` is the oldest of them,
+    ``depends`` the training code and ``config``; its summary's ``psnr_mean``, ``psnr_std`` (sample standard
+    deviation, 0 for one run) and ``steps_per_second`` (all steps over all training seconds) are recomputed
+    from the runs, its other fields kept."""
+    record = dict(record)
+    earlier = {"commit": record.get("commit"), "machine": record.get("machine")}
+    runs, replaced = [], list(record.get("replaced_runs", []))
+    for run in record["runs"]:
+        run = {**earlier, **run}
+        (replaced if run["seed"] == summary["seed"] else runs).append(run)
+    new = {**summary, "commit": commit, "machine": machine(), "load_before": (summary.get("load") or {}).get("before")}
+    runs = sorted([*runs, new], key=lambda run: run["seed"])
+    psnrs = [run["psnr"] for run in runs]
+    record.update({
+        "runs": runs, "commit": oldest_commit([run["commit"] for run in runs]), "depends": [*TRAINING_CODE, config],
+        "summary": {**record.get("summary", {}), "psnr_mean": round(statistics.fmean(psnrs), 2),
+                    "psnr_std": round(statistics.stdev(psnrs), 2) if len(psnrs) > 1 else 0.0,
+                    "steps_per_second": round(sum(run["steps"] for run in runs) /
+                                              sum(run["train_seconds"] for run in runs), 2)}})
+    if replaced:
+        record["replaced_runs"] = replaced
     return record
 
 

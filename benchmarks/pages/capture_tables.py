@@ -65,19 +65,11 @@ def capture_probes() -> str:
     return "\n".join(rows)
 
 
-def _earlier_defaults() -> dict[str, dict]:
-    """capture_defaults.json's runs on the code fidelity.json measured: the runs its rerun replaced
-    (``previous_runs``), set beside that record's runs until it is rerun too, so that a row's Δ is an option's and
-    not the code's."""
-    defaults = record("capture_defaults")
-    return defaults.get("previous_runs", defaults)["runs"]
-
-
 def _fidelity_runs(far: bool) -> list[tuple[str, dict]]:
     """The fidelity tables' rows, grouped by capture in the option record's order: each capture's zero-config
-    run on the same code (``_earlier_defaults``: ``CAPTURE_defaults`` or ``CAPTURE_far_defaults``), then its runs
-    with an option (fidelity.json) on the same split."""
-    defaults, options = _earlier_defaults(), record("fidelity")["runs"]
+    run (capture_defaults.json's ``CAPTURE_defaults`` or ``CAPTURE_far_defaults``, the same training code), then its
+    runs with an option (fidelity.json) on the same split."""
+    defaults, options = record("capture_defaults")["runs"], record("fidelity")["runs"]
     captures = list(dict.fromkeys(name.split("_")[0] for name in options))
     rows = []
     for capture in captures:
@@ -115,8 +107,8 @@ def _far(run: dict) -> bool:
 @table("fidelity_far", "fidelity", "capture_defaults")
 def fidelity_far() -> str:
     """docs/captures.md's far-split table: runs holding out the cameras farthest from the capture's centre,
-    beside the same capture's every-8th split with the defaults (``_earlier_defaults``)."""
-    defaults = _earlier_defaults()
+    beside the same capture's every-8th split with the defaults (capture_defaults.json)."""
+    defaults = record("capture_defaults")["runs"]
     rows = ["| run | options | steps | far views' PSNR | on the pixels a training camera sees (their share) "
             "| worst view (below the mean) | every-8th split, defaults |", "|---|---|---|---|---|---|---|"]
     for name, r in _fidelity_runs(far=True):

@@ -3,8 +3,12 @@ option runs (fidelity.json) on the same split; and benchmarks.real's ``--record`
 
 from __future__ import annotations
 
+import subprocess
+
+import numpy as np
+
 from benchmarks import real
-from benchmarks.harness import TRAINING_CODE
+from benchmarks.harness import TRAINING_CODE, oldest_commit
 from benchmarks.pages import capture_tables
 
 
@@ -58,6 +62,46 @@ def test_a_record_it_cannot_take_is_said_in_one_line_before_training(tmp_path):
     broken.write_text('{"summary": ')
     one = tmp_path / "lego.json"
     one.write_text('{"summary": {"psnr": 30.5, "ssim": 0.95}}')
-    assert "psnr_mean, psnr_std" in real.record_problem(many)
+    seeds = tmp_path / "seeds.json"
+    seeds.write_text('{"summary": {"psnr_mean": 24.2}, "runs": [{"seed": 0, "psnr": 24.2}]}')
+    assert "psnr_mean, psnr_std" in real.record_problem(many) and real.record_problem(seeds) is None
     assert "not a readable JSON record" in real.record_problem(broken)
     assert real.record_problem(one) is None and real.record_problem(tmp_path / "new.json") is None
+
+
+def _seed_run(seed, psnr, steps, seconds=600.0):
+    return {"seed": seed, "psnr": psnr, "steps": steps, "train_seconds": seconds, "load": {"before": [0.1, 0.2, 0.3]}}
+
+
+def test_a_per_seed_record_takes_the_run_in_place_of_its_seeds(monkeypatch):
+    monkeypatch.setattr(real, "oldest_commit", lambda commits: min(c for c in commits if c))  # git order: tested below
+    old = {"commit": "aaa", "machine": "m0", "summary": {"psnr_mean": 1.0, "peer_psnr": 18.1},
+           "runs": [_seed_run(0, 24.40, 4000), _seed_run(1, 24.50, 4100), _seed_run(2, 24.30, 4200)]}
+    new = real.with_seed_run(old, _seed_run(1, 24.10, 3900, 599.0), "bbb", "configs/fern_cpu.txt")
+    psnrs = [24.40, 24.10, 24.30]
+    assert [r["seed"] for r in new["runs"]] == [0, 1, 2] and new["runs"][1]["psnr"] == 24.10
+    assert new["runs"][1]["commit"] == "bbb" and new["runs"][1]["load_before"] == [0.1, 0.2, 0.3]
+    assert new["runs"][0]["commit"] == "aaa" and new["runs"][0]["machine"] == "m0" and new["commit"] == "aaa"
+    assert new["replaced_runs"][0]["psnr"] == 24.50 and new["depends"] == [*TRAINING_CODE, "configs/fern_cpu.txt"]
+    assert new["summary"]["psnr_mean"] == round(float(np.mean(psnrs)), 2)
+    assert new["summary"]["psnr_std"] == round(float(np.std(psnrs, ddof=1)), 2)
+    assert new["summary"]["steps_per_second"] == round(12100 / 1799.0, 2) and new["summary"]["peer_psnr"] == 18.1
+    assert len(old["runs"]) == 3 and old["runs"][1]["psnr"] == 24.50  # the record read is left as it was
+    added = real.with_seed_run({"runs": [_seed_run(0, 24.0, 4000)]}, _seed_run(3, 24.2, 4000), "ccc", "c.txt")
+    assert [r["seed"] for r in added["runs"]] == [0, 3] and "replaced_runs" not in added
+    assert added["summary"]["psnr_std"] == round(float(np.std([24.0, 24.2], ddof=1)), 2)
+
+
+def test_the_oldest_commit_is_the_one_furthest_behind_head(tmp_path):
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    commits = []
+    for i in range(3):
+        git("commit", "-q", "--allow-empty", "-m", f"c{i}")
+        commits.append(git("rev-parse", "--short", "HEAD"))
+    assert oldest_commit([commits[1], commits[0] + "+dirty", None, commits[2]], root=tmp_path) == commits[0] + "+dirty"
+    assert oldest_commit([commits[2], commits[1]], root=tmp_path) == commits[1]
+    assert oldest_commit([None], root=tmp_path) is None
