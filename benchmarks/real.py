@@ -24,7 +24,7 @@ Figures are only meaningful with nothing else running on the machine.
 ``--record FILE`` also writes the run into a JSON record, with the commit, the code it depends on and the machine.
 A one-run record (benchmarks/lego_cpu.json) takes it as its ``rerun`` (the one it replaces goes to the end of
 ``previous_reruns``) with a ``summary`` of the held-out PSNR and SSIM. A per-seed record (benchmarks/fern_cpu.json:
-``runs`` a list with a ``seed`` each) takes it in place of the run of the same seed (that one goes to the end of
+``runs`` a list with a ``seed``, ``psnr``, ``steps`` and ``train_seconds`` each) takes it in place of the run of the same seed (that one goes to the end of
 ``replaced_runs``; a new seed is added) and recomputes its summary's ``psnr_mean``, ``psnr_std`` (sample standard
 deviation) and ``steps_per_second`` over its runs:
 
@@ -200,7 +200,7 @@ def record_problem(path: Path) -> str | None:
     if other:
         return (f"{path} is neither a one-run record (its summary has {', '.join(other)}) nor a per-seed one; "
                 "--record writes a record like benchmarks/lego_cpu.json (one run's psnr and ssim) or "
-                "benchmarks/fern_cpu.json (runs: a list with a seed each)")
+                "benchmarks/fern_cpu.json (runs: a list with a seed, psnr, steps and train_seconds each)")
     return None
 
 
@@ -217,10 +217,14 @@ def with_rerun(record: dict, summary: dict, commit: str | None, config: str, com
     return record
 
 
+SEED_RUN_KEYS = ("seed", "psnr", "steps", "train_seconds")  # what a per-seed record's summary is recomputed from
+
+
 def is_per_seed(record: object) -> bool:
-    """Whether ``record`` keeps one run per seed: ``runs`` a non-empty list of runs with a ``seed`` each."""
+    """Whether ``record`` keeps one run per seed: ``runs`` a non-empty list of runs, each with ``SEED_RUN_KEYS``."""
     runs = record.get("runs") if isinstance(record, dict) else None
-    return isinstance(runs, list) and bool(runs) and all(isinstance(r, dict) and "seed" in r for r in runs)
+    return isinstance(runs, list) and bool(runs) and all(
+        isinstance(r, dict) and all(key in r for key in SEED_RUN_KEYS) for r in runs)
 
 
 def with_seed_run(record: dict, summary: dict, commit: str | None, config: str) -> dict:

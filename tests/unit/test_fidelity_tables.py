@@ -63,8 +63,12 @@ def test_a_record_it_cannot_take_is_said_in_one_line_before_training(tmp_path):
     one = tmp_path / "lego.json"
     one.write_text('{"summary": {"psnr": 30.5, "ssim": 0.95}}')
     seeds = tmp_path / "seeds.json"
-    seeds.write_text('{"summary": {"psnr_mean": 24.2}, "runs": [{"seed": 0, "psnr": 24.2}]}')
+    seeds.write_text('{"summary": {"psnr_mean": 24.2}, "runs": [{"seed": 0, "psnr": 24.2, "steps": 9, '
+                     '"train_seconds": 1.0}]}')
+    no_steps = tmp_path / "no_steps.json"  # a per-seed record whose summary could not be recomputed
+    no_steps.write_text('{"summary": {"psnr_mean": 24.2}, "runs": [{"seed": 0, "psnr": 24.2}]}')
     assert "psnr_mean, psnr_std" in real.record_problem(many) and real.record_problem(seeds) is None
+    assert "nor a per-seed one" in real.record_problem(no_steps)
     assert "not a readable JSON record" in real.record_problem(broken)
     assert real.record_problem(one) is None and real.record_problem(tmp_path / "new.json") is None
 
