@@ -4,10 +4,10 @@ commands (their compare.csv and each run's metrics.json).
 
     enerf compare --scenes fern --modes none row --seeds 0 1 2 --config fern=configs/fern_cpu.txt \\
         --jobs 2 --out runs/compare_fern1500 -- --iters 1500 --time_budget 0 --eval_every 500 \\
-        --eval_views 1 --kappa_every 500 --no_lpips                                # about 40 minutes
+        --eval_views 1 --kappa_every 500 --no_lpips                                # about 25 minutes
     enerf compare --scenes lego --modes none row col --seeds 0 1 2 --config lego=configs/lego_cpu.txt \\
         --jobs 2 --out runs/compare_lego -- --iters 300 --time_budget 0 --eval_every 150 --eval_views 1 \\
-        --kappa_every 100 --testskip 25 --no_lpips                                 # about 50 minutes
+        --kappa_every 100 --testskip 25 --no_lpips                                 # about 25 minutes
     python -m benchmarks.conditioning_real --load fern="1.93 1.99 2.00" --load lego="1.66 1.94 1.97"
 
 ``--load SCENE=TEXT``: the load averages the compare started under (the figures are PSNR and SSIM at

@@ -39,7 +39,7 @@ STALE_OK: dict[str, str] = {
     "gpu_capture": f"needs a GPU (benchmarks/device_checks.sh when one is lent); {_NERF}",
     "gpu_check_h100": f"needs a GPU (python -m benchmarks.gpu_check); {_NERF}",
     **{stem: _SPLAT_ROUND for stem in (
-        "capture_30min", "capture_probes", "conditioning_real", "paper_study")},
+        "capture_30min", "paper_study")},
 }
 
 
