@@ -3,7 +3,7 @@ registered as ``benchmarks.pages.tables``'s are."""
 
 from __future__ import annotations
 
-from benchmarks.pages.records import fmt, record, table
+from benchmarks.pages.records import figure, fmt, record, table
 
 __all__: list[str] = []
 
@@ -48,6 +48,15 @@ def capture_samplers() -> str:
             rows.append(f"| {first} | {sampler} | {e['psnr']:.2f} dB | {worst:.2f} dB ({e['worst_below_mean']:.1f} dB) "
                         f"| {e['steps']:,} |")
     return "\n".join(rows)
+
+
+@figure("capture_30min_rate", "capture_30min", "capture_defaults")
+def capture_30min_rate() -> str:
+    """The fox's training steps a second in its 30-minute run against its 10-minute run (the two records' sittings):
+    "A against B", one decimal each."""
+    rate = [e["steps"] / e["train_seconds"] for e in (record("capture_30min")["runs"]["fox_30min"],
+                                                       record("capture_defaults")["runs"]["fox_defaults"])]
+    return f"{rate[0]:.1f} against {rate[1]:.1f}"
 
 
 @table("capture_probes", "capture_probes")
